@@ -1,0 +1,22 @@
+"""adrules: ChainRules-style derivative rules and a tracer for plain NumPy code.
+
+>>> import numpy as np, adrules as ad
+>>> ad.gradient(lambda x: np.sum(np.sin(x) ** 2), np.array([0.0, 1.0]))[0].round(4)
+array([0.    , 0.9093])
+"""
+
+from .api import frule_via_ad, gradient, jvp, pullback, rrule_via_ad, value_and_gradient
+from .projection import ProjectTo
+from .pytrees import register_node
+from .registry import RuleConfig, frule, non_differentiable, primitive, rrule, scalar_rule
+from .tangents import InplaceableThunk, NoTangent, Tangent, Thunk, ZeroTangent, unthunk
+from . import rules  # noqa: F401  (registers the NumPy rule library)
+from . import testing  # noqa: F401
+
+__all__ = [
+    "gradient", "value_and_gradient", "pullback", "jvp", "rrule_via_ad", "frule_via_ad",
+    "rrule", "frule", "primitive", "scalar_rule", "non_differentiable", "RuleConfig",
+    "NoTangent", "ZeroTangent", "Tangent", "Thunk", "InplaceableThunk", "unthunk", "ProjectTo",
+    "register_node", "testing",
+]
+__version__ = "0.1.0"

@@ -1,0 +1,283 @@
+"""The user-facing differentiation functions."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .pytrees import LEAF, flatten, unflatten
+from .registry import function_name, rrule
+from .tangents import NoTangent, ZeroTangent, is_zero, unthunk
+from .tracer import Trace, Traced, TracerError, backprop, tracing
+
+_CONST_TYPES = (bool, int, str, bytes, type(None), np.integer, np.bool_)
+
+
+def _leaf_is_differentiable(leaf, fname, where):
+    """True for float leaves, False for constants; raises for what cannot be handled."""
+    if type(leaf) is Traced or isinstance(leaf, (float, np.floating)):
+        return True
+    if isinstance(leaf, np.ndarray):
+        kind = leaf.dtype.kind
+        if kind == "f":
+            return True
+        if kind in "biu":
+            return False
+        if kind == "c":
+            raise TypeError(f"{fname}: {where} is complex; complex inputs are not supported yet.")
+        raise TypeError(
+            f"{fname}: {where} is an array of dtype {leaf.dtype}, which cannot be differentiated. "
+            f"Pass a float array, or pass it through a closure if it is data.")
+    if isinstance(leaf, (complex, np.complexfloating)):
+        raise TypeError(f"{fname}: {where} is complex; complex inputs are not supported yet.")
+    if isinstance(leaf, _CONST_TYPES) or callable(leaf):
+        return False
+    raise TypeError(
+        f"{fname}: {where} is a {type(leaf).__name__}, which is neither an array, a number nor a "
+        f"known container. Register its type with adrules.register_node(...) so its fields are "
+        f"differentiated, or pass it through a closure (functools.partial) if it is data.")
+
+
+def _box_args(fname, args, trace):
+    """Box the float leaves of ``args`` on ``trace``; returns (boxed args, per-arg leaf plans)."""
+    boxed, plans = [], []
+    for i, arg in enumerate(args):
+        if isinstance(arg, str):
+            raise TypeError(
+                f"{fname}: argument {i} is a string, which cannot be differentiated. Pass it "
+                f"through a closure or functools.partial(f, ...) instead.")
+        leaves, tdef = flatten(arg)
+        new = []
+        for j, leaf in enumerate(leaves):
+            where = f"argument {i}" if tdef is LEAF else f"leaf {j} of argument {i}"
+            new.append(trace.leaf(leaf) if _leaf_is_differentiable(leaf, fname, where) else leaf)
+        boxed.append(new[0] if tdef is LEAF else unflatten(tdef, new))
+        plans.append((tdef, leaves, new))
+    return boxed, plans
+
+
+def _zero_like(leaf):
+    if isinstance(leaf, float):
+        return 0.0
+    return np.zeros_like(leaf.value if type(leaf) is Traced else leaf)
+
+
+def _gather(plans, cot):
+    """Per-argument cotangents, in the structure of each argument."""
+    out = []
+    for tdef, leaves, boxes in plans:
+        grads = []
+        for leaf, box in zip(leaves, boxes):
+            if type(box) is not Traced or box is leaf:
+                grads.append(NoTangent())
+                continue
+            g = cot[box.slot]
+            if g is None or is_zero(g):
+                grads.append(_zero_like(leaf))
+            elif isinstance(leaf, float) and type(g) is not Traced:
+                grads.append(float(g))
+            else:
+                grads.append(g)
+        out.append(grads[0] if tdef is LEAF else unflatten(tdef, grads))
+    return tuple(out)
+
+
+def _one_like(v):
+    dt = getattr(v, "dtype", None)
+    return dt.type(1) if dt is not None else 1.0
+
+
+def value_and_gradient(f, *args):
+    """``(f(*args), gradient(f, *args))`` from one forward and one reverse pass.
+
+    >>> import numpy as np, adrules as ad
+    >>> ad.value_and_gradient(lambda x: np.sum(x ** 2), np.array([1.0, 2.0]))
+    (np.float64(5.0), (array([2., 4.]),))
+    """
+    fname = f"gradient({getattr(f, '__name__', 'f')})"
+    trace = Trace()
+    with tracing():
+        boxed, plans = _box_args(fname, args, trace)
+        out = f(*boxed)
+    if type(out) is Traced and out._trace is trace:
+        value = out.value
+        if np.shape(value) != ():
+            raise TracerError(
+                f"{fname}: f returned an array of shape {np.shape(value)}, but gradient needs a "
+                f"scalar. Reduce it (np.sum, np.mean), or use adrules.pullback / adrules.jacobian.")
+        cot = backprop(trace, [(out.slot, _one_like(value))])
+    else:
+        value = out
+        if np.shape(out) != () or isinstance(out, (dict, list, tuple, str)):
+            raise TracerError(
+                f"{fname}: f must return a scalar, got {type(out).__name__} of shape "
+                f"{np.shape(out) if not isinstance(out, (dict, str)) else '?'}; use "
+                f"adrules.pullback or adrules.jacobian for non-scalar outputs.")
+        cot = [None] * trace.n_slots
+    trace.nodes = None
+    return value, _gather(plans, cot)
+
+
+def gradient(f, *args):
+    """Gradients of scalar ``f`` with respect to each positional argument.
+
+    Arrays and floats get dense gradients of the same shape and dtype; containers
+    (dict, list, tuple, NamedTuple, dataclass, registered nodes) get the same
+    structure back; integers, booleans and None get ``NoTangent()``.
+
+    >>> import numpy as np, adrules as ad
+    >>> ad.gradient(lambda p, k: k * np.sum(p["w"] ** 2), {"w": np.array([1.0, 3.0])}, 2)
+    ({'w': array([ 4., 12.])}, NoTangent())
+    """
+    return value_and_gradient(f, *args)[1]
+
+
+def pullback(f, *args):
+    """``(y, back)``: the value of ``f(*args)`` and its pullback.
+
+    ``y`` may be any array or container; ``back(ȳ)`` takes a cotangent of ``y``'s
+    structure and returns the tuple of argument cotangents. ``back`` may be called
+    more than once.
+
+    >>> import numpy as np, adrules as ad
+    >>> y, back = ad.pullback(lambda x: x * 3.0, np.array([1.0, 2.0]))
+    >>> y, back(np.array([1.0, 10.0]))
+    (array([3., 6.]), (array([ 3., 30.]),))
+    """
+    fname = f"pullback({getattr(f, '__name__', 'f')})"
+    trace = Trace()
+    with tracing():
+        boxed, plans = _box_args(fname, args, trace)
+        out = f(*boxed)
+    out_leaves, out_def = flatten(out)
+    out_slots = [b.slot if type(b) is Traced and b._trace is trace else -1 for b in out_leaves]
+    y = unflatten(out_def, [b.value if s >= 0 else b for b, s in zip(out_leaves, out_slots)])
+
+    def back(ybar):
+        ybar = unthunk(ybar)
+        if is_zero(ybar):
+            bars = [ZeroTangent()] * len(out_slots)
+        else:
+            bars, bar_def = flatten(ybar)
+            if len(bars) != len(out_slots):
+                raise TracerError(
+                    f"{fname}: the cotangent has structure {bar_def} but the output has "
+                    f"{out_def}; pass a cotangent shaped like the output.")
+        seeds = []
+        for i, (slot, bar, leaf) in enumerate(zip(out_slots, bars, out_leaves)):
+            if slot < 0 or is_zero(bar):
+                continue
+            if np.shape(bar) != np.shape(leaf.value):
+                raise TracerError(
+                    f"{fname}: cotangent leaf {i} has shape {np.shape(bar)} but the output's "
+                    f"has shape {np.shape(leaf.value)}.")
+            seeds.append((slot, bar))
+        return _gather(plans, backprop(trace, seeds, consume=False))
+
+    return y, back
+
+
+def _call(fn, *args):
+    return fn(*args)
+
+
+def rrule_via_ad(f, *args, **kwargs):
+    """A rule for ``f`` if one is registered, otherwise one made by tracing ``f``.
+
+    Returns ``(y, pullback)`` with ``pullback(ȳ) -> (f̄, x̄1, ..., x̄n)``; ``f̄`` is the
+    gradient of a callable model's parameters (``NoTangent()`` for a plain function).
+    Used by rules of higher-order functions.
+
+    >>> import numpy as np, adrules as ad
+    >>> from dataclasses import dataclass
+    >>> @dataclass
+    ... class Scale:
+    ...     w: np.ndarray
+    ...     def __call__(self, x):
+    ...         return np.sum(self.w * x)
+    >>> y, back = ad.rrule_via_ad(Scale(np.array([2.0])), np.array([3.0]))
+    >>> back(1.0)
+    (Scale(w=array([3.])), array([2.]))
+    """
+    if kwargs:
+        return rrule_via_ad(lambda *a: f(*a, **kwargs), *args)
+    rule = rrule(f, *args)
+    if rule is not None:
+        return rule
+    return pullback(_call, f, *args)
+
+
+def jvp(f, primals, tangents):
+    """``(y, ẏ)``: the value of ``f(*primals)`` and its directional derivative along
+    ``tangents``, by forward mode.
+
+    >>> import numpy as np, adrules as ad
+    >>> ad.jvp(lambda x: np.sin(x) * 2.0, (0.0,), (1.0,))
+    (np.float64(0.0), np.float64(2.0))
+    """
+    fname = f"jvp({getattr(f, '__name__', 'f')})"
+    primals, tangents = tuple(primals), tuple(tangents)
+    if len(primals) != len(tangents):
+        raise TypeError(f"{fname}: got {len(primals)} primals but {len(tangents)} tangents; "
+                        f"give one tangent per primal.")
+    trace = Trace(forward=True)
+    boxed = []
+    for i, (p, t) in enumerate(zip(primals, tangents)):
+        leaves, tdef = flatten(p)
+        if is_zero(t):
+            tleaves = [ZeroTangent()] * len(leaves)
+        else:
+            tleaves, tdef_t = flatten(t)
+            if len(tleaves) != len(leaves):
+                raise TypeError(f"{fname}: tangent {i} has structure {tdef_t}, primal {i} has "
+                                f"{tdef}; give tangents shaped like the primals.")
+        new = []
+        for j, (leaf, tl) in enumerate(zip(leaves, tleaves)):
+            where = f"argument {i}" if tdef is LEAF else f"leaf {j} of argument {i}"
+            if _leaf_is_differentiable(leaf, fname, where) and not is_zero(tl):
+                shape_p = np.shape(leaf.value if type(leaf) is Traced else leaf)
+                if np.shape(tl) != shape_p:
+                    raise TypeError(f"{fname}: the tangent of {where} has shape {np.shape(tl)} "
+                                    f"but the primal has shape {shape_p}.")
+                new.append(trace.leaf(leaf, tl))
+            else:
+                new.append(leaf)
+        boxed.append(new[0] if tdef is LEAF else unflatten(tdef, new))
+    with tracing():
+        out = f(*boxed)
+    leaves, tdef = flatten(out)
+    ys, dys = [], []
+    for leaf in leaves:
+        if type(leaf) is Traced and leaf._trace is trace:
+            ys.append(leaf.value)
+            dys.append(leaf.tangent)
+        else:
+            ys.append(leaf)
+            dys.append(_zero_like(leaf) if _is_float_leaf(leaf) else NoTangent())
+    return unflatten(tdef, ys), unflatten(tdef, dys)
+
+
+def _is_float_leaf(x):
+    return isinstance(x, (float, np.floating)) or (isinstance(x, np.ndarray) and x.dtype.kind == "f") \
+        or type(x) is Traced
+
+
+def frule_via_ad(tangents, f, *args, **kwargs):
+    """An frule for ``f`` if registered, otherwise forward-mode tracing of ``f``.
+
+    >>> import numpy as np, adrules as ad
+    >>> ad.frule_via_ad((ad.NoTangent(), 1.0), lambda x: x * x, 3.0)
+    (np.float64(9.0), np.float64(6.0))
+    """
+    from .registry import frule
+
+    if kwargs:
+        return frule_via_ad(tangents, lambda *a: f(*a, **kwargs), *args)
+    rule = frule(tangents, f, *args)
+    if rule is not None:
+        return rule
+    tf, *targs = tangents
+    return jvp(_call, (f, *args), (ZeroTangent() if is_zero(tf) else tf, *targs))
+
+
+__all__ = ["gradient", "value_and_gradient", "pullback", "rrule_via_ad", "jvp", "frule_via_ad",
+           "function_name"]

@@ -1,0 +1,136 @@
+"""Projection of a cotangent back onto the space of its primal.
+
+A rule may return a cotangent that is "too big": broadcast to the output's shape,
+float64 for a float32 input, complex for a real input. ``ProjectTo(x)(dx)`` fixes all
+of that, and the tracer applies it to every rule output automatically, so rule
+authors never call it themselves.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .tangents import NoTangent, ZeroTangent, is_zero, unthunk
+
+
+class ProjectionError(ValueError):
+    """A cotangent cannot be projected onto its primal (wrong shape)."""
+
+
+def _shape(x):
+    return getattr(x, "shape", ())
+
+
+def _dtype(x):
+    dt = getattr(x, "dtype", None)
+    if dt is None:
+        return np.dtype(type(x)) if isinstance(x, (bool, int, float, complex)) else None
+    return dt
+
+
+def unbroadcast(g, shape):
+    """Sum ``g`` over the axes that broadcasting added to an array of ``shape``.
+
+    >>> import numpy as np
+    >>> unbroadcast(np.ones((2, 3)), (3,))
+    array([2., 2., 2.])
+    >>> unbroadcast(np.ones((2, 3)), (2, 1))
+    array([[3.],
+           [3.]])
+    """
+    gshape = _shape(g)
+    if gshape == shape:
+        return g
+    extra = len(gshape) - len(shape)
+    if extra < 0:
+        raise ProjectionError(f"cotangent of shape {gshape} is smaller than its primal's {shape}")
+    if extra:
+        g = np.sum(g, axis=tuple(range(extra)))
+    axes = tuple(i for i, (n, m) in enumerate(zip(shape, _shape(g))) if n == 1 and m != 1)
+    if axes:
+        g = np.sum(g, axis=axes, keepdims=True)
+    if _shape(g) != shape:
+        raise ProjectionError(f"cotangent of shape {gshape} does not broadcast to its primal's {shape}")
+    return g
+
+
+def project_like(g, x):
+    """Project cotangent ``g`` onto the space of primal value ``x`` (the tracer's hot path).
+
+    >>> import numpy as np
+    >>> project_like(np.ones((4, 3)), np.zeros(3, dtype=np.float32))
+    array([4., 4., 4.], dtype=float32)
+    """
+    if is_zero(g):
+        return g
+    xdt = _dtype(x)
+    if xdt is None or xdt.kind not in "fc":
+        return NoTangent()
+    shape = _shape(x)
+    if _shape(g) != shape:
+        g = unbroadcast(g, shape)
+    gdt = _dtype(g)
+    if gdt is not None and gdt != xdt:
+        if gdt.kind == "c" and xdt.kind != "c":
+            g = np.real(g)
+        g = g.astype(xdt) if hasattr(g, "astype") else xdt.type(g)
+    return g
+
+
+class ProjectTo:
+    """Remember the space of a primal, then project cotangents onto it.
+
+    Keeps float32 as float32, drops the imaginary part for a real primal, sums
+    broadcast axes away, reshapes when only trivial dimensions differ, gives
+    ``NoTangent()`` for integer or boolean primals, and raises on a size mismatch.
+    Containers (list, tuple, dict) project element by element.
+
+    >>> import numpy as np
+    >>> p = ProjectTo(np.zeros((2, 1), dtype=np.float32))
+    >>> p(np.ones((2, 3)))
+    array([[3.],
+           [3.]], dtype=float32)
+    >>> ProjectTo(3)(1.5)
+    NoTangent()
+    """
+
+    __slots__ = ("shape", "dtype", "children", "kind")
+
+    def __init__(self, x):
+        if isinstance(x, (list, tuple)):
+            self.kind, self.children = type(x), [ProjectTo(v) for v in x]
+        elif isinstance(x, dict):
+            self.kind, self.children = dict, {k: ProjectTo(v) for k, v in x.items()}
+        else:
+            self.kind, self.children = None, None
+        self.shape, self.dtype = _shape(x), _dtype(x)
+
+    def __call__(self, dx):
+        dx = unthunk(dx)
+        if self.kind is dict:
+            return {k: p(dx[k]) if k in dx else ZeroTangent() for k, p in self.children.items()}
+        if self.kind is not None:
+            return self.kind(p(d) for p, d in zip(self.children, dx))
+        if is_zero(dx):
+            return dx
+        if self.dtype is None:  # an unknown type: leave its tangent alone
+            return dx
+        if self.dtype.kind not in "fc":
+            return NoTangent()
+        if _shape(dx) != self.shape and np.size(dx) == int(np.prod(self.shape)) and np.ndim(dx) != len(self.shape):
+            trivial = tuple(n for n in _shape(dx) if n != 1) == tuple(n for n in self.shape if n != 1)
+            if trivial:
+                dx = np.reshape(dx, self.shape)
+        return project_like(dx, _Spec(self.shape, self.dtype))
+
+    def __repr__(self):
+        return f"ProjectTo(shape={self.shape}, dtype={self.dtype})"
+
+
+class _Spec:
+    """A stand-in primal with only a shape and a dtype."""
+
+    __slots__ = ("shape", "dtype")
+
+    def __init__(self, shape, dtype):
+        self.shape, self.dtype = shape, dtype

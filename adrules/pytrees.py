@@ -1,0 +1,146 @@
+"""Containers as inputs and outputs: flatten to leaves, rebuild the same structure.
+
+Built-in nodes: list, tuple, dict, NamedTuple and dataclass instances. Other types
+join with ``register_node``. Everything else is a leaf.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+_NODES: dict = {}
+
+
+def register_node(cls, flatten, unflatten):
+    """Let containers of type ``cls`` be differentiated through.
+
+    ``flatten(obj) -> (children, aux)`` gives the differentiable children and any
+    static data; ``unflatten(aux, children) -> obj`` rebuilds one. Gradients of a
+    ``cls`` argument come back as a ``cls`` holding the children's gradients.
+
+    >>> import numpy as np, adrules as ad
+    >>> class Affine:
+    ...     def __init__(self, w, b):
+    ...         self.w, self.b = w, b
+    >>> ad.register_node(Affine, lambda m: ((m.w, m.b), None), lambda aux, c: Affine(*c))
+    >>> g = ad.gradient(lambda m: m.w * 3.0 + m.b, Affine(1.0, 2.0))[0]
+    >>> g.w, g.b
+    (3.0, 1.0)
+    """
+    _NODES[cls] = (flatten, unflatten)
+
+
+class TreeDef:
+    """The structure of a flattened container: kind, static data and child structures."""
+
+    __slots__ = ("kind", "aux", "children")
+
+    def __init__(self, kind, aux, children):
+        self.kind, self.aux, self.children = kind, aux, children
+
+    @property
+    def n_leaves(self):
+        if self.kind is None:
+            return 1
+        return sum(c.n_leaves for c in self.children)
+
+    def __eq__(self, other):
+        return (isinstance(other, TreeDef) and self.kind is other.kind and self.aux == other.aux
+                and self.children == other.children)
+
+    __hash__ = None
+
+    def __repr__(self):
+        if self.kind is None:
+            return "*"
+        return f"{getattr(self.kind, '__name__', self.kind)}({', '.join(map(repr, self.children))})"
+
+
+LEAF = TreeDef(None, None, ())
+
+
+def _is_namedtuple(x):
+    return isinstance(x, tuple) and hasattr(type(x), "_fields")
+
+
+def _children(x):
+    """(kind, aux, children) for a container, or None for a leaf."""
+    t = type(x)
+    if t is list or t is tuple:
+        return t, None, list(x)
+    if t is dict:
+        keys = tuple(x)
+        return dict, keys, [x[k] for k in keys]
+    if t in _NODES:
+        children, aux = _NODES[t][0](x)
+        return t, aux, list(children)
+    if _is_namedtuple(x):
+        return t, None, list(x)
+    if dataclasses.is_dataclass(x) and not isinstance(x, type):
+        names = tuple(f.name for f in dataclasses.fields(x))
+        return t, names, [getattr(x, n) for n in names]
+    return None
+
+
+def flatten(tree):
+    """``(leaves, treedef)`` of a container.
+
+    >>> leaves, tdef = flatten({"a": [1.0, 2.0], "b": (3.0,)})
+    >>> leaves, tdef
+    ([1.0, 2.0, 3.0], dict(list(*, *), tuple(*)))
+    """
+    leaves = []
+    return leaves, _flatten_into(tree, leaves)
+
+
+def _flatten_into(x, leaves):
+    parts = _children(x)
+    if parts is None:
+        leaves.append(x)
+        return LEAF
+    kind, aux, children = parts
+    return TreeDef(kind, aux, tuple(_flatten_into(c, leaves) for c in children))
+
+
+def unflatten(treedef, leaves):
+    """Rebuild a container of ``treedef``'s structure from ``leaves``.
+
+    >>> unflatten(flatten([1.0, (2.0, 3.0)])[1], [4.0, 5.0, 6.0])
+    [4.0, (5.0, 6.0)]
+    """
+    it = iter(leaves)
+    out = _build(treedef, it)
+    return out
+
+
+def _build(tdef, it):
+    if tdef.kind is None:
+        return next(it)
+    children = [_build(c, it) for c in tdef.children]
+    kind, aux = tdef.kind, tdef.aux
+    if kind is list:
+        return children
+    if kind is tuple:
+        return tuple(children)
+    if kind is dict:
+        return dict(zip(aux, children))
+    if kind in _NODES:
+        return _NODES[kind][1](aux, children)
+    if issubclass(kind, tuple):  # NamedTuple
+        return kind(*children)
+    # dataclass: bypass __init__/__post_init__, which may validate or derive fields
+    obj = object.__new__(kind)
+    for name, value in zip(aux, children):
+        object.__setattr__(obj, name, value)
+    return obj
+
+
+def tree_map(fn, tree, *rest):
+    """Apply ``fn`` leaf by leaf over trees of the same structure.
+
+    >>> tree_map(lambda a, b: a + b, {"x": 1.0}, {"x": 2.0})
+    {'x': 3.0}
+    """
+    leaves, tdef = flatten(tree)
+    others = [flatten(r)[0] for r in rest]
+    return unflatten(tdef, [fn(*xs) for xs in zip(leaves, *others)])

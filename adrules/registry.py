@@ -1,0 +1,319 @@
+"""The rule registries: ``rrule`` and ``frule`` keyed by primitive.
+
+A rule is registered for one callable the tracer can intercept: a NumPy ufunc, a
+NumPy function that dispatches through ``__array_function__``, or a user function
+decorated with ``@primitive``. Lookup is a dict access; there is no dispatch magic,
+so precedence is explicit: a registered rule, otherwise an error that says how to
+register one.
+
+Three kinds of entries share the registries:
+
+* a general rule, written by hand (``@rrule.register(f)`` / ``@frule.register(f)``);
+* a scalar rule, from one list of partial derivatives (``scalar_rule``), giving both
+  the rrule and the frule and a fast path in the tracer that stores no closure;
+* a non-differentiable function (``non_differentiable``): outputs carry no tangent.
+"""
+
+from __future__ import annotations
+
+import functools
+import types
+
+import numpy as np
+
+from . import _state
+from .projection import project_like
+from .tangents import NoTangent, Thunk, ZeroTangent, is_zero, unthunk
+
+RULE, SCALAR, NONDIFF = "rule", "scalar", "nondiff"
+
+
+def ONE(*args):
+    """The partial derivative 1: ``scalar_rule(np.add, ONE, ONE)`` lets the tracer pass
+    the cotangent through without multiplying by one."""
+    return 1.0
+
+
+class RuleEntry:
+    """One registration: the rule function and how to call it."""
+
+    __slots__ = ("fn", "kind", "config", "partials", "name")
+
+    def __init__(self, fn, kind, config=False, partials=(), name=""):
+        self.fn, self.kind, self.config, self.partials, self.name = fn, kind, config, partials, name
+
+
+def function_name(f) -> str:
+    """A readable dotted name for a primitive, for error messages.
+
+    >>> import numpy as np
+    >>> function_name(np.sin), function_name(np.linalg.inv)
+    ('numpy.sin', 'numpy.linalg.inv')
+    """
+    if isinstance(f, np.ufunc):
+        return f"numpy.{f.__name__}"
+    owner = getattr(f, "__self__", None)
+    if isinstance(owner, np.ufunc):
+        return f"numpy.{owner.__name__}.{f.__name__}"
+    module = getattr(f, "__module__", None) or ""
+    name = getattr(f, "__qualname__", None) or getattr(f, "__name__", None) or repr(f)
+    if module.startswith("numpy"):
+        module = "numpy.linalg" if "linalg" in module else "numpy.fft" if "fft" in module else "numpy"
+    return f"{module}.{name}" if module else name
+
+
+def is_primitive(f) -> bool:
+    """True when the tracer records ``f`` as one call (and so uses its rules).
+
+    >>> import numpy as np
+    >>> is_primitive(np.exp), is_primitive(lambda x: x)
+    (True, False)
+    """
+    if isinstance(f, np.ufunc) or hasattr(f, "__adrules_primitive__"):
+        return True
+    if type(f).__name__ == "_ArrayFunctionDispatcher" and hasattr(f, "_implementation"):
+        return True
+    return isinstance(getattr(f, "__self__", None), np.ufunc)  # np.add.reduce and friends
+
+
+def _check_key(f, registry_name):
+    if is_primitive(f):
+        return
+    name = function_name(f)
+    if isinstance(f, (types.FunctionType, types.MethodType, functools.partial)):
+        raise TypeError(
+            f"{registry_name}.register({name}): {name} is a plain Python function, so the tracer "
+            f"would step into its body and never use this rule. Decorate it with "
+            f"@adrules.primitive (above its def) and register the rule for the decorated function.")
+    raise TypeError(
+        f"{registry_name}.register({name}): the tracer cannot intercept calls to {name!s} "
+        f"(traced values never reach it). Rules can be registered for NumPy ufuncs, NumPy "
+        f"functions and functions decorated with @adrules.primitive.")
+
+
+class RuleConfig:
+    """Passed to rules registered with ``config=True``: lets a rule of a higher-order
+    function differentiate the function it was given.
+
+    >>> import numpy as np
+    >>> y, back = RuleConfig().rrule_via_ad(np.sin, 0.0)
+    >>> float(y), float(back(1.0)[1])
+    (0.0, 1.0)
+    """
+
+    __slots__ = ("executor",)
+
+    def __init__(self, executor=None):
+        self.executor = executor
+
+    def rrule_via_ad(self, f, *args, **kwargs):
+        from .api import rrule_via_ad
+
+        return rrule_via_ad(f, *args, **kwargs)
+
+    def frule_via_ad(self, tangents, f, *args, **kwargs):
+        from .api import frule_via_ad
+
+        return frule_via_ad(tangents, f, *args, **kwargs)
+
+
+DEFAULT_CONFIG = RuleConfig()
+
+
+def _is_float(x) -> bool:
+    dt = getattr(x, "dtype", None)
+    if dt is not None:
+        return dt.kind in "fc"
+    return isinstance(x, (float, complex))
+
+
+class RuleRegistry:
+    """A table of rules keyed by primitive. Calling it applies the rule or returns None.
+
+    >>> import numpy as np
+    >>> import adrules as ad
+    >>> y, back = ad.rrule(np.exp, 0.0)
+    >>> [ad.unthunk(t) for t in back(2.0)]
+    [NoTangent(), np.float64(2.0)]
+    >>> ad.rrule(print, "no rule") is None
+    True
+    """
+
+    def __init__(self, name):
+        self.name = name
+        self.rules: dict = {}
+
+    def register(self, f, *, config=False):
+        """Decorator: register a rule for primitive ``f``.
+
+        The rule receives ``f``'s arguments (an rrule returns ``(y, pullback)``, an
+        frule takes the tuple of tangents first and returns ``(y, ẏ)``); with
+        ``config=True`` it also receives a ``RuleConfig`` first, for
+        ``config.rrule_via_ad``.
+
+        >>> import numpy as np, adrules as ad
+        >>> @ad.primitive
+        ... def cube(x):
+        ...     return x ** 3
+        >>> @ad.rrule.register(cube)
+        ... def cube_rrule(x):
+        ...     return cube(x), lambda g: (ad.NoTangent(), 3 * x ** 2 * g)
+        >>> ad.gradient(cube, 2.0)
+        (12.0,)
+        """
+        _check_key(f, self.name)
+
+        def decorate(rule):
+            self.rules[f] = RuleEntry(rule, RULE, config=config, name=function_name(f))
+            return rule
+
+        return decorate
+
+    def lookup(self, f):
+        """The ``RuleEntry`` for ``f``, or None."""
+        try:
+            return self.rules.get(f)
+        except TypeError:  # unhashable callable
+            return None
+
+    def __contains__(self, f):
+        return self.lookup(f) is not None
+
+
+class ReverseRules(RuleRegistry):
+    def __call__(self, f, *args, **kwargs):
+        entry = self.lookup(f)
+        if entry is None:
+            return None
+        if entry.kind == SCALAR:
+            return scalar_rrule(f, entry.partials, args, kwargs)
+        if entry.kind == NONDIFF:
+            y = f(*args, **kwargs)
+            return y, lambda g: (NoTangent(),) * (len(args) + 1)
+        if entry.config:
+            return entry.fn(DEFAULT_CONFIG, *args, **kwargs)
+        return entry.fn(*args, **kwargs)
+
+
+class ForwardRules(RuleRegistry):
+    def __call__(self, tangents, f, *args, **kwargs):
+        entry = self.lookup(f)
+        if entry is None:
+            return None
+        if entry.kind == SCALAR:
+            return scalar_frule(f, entry.partials, tangents[1:], args, kwargs)
+        if entry.kind == NONDIFF:
+            return f(*args, **kwargs), NoTangent()
+        if entry.config:
+            return entry.fn(DEFAULT_CONFIG, tuple(tangents), *args, **kwargs)
+        return entry.fn(tuple(tangents), *args, **kwargs)
+
+
+rrule = ReverseRules("rrule")
+frule = ForwardRules("frule")
+
+
+def scalar_partial_cotangents(partials, args, y, g):
+    """``g * d(args, y)`` for each float argument (projected onto it), else ``NoTangent()``."""
+    out = []
+    for arg, d in zip(args, partials):
+        out.append(project_like(_times_partial(g, d, args, y), arg) if _is_float(arg) else NoTangent())
+    return out
+
+
+def _times_partial(g, d, args, y):
+    return g if d is ONE else g * d(*args, y)
+
+
+def scalar_rrule(f, partials, args, kwargs):
+    y = f(*args, **kwargs)
+
+    def scalar_pullback(g):
+        g = unthunk(g)
+        slots = [NoTangent()]
+        for arg, d in zip(args, partials):
+            if _is_float(arg) and not is_zero(g):
+                slots.append(Thunk(functools.partial(_one_partial, d, args, y, g, arg)))
+            else:
+                slots.append(NoTangent() if not _is_float(arg) else ZeroTangent())
+        return tuple(slots)
+
+    return y, scalar_pullback
+
+
+def _one_partial(d, args, y, g, arg):
+    return project_like(_times_partial(g, d, args, y), arg)
+
+
+def scalar_frule(f, partials, dargs, args, kwargs):
+    y = f(*args, **kwargs)
+    dy = ZeroTangent()
+    for arg, d, da in zip(args, partials, dargs):
+        da = unthunk(da)
+        if not is_zero(da):
+            dy = dy + _times_partial(da, d, args, y)
+    return y, dy
+
+
+def scalar_rule(f, *partials):
+    """Register elementwise ``f`` by its partial derivatives: gives the rrule and the frule.
+
+    One partial per positional input, each called as ``d(x1, ..., xn, y)`` with the
+    output ``y`` last.
+
+    >>> import numpy as np, adrules as ad
+    >>> @ad.primitive
+    ... def softplus(x):
+    ...     return np.logaddexp(0.0, x)
+    >>> ad.scalar_rule(softplus, lambda x, y: 1 / (1 + np.exp(-x)))
+    >>> round(ad.gradient(softplus, 0.0)[0], 6)
+    0.5
+    """
+    _check_key(f, "scalar_rule")
+    entry = RuleEntry(None, SCALAR, partials=tuple(partials), name=function_name(f))
+    rrule.rules[f] = entry
+    frule.rules[f] = entry
+
+
+def non_differentiable(*fs):
+    """Mark functions whose outputs carry no tangent (argmax, floor, comparisons...).
+
+    >>> import numpy as np, adrules as ad
+    >>> ad.non_differentiable(np.argsort)
+    >>> ad.rrule(np.argsort, np.array([2.0, 1.0]))[0]
+    array([1, 0])
+    """
+    for f in fs:
+        _check_key(f, "non_differentiable")
+        entry = RuleEntry(None, NONDIFF, name=function_name(f))
+        rrule.rules[f] = entry
+        frule.rules[f] = entry
+
+
+def primitive(fn):
+    """Make ``fn`` one node for the tracer, so its registered rules are used.
+
+    Called with no traced argument it costs one attribute check on top of ``fn``.
+
+    >>> import numpy as np, adrules as ad
+    >>> @ad.primitive
+    ... def logsumexp(x):
+    ...     m = np.max(x)
+    ...     return m + np.log(np.sum(np.exp(x - m)))
+    >>> @ad.rrule.register(logsumexp)
+    ... def logsumexp_rrule(x):
+    ...     y = logsumexp(x)
+    ...     return y, lambda g: (ad.NoTangent(), g * np.exp(x - y))
+    >>> ad.gradient(logsumexp, np.zeros(2))[0]
+    array([0.5, 0.5])
+    """
+    state = _state.STATE
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        if state.active:
+            return state.dispatch(wrapper, args, kwargs)
+        return fn(*args, **kwargs)
+
+    wrapper.__adrules_primitive__ = fn
+    return wrapper

@@ -1,0 +1,3 @@
+"""The NumPy rule library: one module per family, each a table of registrations."""
+
+from . import ufuncs, reductions, shape, indexing, linalg, nondiff  # noqa: F401

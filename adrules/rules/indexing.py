@@ -1,0 +1,1 @@
+"""Rules: indexing (to be filled)."""

@@ -1,0 +1,1 @@
+"""Rules: linalg (to be filled)."""

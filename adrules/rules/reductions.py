@@ -1,0 +1,1 @@
+"""Rules: reductions (to be filled)."""

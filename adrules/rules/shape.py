@@ -1,0 +1,1 @@
+"""Rules: shape (to be filled)."""

@@ -1,0 +1,264 @@
+"""Tangent types with ChainRules' names and meanings.
+
+* ``NoTangent()`` - the value has no tangent space (integers, indices, strings, a
+  plain function's "self" slot).
+* ``ZeroTangent()`` - the derivative is exactly zero; cheaper than an array of zeros.
+* ``Tangent(primal_type, ...)`` - a structural tangent for an object: fields by
+  attribute (``t.w``) and by item (``t["w"]`` or ``t[0]``); missing fields are zero.
+* ``Thunk(fn)`` / ``InplaceableThunk(add_into, thunk)`` - a tangent computed only when
+  asked for, so a rule never computes an input gradient nobody needs.
+* ``unthunk(x)`` - the value of a thunk (anything else unchanged).
+
+Thunks are internal to rules: the tracer unthunks before any pullback sees a value,
+and nothing lazy crosses a process boundary.
+"""
+
+from __future__ import annotations
+
+
+class _AbstractZero:
+    """Shared arithmetic of the two zero-like tangents: they absorb ``*`` and vanish in ``+``."""
+
+    __slots__ = ()
+    __array_ufunc__ = None  # make ``ndarray + ZeroTangent()`` defer to our reflected ops
+    _instance = None
+
+    def __new__(cls):
+        if cls._instance is None:
+            cls._instance = super().__new__(cls)
+        return cls._instance
+
+    def __repr__(self):
+        return f"{type(self).__name__}()"
+
+    def __reduce__(self):
+        return (type(self), ())
+
+    def __bool__(self):
+        return False
+
+    def __add__(self, other):
+        return other
+
+    __radd__ = __add__
+
+    def __sub__(self, other):
+        return -other
+
+    def __rsub__(self, other):
+        return other
+
+    def __neg__(self):
+        return self
+
+    def __mul__(self, other):
+        return self
+
+    __rmul__ = __truediv__ = __matmul__ = __rmatmul__ = __mul__
+
+    def __getitem__(self, key):
+        return self
+
+    def __getattr__(self, name):
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return self
+
+    def __eq__(self, other):
+        return isinstance(other, _AbstractZero)
+
+    def __hash__(self):
+        return hash(type(self))
+
+
+class ZeroTangent(_AbstractZero):
+    """The derivative is zero.
+
+    >>> import numpy as np
+    >>> ZeroTangent() + np.ones(2)
+    array([1., 1.])
+    """
+
+    __slots__ = ()
+    _instance = None
+
+
+class NoTangent(_AbstractZero):
+    """The value has no tangent space (ints, bools, strings, indices, plain functions).
+
+    >>> NoTangent() * 3.0
+    NoTangent()
+    """
+
+    __slots__ = ()
+    _instance = None
+
+
+def is_zero(x) -> bool:
+    """True for ``ZeroTangent()``, ``NoTangent()`` and ``None`` (the tracer's 'no cotangent yet')."""
+    return x is None or isinstance(x, _AbstractZero)
+
+
+class Thunk:
+    """A tangent computed on demand; ``unthunk`` evaluates it (once).
+
+    >>> import numpy as np
+    >>> t = Thunk(lambda: np.ones(2) * 3)
+    >>> unthunk(t)
+    array([3., 3.])
+    """
+
+    __slots__ = ("_fn", "_value", "_done")
+
+    def __init__(self, fn):
+        self._fn = fn
+        self._done = False
+        self._value = None
+
+    def __call__(self):
+        if not self._done:
+            self._value = unthunk(self._fn())
+            self._done = True
+            self._fn = None
+        return self._value
+
+    def __repr__(self):
+        return "Thunk(...)" if not self._done else f"Thunk({self._value!r})"
+
+    def __reduce__(self):
+        # Nothing lazy crosses a process boundary: pickling evaluates the thunk.
+        return (_identity, (self(),))
+
+
+class InplaceableThunk(Thunk):
+    """A thunk that also knows how to add itself into an existing buffer.
+
+    ``add_into(buffer)`` must return ``buffer`` plus the tangent, mutating ``buffer``
+    when it is allowed to.
+
+    >>> import numpy as np
+    >>> t = InplaceableThunk(lambda b: b.__iadd__(1.0), Thunk(lambda: np.ones(2)))
+    >>> unthunk(t), t.add_into(np.zeros(2))
+    (array([1., 1.]), array([1., 1.]))
+    """
+
+    __slots__ = ("add_into",)
+
+    def __init__(self, add_into, thunk):
+        super().__init__(thunk.__call__ if isinstance(thunk, Thunk) else thunk)
+        self.add_into = add_into
+
+
+def _identity(x):
+    return x
+
+
+def unthunk(x):
+    """Evaluate a thunk; return any other value unchanged.
+
+    >>> unthunk(Thunk(lambda: 2.0)), unthunk(5.0)
+    (2.0, 5.0)
+    """
+    return x() if isinstance(x, Thunk) else x
+
+
+class Tangent:
+    """Structural tangent of an object: a container of field tangents.
+
+    Positional fields give a tuple-like tangent, keyword fields a record-like one.
+    Missing fields read as ``ZeroTangent()``.
+
+    >>> from dataclasses import dataclass
+    >>> @dataclass
+    ... class Line:
+    ...     w: float
+    ...     b: float
+    >>> t = Tangent(Line, w=2.0)
+    >>> t.w, t["w"], t.b
+    (2.0, 2.0, ZeroTangent())
+    >>> (t + Tangent(Line, w=1.0, b=3.0)).backing
+    {'w': 3.0, 'b': 3.0}
+    """
+
+    __slots__ = ("primal_type", "backing")
+
+    def __init__(self, primal_type, *args, **fields):
+        if args and fields:
+            raise TypeError("Tangent: give positional fields or keyword fields, not both")
+        object.__setattr__(self, "primal_type", primal_type)
+        object.__setattr__(self, "backing", tuple(args) if args else dict(fields))
+
+    def __getattr__(self, name):
+        backing = object.__getattribute__(self, "backing")
+        if isinstance(backing, dict):
+            return backing.get(name, ZeroTangent())
+        raise AttributeError(f"Tangent of a tuple-like value has no field {name!r}")
+
+    def __getitem__(self, key):
+        if isinstance(self.backing, dict):
+            return self.backing.get(key, ZeroTangent())
+        return self.backing[key]
+
+    def __setattr__(self, name, value):
+        raise TypeError("Tangent is immutable: build a new one")
+
+    def __iter__(self):
+        return iter(self.backing.values() if isinstance(self.backing, dict) else self.backing)
+
+    def __len__(self):
+        return len(self.backing)
+
+    def __add__(self, other):
+        if is_zero(other):
+            return self
+        if not isinstance(other, Tangent):
+            return NotImplemented
+        if isinstance(self.backing, dict):
+            keys = list(self.backing) + [k for k in other.backing if k not in self.backing]
+            return Tangent(self.primal_type, **{k: add_tangents(self[k], other[k]) for k in keys})
+        return Tangent(self.primal_type, *(add_tangents(a, b) for a, b in zip(self.backing, other.backing)))
+
+    __radd__ = __add__
+
+    def __mul__(self, scalar):
+        if isinstance(self.backing, dict):
+            return Tangent(self.primal_type, **{k: v * scalar for k, v in self.backing.items()})
+        return Tangent(self.primal_type, *(v * scalar for v in self.backing))
+
+    __rmul__ = __mul__
+
+    def __eq__(self, other):
+        return (isinstance(other, Tangent) and self.primal_type is other.primal_type
+                and _backing_equal(self.backing, other.backing))
+
+    __hash__ = None
+
+    def __repr__(self):
+        name = getattr(self.primal_type, "__name__", repr(self.primal_type))
+        if isinstance(self.backing, dict):
+            inner = ", ".join(f"{k}={v!r}" for k, v in self.backing.items())
+        else:
+            inner = ", ".join(repr(v) for v in self.backing)
+        return f"Tangent[{name}]({inner})"
+
+
+def _backing_equal(a, b):
+    import numpy as np
+
+    if type(a) is not type(b) or len(a) != len(b):
+        return False
+    pairs = ((a[k], b.get(k)) for k in a) if isinstance(a, dict) else zip(a, b)
+    return all(np.array_equal(x, y) if not is_zero(x) else is_zero(y) for x, y in pairs)
+
+
+def add_tangents(a, b):
+    """Accumulate two tangents (out of place): zeros vanish, thunks are evaluated.
+
+    >>> add_tangents(ZeroTangent(), 2.0), add_tangents(Thunk(lambda: 1.0), 2.0)
+    (2.0, 3.0)
+    """
+    if is_zero(a):
+        return unthunk(b) if b is not None else ZeroTangent()
+    if is_zero(b):
+        return unthunk(a)
+    return unthunk(a) + unthunk(b)

@@ -1,0 +1,1 @@
+"""Rule and gradient checks against finite differences (to be filled)."""

@@ -1,0 +1,525 @@
+"""Traced values, the tape, and the NumPy protocols that feed it.
+
+    gradient(f, x) -- Trace() -- x boxed as Traced(value, trace, slot)
+        f(x) calls plain numpy --> Traced.__array_ufunc__ / __array_function__ / dunders
+            --> apply(f, args): unbox the args of the innermost trace, look up the rule,
+                run it on the unboxed values, box the output, append a node to the tape
+        backprop(trace): walk the tape backwards, call pullbacks, accumulate cotangents
+            per slot in tape order (a fixed order: no sets, no id-keyed iteration)
+
+Nesting: every trace gets a level from a global counter, so a trace opened inside
+another has the higher level. ``apply`` handles the highest level among its
+arguments and calls the rule on values that may still be boxes of lower levels; those
+calls are traced by the outer traces in turn. That is what makes gradients of
+gradients right and keeps perturbations of different levels apart.
+
+Forward mode uses the same boxes: a forward trace's boxes carry a tangent instead
+of a tape slot, and ``apply`` calls the frule instead of the rrule.
+
+A trace belongs to the thread that made it: boxes carry their trace, so two threads
+differentiating at once never share state. The only process-wide value is the count
+of open traces, which lets ``@primitive`` functions skip all checks when it is zero.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import threading
+
+import numpy as np
+
+from . import _state
+from .projection import ProjectionError, project_like
+from .registry import NONDIFF, ONE, RULE, SCALAR, DEFAULT_CONFIG, frule as _frules, function_name, rrule as _rrules
+from .tangents import NoTangent, ZeroTangent, _AbstractZero, is_zero, unthunk
+
+_next_level = itertools.count(1).__next__
+_active_lock = threading.Lock()
+STATE = _state.STATE
+
+
+class Trace:
+    """One differentiation: a tape (reverse) or a tangent level (forward)."""
+
+    __slots__ = ("level", "nodes", "n_slots", "forward")
+
+    def __init__(self, forward=False):
+        self.level = _next_level()
+        self.nodes = []
+        self.n_slots = 0
+        self.forward = forward
+
+    def leaf(self, value, tangent=None):
+        """Box ``value`` as an input of this trace."""
+        return Traced(value, self, tangent)
+
+
+@contextlib.contextmanager
+def tracing():
+    """Mark a trace open (process-wide count) for the duration of a differentiation."""
+    with _active_lock:
+        STATE.active += 1
+    try:
+        yield
+    finally:
+        with _active_lock:
+            STATE.active -= 1
+
+
+class TracerError(TypeError):
+    """A traced value was used in a way that would lose or corrupt its gradient."""
+
+
+class NoRuleError(TracerError):
+    """A function reached by a traced value has no derivative rule."""
+
+
+_ESCAPE = (
+    "{what} of a traced value would drop its gradient. This also happens with math.* "
+    "functions (use np.sin(x), not math.sin(x)) and when storing a traced value into a "
+    "NumPy array (a[i] = x; build the array with np.stack([...]) instead). If you really "
+    "want the number without its derivative (printing, logging), use x.value.")
+
+
+class Traced:
+    """A value being differentiated. Behaves like the array (or float) it wraps.
+
+    ``x.value`` is the wrapped primal (a plain number or array, or a traced value
+    of an outer differentiation when derivatives are nested).
+
+    >>> import numpy as np, adrules as ad
+    >>> def f(x):
+    ...     assert isinstance(x, ad.tracer.Traced)
+    ...     return np.sum(np.sin(x) * x.T)
+    >>> ad.gradient(f, np.zeros(2))[0]
+    array([0., 0.])
+    """
+
+    __slots__ = ("value", "_trace", "slot", "tangent")
+    __array_priority__ = 1000
+
+    def __init__(self, value, trace, tangent=None):
+        self.value = value
+        self._trace = trace
+        if trace.forward:
+            self.slot = -1
+            self.tangent = tangent
+        else:
+            self.slot = trace.n_slots
+            trace.n_slots += 1
+
+    # -- NumPy protocols -----------------------------------------------------
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        if kwargs.get("out") is not None:
+            raise TracerError(
+                f"numpy.{ufunc.__name__}(..., out=...) writes in place into an array, which "
+                f"cannot be differentiated: drop out= and use the returned array.")
+        kwargs.pop("out", None)
+        f = ufunc if method == "__call__" else getattr(ufunc, method)
+        return apply(f, inputs, kwargs)
+
+    def __array_function__(self, func, types, args, kwargs):
+        if kwargs.get("out") is not None:
+            raise TracerError(
+                f"{function_name(func)}(..., out=...) writes in place into an array, which "
+                f"cannot be differentiated: drop out= and use the returned array.")
+        return apply(func, args, kwargs, sequences=True)
+
+    def __array__(self, dtype=None, copy=None):
+        raise TracerError(
+            "np.asarray / np.array of a traced value would drop its gradient. "
+            "If you passed a Python list of traced values to a NumPy function "
+            "(np.array([a, b]), np.mean([a, b]), ...), build the array with "
+            "np.stack([a, b]) first: NumPy gives no hook for lists. If you really want the "
+            "values without their derivative, use x.value.")
+
+    # -- Python-scalar escapes ---------------------------------------------------
+    def __float__(self):
+        raise TracerError(_ESCAPE.format(what="float()"))
+
+    def __int__(self):
+        raise TracerError(_ESCAPE.format(what="int()"))
+
+    def __complex__(self):
+        raise TracerError(_ESCAPE.format(what="complex()"))
+
+    def __index__(self):
+        raise TracerError(
+            "a traced value cannot be used as an index or size: indices carry no gradient. "
+            "Use an integer array, or x.value if the number is deliberately constant.")
+
+    def item(self, *args):
+        raise TracerError(_ESCAPE.format(what=".item()"))
+
+    def tolist(self):
+        raise TracerError(_ESCAPE.format(what=".tolist()"))
+
+    def __setitem__(self, key, value):
+        raise TracerError(
+            "in-place write into a traced array (x[i] = v) cannot be differentiated: build a "
+            "new array instead, e.g. np.where(mask, v, x), np.concatenate([...]) or "
+            "np.stack([...]).")
+
+    def __bool__(self):
+        return bool(self.value)
+
+    def __len__(self):
+        return len(self.value)
+
+    def __iter__(self):
+        if not self.shape:
+            raise TypeError("iteration over a 0-d traced value")
+        return (self[i] for i in range(self.shape[0]))
+
+    def __repr__(self):
+        kind = "forward" if self._trace.forward else "reverse"
+        return f"Traced({self.value!r}, {kind} level {self._trace.level})"
+
+    __hash__ = object.__hash__
+
+    # -- array attributes --------------------------------------------------------
+    @property
+    def shape(self):
+        return np.shape(self.value)
+
+    @property
+    def ndim(self):
+        return len(self.shape)
+
+    @property
+    def size(self):
+        return int(np.prod(self.shape))
+
+    @property
+    def dtype(self):
+        dt = getattr(self.value, "dtype", None)
+        return dt if dt is not None else np.dtype(type(self.value))
+
+    @property
+    def T(self):
+        return apply(np.transpose, (self,), {})
+
+    # -- indexing and methods ------------------------------------------------------
+    def __getitem__(self, index):
+        return apply(ops.getitem, (self, index), {})
+
+    def reshape(self, *shape, **kwargs):
+        return apply(np.reshape, (self, shape[0] if len(shape) == 1 else shape), kwargs)
+
+    def transpose(self, *axes):
+        axes = axes[0] if len(axes) == 1 else (axes or None)
+        return apply(np.transpose, (self, axes), {})
+
+    def astype(self, dtype, **kwargs):
+        return apply(ops.astype, (self, dtype), kwargs)
+
+    def dot(self, other):
+        return apply(np.dot, (self, other), {})
+
+    def ravel(self, order="C"):
+        return apply(np.ravel, (self, order), {})
+
+    def flatten(self):
+        return apply(np.ravel, (self,), {})
+
+    def copy(self):
+        return apply(np.copy, (self,), {})
+
+
+def _method(np_func):
+    def method(self, *args, **kwargs):
+        return apply(np_func, (self, *args), kwargs)
+
+    method.__name__ = np_func.__name__
+    method.__doc__ = f"Same as numpy.{np_func.__name__}(x, ...)."
+    return method
+
+
+for _f in (np.sum, np.mean, np.max, np.min, np.prod, np.var, np.std, np.cumsum, np.cumprod,
+           np.squeeze, np.swapaxes, np.clip, np.argmax, np.argmin, np.argsort, np.any, np.all,
+           np.trace, np.diagonal, np.repeat, np.take):
+    setattr(Traced, _f.__name__, _method(_f))
+
+
+_ZEROS = (ZeroTangent, NoTangent)
+
+
+def _binary(ufunc):
+    def op(self, other):
+        if type(other) in _ZEROS:
+            return NotImplemented
+        return apply(ufunc, (self, other), {})
+
+    def rop(self, other):
+        if type(other) in _ZEROS:
+            return NotImplemented
+        return apply(ufunc, (other, self), {})
+
+    return op, rop
+
+
+for _name, _uf in (("add", np.add), ("sub", np.subtract), ("mul", np.multiply),
+                   ("truediv", np.true_divide), ("floordiv", np.floor_divide),
+                   ("mod", np.remainder), ("pow", np.power), ("matmul", np.matmul),
+                   ("lt", np.less), ("le", np.less_equal), ("gt", np.greater),
+                   ("ge", np.greater_equal), ("eq", np.equal), ("ne", np.not_equal),
+                   ("and", np.logical_and), ("or", np.logical_or)):
+    _op, _rop = _binary(_uf)
+    setattr(Traced, f"__{_name}__", _op)
+    if _name not in ("lt", "le", "gt", "ge", "eq", "ne"):
+        setattr(Traced, f"__r{_name}__", _rop)
+Traced.__neg__ = lambda self: apply(np.negative, (self,), {})
+Traced.__abs__ = lambda self: apply(np.absolute, (self,), {})
+Traced.__pos__ = lambda self: self
+
+
+# ---------------------------------------------------------------------------
+# apply: one primitive call on traced arguments
+# ---------------------------------------------------------------------------
+
+def top_trace(args):
+    """The innermost (highest-level) trace among ``args``, or None."""
+    top = None
+    for a in args:
+        if type(a) is Traced:
+            t = a._trace
+            if top is None or t.level > top.level:
+                top = t
+    return top
+
+
+def _top_in_sequences(args):
+    top = None
+    for a in args:
+        if type(a) is Traced:
+            t = a._trace
+        elif type(a) in (list, tuple):
+            t = top_trace(a)
+            if t is None:
+                continue
+        else:
+            continue
+        if top is None or t.level > top.level:
+            top = t
+    return top
+
+
+def _unbox(args, top):
+    """(values, slots): values with ``top``'s boxes opened; slot per argument
+    (-1 constant, an int, or a tuple of ints for a sequence argument)."""
+    values, slots = [], []
+    for a in args:
+        if type(a) is Traced and a._trace is top:
+            values.append(a.value)
+            slots.append(a.slot)
+        elif type(a) in (list, tuple) and top_trace(a) is top:
+            inner = [(b.value, b.slot) if type(b) is Traced and b._trace is top else (b, -1) for b in a]
+            values.append(type(a)(v for v, _ in inner))
+            slots.append(tuple(s for _, s in inner))
+        else:
+            values.append(a)
+            slots.append(-1)
+    return values, tuple(slots)
+
+
+def _no_rule(f, mode):
+    name = function_name(f)
+    registry = "rrule" if mode == "reverse" else "frule"
+    return NoRuleError(
+        f"no {registry} for {name}: a traced value reached it, but it has no derivative rule. "
+        f"Register one with @adrules.{registry}.register({name}), or mark it with "
+        f"adrules.non_differentiable({name}) if its output carries no derivative.")
+
+
+def _is_float_value(y):
+    dt = getattr(y, "dtype", None)
+    if dt is not None:
+        return dt.kind in "fc"
+    return isinstance(y, (float, complex)) or type(y) is Traced
+
+
+def apply(f, args, kwargs, sequences=False):
+    """Call primitive ``f`` on arguments that may be traced; record it on the innermost trace."""
+    top = _top_in_sequences(args) if sequences else top_trace(args)
+    if top is None:
+        return f(*args, **kwargs)
+    if top.forward:
+        return _apply_forward(f, args, kwargs, top)
+    entry = _rrules.rules.get(f)
+    if entry is None:
+        raise _no_rule(f, "reverse")
+    values, slots = _unbox(args, top) if sequences else _unbox_flat(args, top)
+    kind = entry.kind
+    if kind is SCALAR:
+        y = f(*values, **kwargs)
+        out = Traced(y, top)
+        top.nodes.append((SCALAR, out.slot, slots, values, (entry.partials, y), entry))
+        return out
+    if kind is NONDIFF:
+        return f(*values, **kwargs)
+    if entry.config:
+        y, pullback = entry.fn(DEFAULT_CONFIG, *values, **kwargs)
+    else:
+        y, pullback = entry.fn(*values, **kwargs)
+    if type(y) in (tuple, list):
+        boxes = [Traced(v, top) if _is_float_value(v) else v for v in y]
+        out_slots = tuple(b.slot if type(b) is Traced else -1 for b in boxes)
+        top.nodes.append((RULE, out_slots, slots, values, (pullback, y), entry))
+        return type(y)(boxes) if type(y) is list else tuple(boxes)
+    if not _is_float_value(y):
+        return y
+    out = Traced(y, top)
+    top.nodes.append((RULE, out.slot, slots, values, pullback, entry))
+    return out
+
+
+def _unbox_flat(args, top):
+    values, slots = [], []
+    for a in args:
+        if type(a) is Traced and a._trace is top:
+            values.append(a.value)
+            slots.append(a.slot)
+        else:
+            values.append(a)
+            slots.append(-1)
+    return values, slots
+
+
+def dispatch_primitive(f, args, kwargs):
+    """Entry point for ``@primitive`` functions while some trace is open."""
+    if top_trace(args) is None and top_trace(kwargs.values()) is None:
+        return f.__adrules_primitive__(*args, **kwargs)
+    if top_trace(kwargs.values()) is not None:
+        raise TracerError(
+            f"{function_name(f)}: a traced value was passed as a keyword argument; keyword "
+            f"arguments are never differentiated. Pass it positionally.")
+    return apply(f, args, kwargs)
+
+
+STATE.dispatch = dispatch_primitive
+
+
+# ---------------------------------------------------------------------------
+# reverse pass
+# ---------------------------------------------------------------------------
+
+def _accumulate(cot, slot, g, primal, entry, position):
+    try:
+        g = project_like(g, primal)
+    except ProjectionError as e:
+        raise TracerError(
+            f"the pullback of {entry.name} returned a cotangent of the wrong shape for "
+            f"argument {position} (primal shape {np.shape(primal)}): {e}. Fix the rule so "
+            f"argument {position}'s cotangent has its primal's shape.") from None
+    if is_zero(g):
+        return
+    old = cot[slot]
+    cot[slot] = g if old is None else old + g
+
+
+def backprop(trace, seeds, consume=True):
+    """Propagate cotangents ``seeds`` ({slot: ȳ}) backwards through ``trace``'s tape.
+
+    Returns the list of cotangents by slot (None where nothing arrived). With
+    ``consume`` the tape is emptied as it goes, releasing intermediates early.
+    """
+    cot = [None] * trace.n_slots
+    for slot, g in seeds:
+        if not is_zero(g):
+            cot[slot] = g if cot[slot] is None else cot[slot] + g
+    nodes = trace.nodes
+    order = (nodes.pop() for _ in range(len(nodes))) if consume else reversed(nodes)
+    for kind, out, slots, values, data, entry in order:
+        if type(out) is int:
+            g = cot[out]
+            if g is None:
+                continue
+            if consume:
+                cot[out] = None
+        else:
+            gs = [cot[s] if s >= 0 else None for s in out]
+            if all(x is None for x in gs):
+                continue
+            ys = data[1]
+            g = tuple(_zeros_like(y) if x is None else x for x, y in zip(gs, ys))
+            g = list(g) if type(ys) is list else g
+            data = data[0]
+        if kind is SCALAR:
+            partials, y = data
+            for i, slot in enumerate(slots):
+                if slot >= 0:
+                    d = partials[i]
+                    _accumulate(cot, slot, g if d is ONE else g * d(*values, y), values[i], entry, i)
+            continue
+        grads = data(g)
+        if type(grads) is not tuple or len(grads) != len(slots) + 1:
+            n = len(grads) if isinstance(grads, (tuple, list)) else "not a tuple"
+            raise TracerError(
+                f"the pullback of {entry.name} returned {n} slots; it must return a tuple of "
+                f"{len(slots) + 1}: the self slot (NoTangent() for a plain function) then one "
+                f"cotangent per positional argument.")
+        for i, slot in enumerate(slots):
+            if type(slot) is int:
+                if slot >= 0:
+                    _accumulate(cot, slot, unthunk(grads[i + 1]), values[i], entry, i)
+            else:
+                gi = unthunk(grads[i + 1])
+                for j, sj in enumerate(slot):
+                    if sj >= 0 and not is_zero(gi):
+                        _accumulate(cot, sj, unthunk(gi[j]), values[i][j], entry, i)
+    return cot
+
+
+def _zeros_like(y):
+    return np.zeros_like(y) if _is_float_value(y) else NoTangent()
+
+
+# ---------------------------------------------------------------------------
+# forward pass
+# ---------------------------------------------------------------------------
+
+def _apply_forward(f, args, kwargs, top):
+    entry = _frules.rules.get(f)
+    if entry is None:
+        raise _no_rule(f, "forward")
+    values, tangents = [], []
+    for a in args:
+        if type(a) is Traced and a._trace is top:
+            values.append(a.value)
+            tangents.append(a.tangent)
+        elif type(a) in (list, tuple) and top_trace(a) is top:
+            values.append(type(a)(b.value if type(b) is Traced and b._trace is top else b for b in a))
+            tangents.append(type(a)(b.tangent if type(b) is Traced and b._trace is top
+                                    else ZeroTangent() for b in a))
+        else:
+            values.append(a)
+            tangents.append(ZeroTangent())
+    if entry.kind is NONDIFF:
+        return f(*values, **kwargs)
+    if entry.kind is SCALAR:
+        y = f(*values, **kwargs)
+        dy = ZeroTangent()
+        for i, dx in enumerate(tangents):
+            if not is_zero(dx):
+                d = entry.partials[i]
+                dy = dy + (dx if d is ONE else dx * d(*values, y))
+    elif entry.config:
+        y, dy = entry.fn(DEFAULT_CONFIG, (NoTangent(), *tangents), *values, **kwargs)
+    else:
+        y, dy = entry.fn((NoTangent(), *tangents), *values, **kwargs)
+    return _box_forward(y, unthunk(dy), top)
+
+
+def _box_forward(y, dy, top):
+    if type(y) in (tuple, list):
+        dys = [ZeroTangent()] * len(y) if is_zero(dy) else dy
+        return type(y)(_box_forward(v, unthunk(d), top) for v, d in zip(y, dys))
+    if is_zero(dy) or not _is_float_value(y):
+        return y
+    if np.shape(dy) != np.shape(y):
+        dy = np.broadcast_to(dy, np.shape(y))
+    return Traced(y, top, project_like(dy, y))
+
+
+from . import ops  # noqa: E402  (ops needs `primitive`, which needs the tracer's dispatch hook)
