@@ -1,1 +1,349 @@
-"""Rule and gradient checks against finite differences (to be filled)."""
+"""Checks of rules and gradients against finite differences, for users' test suites.
+
+* ``check_rrule(f, *args)`` - the registered rrule: primal, slot count, cotangent
+  shapes and dtypes, thunk handling, unmutated inputs, and every float argument's
+  cotangent against finite differences for a random output cotangent.
+* ``check_frule(f, *args)`` - the registered frule against finite differences along a
+  random tangent.
+* ``check_grads(f, *args, modes=("fwd", "rev"), order=2)`` - the whole tracer on
+  ``f``: reverse and forward mode, and derivatives of derivatives up to ``order``.
+
+Non-float positional arguments (ints, tuples, strings, index arrays) are held fixed.
+Finite differences use a five-point central stencil evaluated in float64. Failures
+raise ``AssertionError`` naming the function, the argument and the size of the error.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+
+from .api import jvp, pullback
+from .projection import ProjectionError, project_like
+from .pytrees import flatten, unflatten
+from .registry import frule, function_name, rrule
+from .tangents import NoTangent, Thunk, ZeroTangent, is_zero, unthunk
+
+_STEP = 1e-3
+_MAX_ELEMENTWISE = 64  # beyond this many elements, check along random directions instead
+
+
+def _is_float_leaf(x):
+    if isinstance(x, (float, np.floating)):
+        return True
+    return isinstance(x, np.ndarray) and x.dtype.kind == "f"
+
+
+def _is_low_precision(args):
+    leaves = flatten(list(args))[0]
+    return any(getattr(x, "dtype", np.float64) in (np.float32, np.float16) for x in leaves
+               if _is_float_leaf(x))
+
+
+def _tolerances(args, rtol, atol):
+    low = _is_low_precision(args)
+    return (rtol if rtol is not None else (2e-3 if low else 1e-6),
+            atol if atol is not None else (2e-3 if low else 1e-7))
+
+
+def _random_like(x, rng):
+    """A 'nice' random tangent shaped like float leaf ``x`` (same dtype)."""
+    if isinstance(x, (float, np.floating)):
+        return type(x)(rng.uniform(-1, 1)) if not isinstance(x, float) else float(rng.uniform(-1, 1))
+    return rng.uniform(-1, 1, size=x.shape).astype(x.dtype)
+
+
+def _random_tangent(tree, rng):
+    leaves, tdef = flatten(tree)
+    return unflatten(tdef, [_random_like(x, rng) if _is_float_leaf(x) else NoTangent() for x in leaves])
+
+
+def _inner(a, b):
+    """Sum over float leaves of the elementwise product, in float64."""
+    la, lb = flatten(a)[0], flatten(b)[0]
+    total = 0.0
+    for x, y in zip(la, lb):
+        x, y = unthunk(x), unthunk(y)
+        if is_zero(x) or is_zero(y) or not _is_number_like(x) or not _is_number_like(y):
+            continue
+        total += float(np.sum(np.asarray(x, dtype=np.float64) * np.asarray(y, dtype=np.float64)))
+    return total
+
+
+def _is_number_like(x):
+    return isinstance(x, (float, int, np.number, np.ndarray)) and not isinstance(x, bool)
+
+
+def _as_float64(tree):
+    leaves, tdef = flatten(tree)
+    return unflatten(tdef, [np.asarray(x, dtype=np.float64) if isinstance(x, np.ndarray) and
+                            x.dtype.kind == "f" else (np.float64(x) if isinstance(x, np.floating) else x)
+                            for x in leaves])
+
+
+def _shifted(args, i, direction, h):
+    """``args`` with argument i moved by h * direction (leaf by leaf, float64)."""
+    out = list(args)
+    leaves, tdef = flatten(_as_float64(args[i]))
+    dirs = flatten(direction)[0]
+    out[i] = unflatten(tdef, [x + h * np.asarray(d, dtype=np.float64) if _is_float_leaf(x) and not
+                              is_zero(d) else x for x, d in zip(leaves, dirs)])
+    return out
+
+
+def _fd_directional(fn, args, i, direction):
+    """Five-point central difference of ``fn(*args)`` along ``direction`` in argument i."""
+    vals = [fn(*_shifted(args, i, direction, k * _STEP)) for k in (-2, -1, 1, 2)]
+    leaves = [flatten(v)[0] for v in vals]
+    tdef = flatten(vals[0])[1]
+    out = []
+    for m2, m1, p1, p2 in zip(*leaves):
+        if not _is_number_like(m2) or (isinstance(m2, np.ndarray) and m2.dtype.kind not in "fc"):
+            out.append(NoTangent())
+            continue
+        m2, m1, p1, p2 = (np.asarray(v, dtype=np.float64) for v in (m2, m1, p1, p2))
+        out.append((m2 - 8 * m1 + 8 * p1 - p2) / (12 * _STEP))
+    return unflatten(tdef, out)
+
+
+def _fd_cotangent(fn, args, i, ybar, rng):
+    """Finite-difference cotangent of argument i for output cotangent ``ybar``.
+
+    Elementwise for small arguments (so errors are located), else along random
+    directions (returns a list of (direction, <ȳ, J·direction>) pairs instead)."""
+    leaves, tdef = flatten(args[i])
+    size = sum(np.size(x) for x in leaves if _is_float_leaf(x))
+    if size <= _MAX_ELEMENTWISE:
+        grads = []
+        for j, leaf in enumerate(leaves):
+            if not _is_float_leaf(leaf):
+                grads.append(NoTangent())
+                continue
+            g = np.zeros(np.shape(leaf))
+            for k in np.ndindex(np.shape(leaf)):
+                e = np.zeros(np.shape(leaf))
+                e[k] = 1.0
+                dirs = [e if jj == j else ZeroTangent() for jj in range(len(leaves))]
+                g[k] = _inner(ybar, _fd_directional(fn, args, i, unflatten(tdef, dirs)))
+            grads.append(g if np.ndim(leaf) else float(g))
+        return "dense", unflatten(tdef, grads)
+    probes = []
+    for _ in range(3):
+        d = _random_tangent(args[i], rng)
+        probes.append((d, _inner(ybar, _fd_directional(fn, args, i, d))))
+    return "probes", probes
+
+
+def _compare_cotangent(label, what, got, fd, rtol, atol):
+    kind, ref = fd
+    if kind == "probes":
+        for d, expected in ref:
+            actual = _inner(got, d)
+            if not np.isclose(actual, expected, rtol=rtol, atol=atol * max(1.0, abs(expected))):
+                raise AssertionError(
+                    f"{label}: {what} disagrees with finite differences along a random direction: "
+                    f"<x̄, d> = {actual:.6g}, finite differences give {expected:.6g} "
+                    f"(rtol={rtol}, atol={atol}).")
+        return
+    for j, (g, r) in enumerate(zip(flatten(got)[0], flatten(ref)[0])):
+        g = unthunk(g)
+        if is_zero(r) and not _is_number_like(r):
+            continue
+        g = np.zeros_like(np.asarray(r, dtype=np.float64)) if is_zero(g) else np.asarray(g, dtype=np.float64)
+        r = np.asarray(r, dtype=np.float64)
+        scale = max(1.0, float(np.max(np.abs(r)))) if r.size else 1.0
+        if g.shape != r.shape or not np.allclose(g, r, rtol=rtol, atol=atol * scale):
+            err = np.max(np.abs(g - r)) if g.shape == r.shape else float("nan")
+            raise AssertionError(
+                f"{label}: {what}{f' (leaf {j})' if len(flatten(ref)[0]) > 1 else ''} differs from "
+                f"finite differences by {err:.3g} (max abs; shapes {g.shape} vs {r.shape}, "
+                f"rtol={rtol}, atol={atol}).\n  got:      {np.array2string(g, precision=6)}\n"
+                f"  expected: {np.array2string(r, precision=6)}")
+
+
+def _check_not_mutated(label, before, after):
+    for j, (a, b) in enumerate(zip(flatten(before)[0], flatten(after)[0])):
+        if isinstance(a, np.ndarray) and not np.array_equal(a, b, equal_nan=True):
+            raise AssertionError(f"{label}: the rule mutated its input (leaf {j} of the arguments).")
+
+
+def _call_fn(f, fkwargs):
+    return lambda *a: f(*a, **fkwargs)
+
+
+def check_rrule(f, *args, fkwargs=None, rtol=None, atol=None, seed=0):
+    """Check the registered rrule of ``f`` at ``args`` against finite differences.
+
+    >>> import numpy as np
+    >>> check_rrule(np.sin, np.array([0.1, 0.2]))
+    >>> check_rrule(np.sum, np.ones((2, 3)), 1)
+    """
+    fkwargs = fkwargs or {}
+    label = f"check_rrule({function_name(f)})"
+    rtol, atol = _tolerances(args, rtol, atol)
+    rng = np.random.default_rng(seed)
+    before = copy.deepcopy(args)
+    result = rrule(f, *args, **fkwargs)
+    if result is None:
+        raise AssertionError(f"{label}: no rrule registered; register one with "
+                             f"@adrules.rrule.register({function_name(f)}).")
+    y, back = result
+    expected = f(*before, **fkwargs)
+    _compare_primal(label, y, expected, rtol, atol)
+    ybar = _random_tangent(_to_plain(y), rng)
+    grads = back(ybar)
+    _check_not_mutated(label, before, args)
+    if not isinstance(grads, tuple) or len(grads) != len(args) + 1:
+        raise AssertionError(f"{label}: the pullback returned {len(grads) if isinstance(grads, tuple) else type(grads).__name__}"
+                             f" slots; expected a tuple of {len(args) + 1} (self slot first).")
+    if not is_zero(unthunk(grads[0])):
+        raise AssertionError(f"{label}: the self slot of a plain function must be NoTangent(), "
+                             f"got {unthunk(grads[0])!r}.")
+    again = back(Thunk(lambda: ybar))
+    _check_not_mutated(label, before, args)
+    fn = _call_fn(f, fkwargs)
+    for i, (arg, g) in enumerate(zip(args, grads[1:])):
+        g = unthunk(g)
+        if not any(_is_float_leaf(x) for x in flatten(arg)[0]):
+            if not is_zero(g):
+                raise AssertionError(f"{label}: argument {i} is not differentiable but got "
+                                     f"cotangent {g!r}; return NoTangent().")
+            continue
+        g = _project_tree(label, i, g, arg)
+        _compare_cotangent(label, f"the cotangent of argument {i}", g,
+                           _fd_cotangent(fn, before, i, ybar, rng), rtol, atol)
+        g2 = _project_tree(label, i, unthunk(again[i + 1]), arg)
+        _compare_cotangent(label, f"the cotangent of argument {i} for a thunked ȳ", g2,
+                           ("dense", g), rtol, atol)
+
+
+def _to_plain(y):
+    return tuple(y) if isinstance(y, tuple) else y
+
+
+def _project_tree(label, i, g, arg):
+    if is_zero(g):
+        return g
+    gl, _ = flatten(g) if isinstance(g, (list, tuple, dict)) else ([g], None)
+    al, tdef = flatten(arg)
+    if len(gl) != len(al):
+        raise AssertionError(f"{label}: the cotangent of argument {i} has {len(gl)} leaves, "
+                             f"the argument has {len(al)}.")
+    out = []
+    for x, d in zip(al, gl):
+        d = unthunk(d)
+        if not _is_float_leaf(x):
+            out.append(NoTangent())
+            continue
+        try:
+            p = project_like(d, x)
+        except ProjectionError as e:
+            raise AssertionError(f"{label}: the cotangent of argument {i} has the wrong shape: {e}") from None
+        if not is_zero(p) and getattr(p, "dtype", None) not in (None, getattr(x, "dtype", np.float64)):
+            raise AssertionError(f"{label}: cotangent dtype {p.dtype} for argument {i} of dtype {x.dtype}.")
+        out.append(p)
+    return unflatten(tdef, out)
+
+
+def _compare_primal(label, got, expected, rtol, atol):
+    for j, (a, b) in enumerate(zip(flatten(_to_plain(got))[0], flatten(_to_plain(expected))[0])):
+        if _is_number_like(b) and not np.allclose(a, b, rtol=rtol, atol=atol, equal_nan=True):
+            raise AssertionError(f"{label}: the rule's primal output (leaf {j}) differs from "
+                                 f"calling the function: {a} vs {b}.")
+
+
+def check_frule(f, *args, fkwargs=None, rtol=None, atol=None, seed=0):
+    """Check the registered frule of ``f`` at ``args`` against finite differences.
+
+    >>> import numpy as np
+    >>> check_frule(np.exp, np.array([0.1, 0.2]))
+    """
+    fkwargs = fkwargs or {}
+    label = f"check_frule({function_name(f)})"
+    rtol, atol = _tolerances(args, rtol, atol)
+    rng = np.random.default_rng(seed)
+    before = copy.deepcopy(args)
+    tangents = [_random_tangent(a, rng) if any(_is_float_leaf(x) for x in flatten(a)[0])
+                else NoTangent() for a in args]
+    result = frule((NoTangent(), *tangents), f, *args, **fkwargs)
+    if result is None:
+        raise AssertionError(f"{label}: no frule registered; register one with "
+                             f"@adrules.frule.register({function_name(f)}).")
+    y, dy = result
+    _check_not_mutated(label, before, args)
+    _compare_primal(label, y, f(*before, **fkwargs), rtol, atol)
+    fn = _call_fn(f, fkwargs)
+    _compare_tangent(label, "the output tangent", dy, _fd_jvp(fn, before, tangents), y, rtol, atol)
+
+
+def _fd_jvp(fn, args, tangents):
+    """Finite-difference directional derivative along all argument tangents at once."""
+    packed = lambda t: fn(*args_at(t))  # noqa: E731
+    args64 = [_as_float64(a) for a in args]
+
+    def args_at(t):
+        return [_shifted(args64, i, tangents[i], t)[i] if not is_zero(tangents[i]) else args64[i]
+                for i in range(len(args))]
+
+    vals = [packed(k * _STEP) for k in (-2, -1, 1, 2)]
+    leaves = [flatten(_to_plain(v))[0] for v in vals]
+    tdef = flatten(_to_plain(vals[0]))[1]
+    out = []
+    for m2, m1, p1, p2 in zip(*leaves):
+        if not _is_number_like(m2) or (isinstance(m2, np.ndarray) and m2.dtype.kind not in "fc"):
+            out.append(NoTangent())
+            continue
+        m2, m1, p1, p2 = (np.asarray(v, dtype=np.float64) for v in (m2, m1, p1, p2))
+        out.append((m2 - 8 * m1 + 8 * p1 - p2) / (12 * _STEP))
+    return unflatten(tdef, out)
+
+
+def _compare_tangent(label, what, got, ref, y, rtol, atol):
+    got_leaves = flatten(_to_plain(got))[0] if not is_zero(got) else [ZeroTangent()] * len(flatten(_to_plain(ref))[0])
+    for j, (g, r, yl) in enumerate(zip(got_leaves, flatten(_to_plain(ref))[0], flatten(_to_plain(y))[0])):
+        g = unthunk(g)
+        if is_zero(r) and not _is_number_like(r):
+            continue
+        r = np.asarray(r, dtype=np.float64)
+        g = np.zeros_like(r) if is_zero(g) else np.broadcast_to(np.asarray(g, dtype=np.float64), r.shape)
+        scale = max(1.0, float(np.max(np.abs(r)))) if r.size else 1.0
+        if not np.allclose(g, r, rtol=rtol, atol=atol * scale):
+            raise AssertionError(
+                f"{label}: {what}{f' (output leaf {j})' if j else ''} differs from finite "
+                f"differences by {np.max(np.abs(g - r)):.3g} (rtol={rtol}, atol={atol}).\n"
+                f"  got:      {np.array2string(g, precision=6)}\n  expected: {np.array2string(r, precision=6)}")
+
+
+def check_grads(f, *args, modes=("fwd", "rev"), order=2, rtol=None, atol=None, seed=0):
+    """Check the tracer's derivatives of ``f`` at ``args`` against finite differences,
+    in reverse (``"rev"``) and forward (``"fwd"``) mode, up to ``order``.
+
+    >>> import numpy as np
+    >>> check_grads(lambda x: np.sum(np.tanh(x) ** 2), np.array([0.3, -0.4]), order=2)
+    """
+    label = f"check_grads({getattr(f, '__name__', 'f')})"
+    rtol, atol = _tolerances(args, rtol, atol)
+    if order > 1:  # finite differences of finite differences lose digits
+        rtol, atol = rtol * 10, atol * 10
+    rng = np.random.default_rng(seed)
+    if "rev" in modes:
+        y, back = pullback(f, *args)
+        ybar = _random_tangent(_to_plain(y), rng)
+        grads = back(ybar)
+        for i, g in enumerate(grads):
+            if any(_is_float_leaf(x) for x in flatten(args[i])[0]):
+                _compare_cotangent(f"{label} (reverse mode)", f"the gradient of argument {i}", g,
+                                   _fd_cotangent(f, args, i, ybar, rng), rtol, atol)
+        if order > 1:
+            check_grads(lambda *a: pullback(f, *a)[1](ybar), *args, modes=modes, order=order - 1,
+                        rtol=rtol, atol=atol, seed=seed + 1)
+    if "fwd" in modes:
+        tangents = [_random_tangent(a, rng) if any(_is_float_leaf(x) for x in flatten(a)[0])
+                    else ZeroTangent() for a in args]
+        y, dy = jvp(f, args, tangents)
+        _compare_tangent(f"{label} (forward mode)", "the output tangent", dy,
+                         _fd_jvp(f, args, tangents), y, rtol, atol)
+        if order > 1:
+            check_grads(lambda *a: jvp(f, a, tangents)[1], *args, modes=modes, order=order - 1,
+                        rtol=rtol, atol=atol, seed=seed + 1)

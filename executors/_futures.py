@@ -1,0 +1,76 @@
+"""Collect ``concurrent.futures`` results in item order (threads and loky).
+
+::
+
+    parent thread                              pool threads / loky manager
+    ─────────────                              ───────────────────────────
+    futures = [submit(task_i) ...]
+    add_done_callback(queue.put) ──────────▶   future finishes → queue.put(future)
+    loop n times:  f = queue.get()   ◀──────────┘
+        error?  cancel pending futures, raise (annotated with the item index)
+        else    results[index[f]] = f.result();  on_done(index[f])
+    return results                  # item order
+
+The parent blocks only in ``SimpleQueue.get``, which a real SIGINT interrupts,
+so Ctrl-C reaches the caller; ``on_abort`` then lets the backend clean up
+(cancel, or terminate a process pool).  Fail fast: the first error observed is
+raised at once; tasks already running are left to finish in the background.
+"""
+
+from __future__ import annotations
+
+import queue
+
+from .base import annotate
+
+__all__ = ["collect"]
+
+
+def collect(futures, on_done, name, *, translate=None, on_abort=None) -> list:
+    """Wait for ``futures``; return their results in list order.
+
+    ``translate(exc, pending_indices) -> exception or None`` may replace an
+    infrastructure error (e.g. a dead worker) before it is raised; user errors
+    are annotated with the item index and re-raised unchanged.
+    """
+    n = len(futures)
+    index = {f: i for i, f in enumerate(futures)}
+    done_q: queue.SimpleQueue = queue.SimpleQueue()
+    results = [None] * n
+    finished = [False] * n
+    failure = None
+    try:
+        for f in futures:
+            f.add_done_callback(done_q.put)
+        for _ in range(n):
+            f = done_q.get()
+            i = index[f]
+            exc = RuntimeError(f"item {i} was cancelled") if f.cancelled() else f.exception()
+            if exc is not None:
+                failure = (exc, i)
+                break
+            results[i] = f.result()
+            finished[i] = True
+            if on_done is not None:
+                on_done(i)
+    except BaseException as exc:  # KeyboardInterrupt, or an error from on_done
+        _cancel(futures)
+        if on_abort is not None:
+            on_abort(exc)
+        raise
+    if failure is not None:
+        exc, i = failure
+        _cancel(futures)
+        pending = [j for j in range(n) if not finished[j] and j != i]
+        new = translate(exc, i, pending) if translate is not None else None
+        if new is not None:
+            raise new from exc
+        annotate(exc, i, n, name)
+        raise exc
+    return results
+
+
+def _cancel(futures):
+    for f in futures:
+        if not f.done():
+            f.cancel()

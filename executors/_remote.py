@@ -1,0 +1,136 @@
+"""Pickled payloads for process and dask workers, and the task they run.
+
+Everything that crosses a process boundary is pickled *in the parent* with
+cloudpickle, one argument at a time, so that (1) lambdas and closures work,
+(2) a pickling failure names its culprit (``fn``, ``item 3``, ``shared arg 0``)
+instead of surfacing later as a broken pool, and (3) ``fn`` and the shared
+arguments are pickled once per map, not once per task::
+
+    parent                                         worker process
+    ──────                                         ──────────────
+    fn      ─ cloudpickle ─▶ blob (key, bytes)  ┐
+    shared  ─ cloudpickle ─▶ blobs              ├─▶ run_task(i, item_bytes, fn_blob, shared_blobs, ...)
+    item i  ─ cloudpickle ─▶ bytes              ┘     ├ first task: mark worker, pin BLAS to 1 thread
+                                                      ├ load blobs through a small LRU cache keyed by
+                                                      │ content hash (unpickled once per worker)
+                                                      ├ fn(item, *shared) in a fresh context:
+                                                      │ in_worker() True, caller's chunk_size
+    result  ◀─ cloudpickle.loads ◀── bytes ◀──────────┘ result pickled here: a failure names item i
+
+A blob's key is a BLAKE2b hash of its bytes (``None`` for small inline blobs),
+so equal content is unpickled once per worker, and changed content (a mutated
+array) gets a new key: a worker can never use stale data.  On dask a blob may
+instead be a scattered future that dask resolves to the same ``(key, bytes)``.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextvars
+import hashlib
+import os
+import threading
+
+from . import _context
+from ._blas import blas_pinned, pin_for_process
+from .base import SerializationError
+
+__all__ = ["dumps", "loads", "make_blob", "run_task", "init_process_worker"]
+
+#: blobs at least this large get a content-hash key (cached on workers)
+HASH_MIN_BYTES = 4096
+
+
+def dumps(obj, what: str, backend: str) -> bytes:
+    """cloudpickle ``obj``; on failure raise SerializationError naming ``what``."""
+    import cloudpickle
+
+    try:
+        return cloudpickle.dumps(obj, protocol=5)
+    except Exception as exc:
+        raise SerializationError(
+            f"could not pickle {what} (a {type(obj).__name__}), which must cross a "
+            f"process boundary on the {backend!r} executor: {type(exc).__name__}: {exc}. "
+            "Use the 'serial' or 'threads' executor for objects that cannot be "
+            "pickled, or build them inside fn."
+        ) from exc
+
+
+def loads(data: bytes):
+    """Unpickle bytes made by :func:`dumps`."""
+    import pickle
+
+    return pickle.loads(data)
+
+
+def content_key(data: bytes) -> str:
+    """A content hash of ``data`` (BLAKE2b, 128 bits)."""
+    return hashlib.blake2b(data, digest_size=16).hexdigest()
+
+
+def make_blob(data: bytes) -> tuple:
+    """``(key, data)``: key is a content hash for large data, None for small."""
+    return (content_key(data) if len(data) >= HASH_MIN_BYTES else None, data)
+
+
+# ------------------------------------------------------------------ worker side
+
+_CACHE_MAX_ITEMS = 16
+_CACHE_MAX_BYTES = 512 * 2**20
+_cache: collections.OrderedDict = collections.OrderedDict()  # key -> (obj, nbytes)
+_cache_bytes = 0
+_cache_lock = threading.Lock()
+
+
+def _load_blob(blob):
+    """Unpickle a blob, through the per-process LRU cache when it has a key."""
+    global _cache_bytes
+    key, data = blob
+    if key is None:
+        return loads(data)
+    with _cache_lock:
+        hit = _cache.get(key)
+        if hit is not None:
+            _cache.move_to_end(key)
+            return hit[0]
+    obj = loads(data)
+    with _cache_lock:
+        if key not in _cache:
+            _cache[key] = (obj, len(data))
+            _cache_bytes += len(data)
+            while len(_cache) > 1 and (
+                len(_cache) > _CACHE_MAX_ITEMS or _cache_bytes > _CACHE_MAX_BYTES
+            ):
+                _, (_, nbytes) = _cache.popitem(last=False)
+                _cache_bytes -= nbytes
+    return obj
+
+
+def init_process_worker() -> None:
+    """Initializer of loky workers: this process only ever runs chunk work."""
+    _context.mark_process_worker()
+    pin_for_process()
+
+
+def run_task(index, item_data, fn_blob, shared_blobs, origin_pid, chunk_size, backend="processes"):
+    """Run one item on a worker; return the pickled result.
+
+    ``origin_pid`` tells a separate worker process (pinned for good) from an
+    in-process dask worker thread (pinned per task, ref-counted).
+    """
+    if os.getpid() != origin_pid:
+        _context.mark_process_worker()
+        pin_for_process()
+        return _run(index, item_data, fn_blob, shared_blobs, chunk_size, backend)
+    with blas_pinned():  # in-process worker (e.g. LocalCluster(processes=False))
+        return _run(index, item_data, fn_blob, shared_blobs, chunk_size, backend)
+
+
+def _run(index, item_data, fn_blob, shared_blobs, chunk_size, backend):
+    fn = _load_blob(fn_blob)
+    shared = [_load_blob(b) for b in shared_blobs]
+    item = loads(item_data)
+    ctx = contextvars.Context()
+    ctx.run(_context.enter_worker, chunk_size, keep_settings=False)
+    result = ctx.run(fn, item, *shared)
+    return dumps(result, f"the result of item {index}", backend)

@@ -1,0 +1,235 @@
+"""The ``Executor`` base class, its errors, and the backend registry.
+
+An executor maps ``fn`` over ``items`` and returns the results *in item
+order*, whatever order the tasks finish in::
+
+    parent                                   workers
+    ──────                                   ───────
+    map(fn, items, shared=(a, b)) ─┬─ task 0 ─▶ fn(items[0], a, b)
+                                   ├─ task 1 ─▶ fn(items[1], a, b)
+                                   └─ ...
+    results[i] ◀── as each task finishes ───┘   on_done(i) runs in the parent
+    return results                 # index order, never completion order
+
+Subclasses implement ``_map``; the base class validates the arguments and, when
+called from inside chunk work (``in_worker()``), runs the map inline and
+serially so nested parallel calls cannot deadlock a pool or oversubscribe the
+machine.  Capability flags let callers adapt without knowing the backend:
+
+* ``shares_memory`` -- results are the very objects ``fn`` built (serial,
+  threads); otherwise they are copies that went through pickle.
+* ``dispatch_cost`` -- rough seconds of overhead per task, so callers can run
+  tiny work serially.
+"""
+
+from __future__ import annotations
+
+import operator
+import os
+import pickle
+import sys
+
+from . import _context
+from ._blas import blas_pinned
+
+__all__ = [
+    "Executor",
+    "WorkerError",
+    "SerializationError",
+    "usable_cpu_count",
+    "register_backend",
+    "backend_names",
+    "create_backend",
+]
+
+
+class WorkerError(RuntimeError):
+    """A worker died (killed, crashed, out of memory) or was lost mid-map.
+
+    Raised instead of a bare ``BrokenProcessPool``/``KilledWorker``; the
+    original error is chained as ``__cause__``.  The executor restarts what it
+    needs to, so the next call works.
+
+    >>> import executors
+    >>> issubclass(executors.WorkerError, RuntimeError)
+    True
+    """
+
+
+class SerializationError(pickle.PicklingError, TypeError):
+    """Something that must cross a process boundary could not be pickled.
+
+    Subclasses both ``pickle.PicklingError`` and ``TypeError``; the message
+    names the culprit: ``fn``, ``item i``, ``shared arg j`` or ``the result of
+    item i``.
+    """
+
+
+def usable_cpu_count() -> int:
+    """Number of CPUs this process may run on (affinity-aware).
+
+    >>> usable_cpu_count() >= 1
+    True
+    """
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):  # pragma: no cover - macOS / Windows
+        return max(1, os.cpu_count() or 1)
+
+
+def check_positive_int(value, what="n_workers"):
+    """Return ``value`` as an int if it is None or a positive integer, else raise ValueError."""
+    if value is None:
+        return None
+    try:
+        if isinstance(value, bool):
+            raise TypeError
+        out = operator.index(value)
+    except TypeError:
+        raise ValueError(f"{what} must be a positive integer or None, got {value!r}") from None
+    if out < 1:
+        raise ValueError(f"{what} must be a positive integer or None, got {value!r}")
+    return out
+
+
+def annotate(exc: BaseException, index: int, n_items: int, name: str) -> BaseException:
+    """Attach "which item failed" to an exception without changing its type or message."""
+    note = f"executors: raised by item {index} of {n_items} in a map on the {name!r} executor"
+    try:
+        exc.executors_item_index = index
+    except Exception:  # pragma: no cover - exotic exception without __dict__
+        pass
+    if sys.version_info >= (3, 11):
+        exc.add_note(note)
+    else:  # pragma: no cover - Python 3.10
+        try:
+            notes = getattr(exc, "__notes__", None)
+            if not isinstance(notes, list):
+                notes = []
+                exc.__notes__ = notes
+            notes.append(note)
+        except Exception:
+            pass
+    return exc
+
+
+class Executor:
+    """Base class of all backends: ``map`` in item order, ``close``, context manager.
+
+    ``map(fn, items, shared=(a, b))`` returns ``[fn(x, a, b) for x in items]``.
+
+    >>> import executors
+    >>> with executors.SerialExecutor() as ex:
+    ...     ex.map(pow, [1, 2, 3], shared=(2,))
+    [1, 4, 9]
+    """
+
+    #: backend name: "serial", "threads", "processes" or "dask"
+    name: str = "base"
+    #: True when results are the very objects built by ``fn`` (no pickling)
+    shares_memory: bool = False
+    #: rough overhead in seconds per task; callers run tiny work serially
+    dispatch_cost: float = 0.0
+    #: number of tasks that can run at once
+    n_workers: int = 1
+
+    def map(self, fn, items, *, shared=(), on_done=None) -> list:
+        """Return ``[fn(item, *shared) for item in items]``, in item order.
+
+        ``on_done(i)`` is called in the calling thread as item ``i`` completes
+        (completion order; handy for progress bars).  An exception raised by
+        ``fn`` reaches the caller with its type and message, plus a note naming
+        the failing item; the not-yet-started tasks are cancelled and the
+        executor stays usable.  Called from inside chunk work, the map runs
+        inline and serially.
+
+        >>> import executors
+        >>> executors.SerialExecutor().map(lambda x, k: x * k, range(4), shared=(10,))
+        [0, 10, 20, 30]
+        """
+        if not callable(fn):
+            raise TypeError(f"fn must be callable, got {type(fn).__name__}")
+        if not isinstance(shared, (tuple, list)):
+            raise TypeError(
+                "shared must be a tuple (or list) of extra positional arguments, "
+                f"e.g. shared=(w,); got {type(shared).__name__}"
+            )
+        if on_done is not None and not callable(on_done):
+            raise TypeError(f"on_done must be callable or None, got {type(on_done).__name__}")
+        items = list(items)
+        shared = tuple(shared)
+        if not items:
+            return []
+        if _context.in_worker():
+            return _map_inline(fn, items, shared, on_done, self.name)
+        return self._map(fn, items, shared, on_done)
+
+    def _map(self, fn, items, shared, on_done):  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def close(self) -> None:
+        """Release pools/clusters owned by this executor (idempotent)."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc_info):
+        self.close()
+        return False
+
+    def __repr__(self):
+        return f"{type(self).__name__}(n_workers={self.n_workers})"
+
+
+def _map_inline(fn, items, shared, on_done, name):
+    """Run the map in this thread, each item in a copy of the caller's context."""
+    import contextvars
+
+    base = contextvars.copy_context()
+    base.run(_context.enter_worker)
+    n = len(items)
+    out = []
+    with blas_pinned():
+        for i, item in enumerate(items):
+            try:
+                out.append(base.copy().run(fn, item, *shared))
+            except Exception as exc:
+                annotate(exc, i, n, name)
+                raise
+            if on_done is not None:
+                on_done(i)
+    return out
+
+
+# ---------------------------------------------------------------- registry
+
+_REGISTRY: dict = {}
+
+
+def register_backend(name: str, factory) -> None:
+    """Register ``factory(n_workers) -> Executor`` under ``name``."""
+    _REGISTRY[name] = factory
+
+
+def _dask_factory(n_workers):
+    from .dask import DaskExecutor
+
+    return DaskExecutor(n_workers=n_workers)
+
+
+register_backend("dask", _dask_factory)  # lazy: distributed imported on first use
+
+
+def backend_names() -> tuple:
+    """Names accepted by ``config``/``resolve``/``ADRULES_EXECUTOR``."""
+    from . import local  # noqa: F401  (registers serial/threads/processes)
+
+    order = ["serial", "threads", "processes", "dask"]
+    return tuple(sorted(_REGISTRY, key=lambda k: (order.index(k) if k in order else len(order), k)))
+
+
+def create_backend(name: str, n_workers=None) -> Executor:
+    """Build a new executor from its registered name."""
+    from . import local  # noqa: F401
+
+    return _REGISTRY[name](n_workers)

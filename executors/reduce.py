@@ -1,0 +1,164 @@
+"""Deterministic chunking and reduction: the same bits on every backend.
+
+::
+
+    n_items, chunk_size ──▶ chunk_ranges ──▶ [range(0,c), range(c,2c), ...]
+                             (never depends on the worker count)
+    executor.map(work, chunks) ──▶ [r0, r1, r2, r3, r4]   (item order)
+    tree_sum:   level 1   (r0+r1)   (r2+r3)   r4
+                level 2   ((r0+r1)+(r2+r3))   r4
+                level 3   (((r0+r1)+(r2+r3))+r4)
+
+The tree depends only on the number of values, so the result is the same
+whatever backend and worker count produced them.  It is also what a streaming
+"binary counter" (merge equal-sized blocks as results arrive in index order,
+then merge leftovers from the right) computes, so a streaming reducer can give
+the same bits.
+"""
+
+from __future__ import annotations
+
+import math
+import operator
+
+__all__ = ["chunk_ranges", "tree_sum", "neumaier_sum", "DEFAULT_N_CHUNKS"]
+
+#: without an explicit chunk_size, items are split into (at most) this many chunks
+DEFAULT_N_CHUNKS = 16
+
+_MISSING = object()
+
+
+def _check_count(n_items):
+    try:
+        if isinstance(n_items, bool):
+            raise TypeError
+        n = operator.index(n_items)
+    except TypeError:
+        raise ValueError(f"n_items must be a non-negative integer, got {n_items!r}") from None
+    if n < 0:
+        raise ValueError(f"n_items must be a non-negative integer, got {n_items!r}")
+    return n
+
+
+def chunk_ranges(n_items, chunk_size=None) -> list:
+    """Split ``range(n_items)`` into consecutive ranges of ``chunk_size`` items.
+
+    Boundaries depend only on ``n_items`` and ``chunk_size`` (never on the
+    number of workers); the last chunk may be shorter.  With
+    ``chunk_size=None`` the size is ``ceil(n_items / 16)`` (at least 1).  This
+    function does not read ``executors.config``; pass
+    ``current_chunk_size()`` explicitly if you want the configured value.
+
+    >>> chunk_ranges(10, 4)
+    [range(0, 4), range(4, 8), range(8, 10)]
+    >>> [len(r) for r in chunk_ranges(40)]
+    [3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 1]
+    >>> chunk_ranges(0)
+    []
+    """
+    n = _check_count(n_items)
+    if chunk_size is None:
+        size = max(1, math.ceil(n / DEFAULT_N_CHUNKS))
+    else:
+        try:
+            if isinstance(chunk_size, bool):
+                raise TypeError
+            size = operator.index(chunk_size)
+        except TypeError:
+            raise ValueError(
+                f"chunk_size must be a positive integer or None, got {chunk_size!r}"
+            ) from None
+        if size < 1:
+            raise ValueError(f"chunk_size must be a positive integer or None, got {chunk_size!r}")
+    return [range(start, min(start + size, n)) for start in range(0, n, size)]
+
+
+def tree_sum(values, add=operator.add, *, zero=_MISSING):
+    """Sum ``values`` with a fixed pairwise tree over their index.
+
+    Level by level, pairs ``(0, 1), (2, 3), ...`` are added with
+    ``add(left, right)``; an odd last value moves up unchanged.  The
+    association depends only on ``len(values)``, so the bits of the result do
+    not depend on how (or in which order) the values were computed.  Empty
+    input raises ValueError unless ``zero`` is given (returned as is); ``zero``
+    is never added to a non-empty input.  Inputs are not modified by
+    ``operator.add``.
+
+    >>> tree_sum([1, 2, 3, 4, 5])
+    15
+    >>> tree_sum(["a", "b", "c"])
+    'abc'
+    >>> tree_sum([], zero=0.0)
+    0.0
+    >>> tree_sum([0.1, 0.2, 0.3]) == (0.1 + 0.2) + 0.3
+    True
+    """
+    level = list(values)
+    if not level:
+        if zero is _MISSING:
+            raise ValueError("tree_sum() of an empty sequence: pass zero= to allow it")
+        return zero
+    while len(level) > 1:
+        nxt = [add(level[k], level[k + 1]) for k in range(0, len(level) - 1, 2)]
+        if len(level) % 2:
+            nxt.append(level[-1])
+        level = nxt
+    return level[0]
+
+
+def neumaier_sum(values, *, zero=_MISSING):
+    """Compensated (Neumaier) sum of scalars or same-shape arrays, left to right.
+
+    Elementwise for arrays (broadcasting like ``+``); complex values are
+    compensated separately in their real and imaginary parts.  Nearly as
+    accurate as ``math.fsum`` and deterministic (fixed order).  Infinities
+    and NaNs propagate like plain summation.  Python numbers give a float;
+    arrays give an array of the promoted dtype.
+
+    >>> neumaier_sum([1e100, 1.0, -1e100])
+    1.0
+    >>> sum([1e100, 1.0, -1e100])
+    0.0
+    >>> import numpy as np
+    >>> neumaier_sum([np.array([1e16, 1.0]), np.array([1.0, 1e-16]), np.array([-1e16, 0.0])])
+    array([1., 1.])
+    """
+    import numpy as np
+
+    vals = list(values)
+    if not vals:
+        if zero is _MISSING:
+            raise ValueError("neumaier_sum() of an empty sequence: pass zero= to allow it")
+        return zero
+    python_scalars = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in vals)
+    arrs = [np.asarray(v) for v in vals]
+    dtype = np.result_type(*arrs)
+    if not np.issubdtype(dtype, np.inexact):
+        dtype = np.result_type(dtype, np.float64)
+    if np.issubdtype(dtype, np.complexfloating):
+        part = np.finfo(dtype).dtype
+        re = _neumaier([a.real.astype(part) for a in arrs])
+        im = _neumaier([a.imag.astype(part) for a in arrs])
+        out = np.empty(np.shape(re), dtype=dtype)
+        out.real, out.imag = re, im
+    else:
+        out = _neumaier([a.astype(dtype, copy=False) for a in arrs])
+    if python_scalars:
+        return float(out)
+    return out[()] if isinstance(out, np.ndarray) and out.ndim == 0 else out
+
+
+def _neumaier(arrs):
+    import numpy as np
+
+    with np.errstate(invalid="ignore", over="ignore"):
+        s = np.array(arrs[0], copy=True)
+        c = np.zeros_like(s)
+        for v in arrs[1:]:
+            t = s + v
+            big_s = np.abs(s) >= np.abs(v)
+            corr = np.where(big_s, (s - t) + v, (v - t) + s)
+            s, c = t, c + corr
+        out = np.where(np.isfinite(s), s + c, s)
+    return out
