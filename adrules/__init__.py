@@ -12,11 +12,12 @@ from .registry import RuleConfig, frule, non_differentiable, primitive, rrule, s
 from .tangents import InplaceableThunk, NoTangent, Tangent, Thunk, ZeroTangent, unthunk
 from . import rules  # noqa: F401  (registers the NumPy rule library)
 from . import testing  # noqa: F401
+from .parallel import pmap, psum
 
 __all__ = [
     "gradient", "value_and_gradient", "pullback", "jvp", "rrule_via_ad", "frule_via_ad",
     "rrule", "frule", "primitive", "scalar_rule", "non_differentiable", "RuleConfig",
     "NoTangent", "ZeroTangent", "Tangent", "Thunk", "InplaceableThunk", "unthunk", "ProjectTo",
-    "register_node", "testing",
+    "register_node", "testing", "psum", "pmap",
 ]
 __version__ = "0.1.0"

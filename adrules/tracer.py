@@ -164,6 +164,12 @@ class Traced:
     def __bool__(self):
         return bool(self.value)
 
+    def __reduce__(self):
+        raise TracerError(
+            "a traced value cannot be pickled or sent to another process: its derivative lives "
+            "on this thread's tape. Pass it to psum/pmap as a shared argument instead of "
+            "capturing it: psum(loss, models, x) calls loss(model, x) for each model.")
+
     def __len__(self):
         return len(self.value)
 
