@@ -13,11 +13,12 @@ from .tangents import InplaceableThunk, NoTangent, Tangent, Thunk, ZeroTangent, 
 from . import rules  # noqa: F401  (registers the NumPy rule library)
 from . import testing  # noqa: F401
 from .parallel import pmap, psum
+from .derivatives import hessian, hvp, jacobian
 
 __all__ = [
     "gradient", "value_and_gradient", "pullback", "jvp", "rrule_via_ad", "frule_via_ad",
     "rrule", "frule", "primitive", "scalar_rule", "non_differentiable", "RuleConfig",
     "NoTangent", "ZeroTangent", "Tangent", "Thunk", "InplaceableThunk", "unthunk", "ProjectTo",
-    "register_node", "testing", "psum", "pmap",
+    "register_node", "testing", "psum", "pmap", "jacobian", "hessian", "hvp",
 ]
 __version__ = "0.1.0"

@@ -45,6 +45,11 @@ def _box_args(fname, args, trace):
             raise TypeError(
                 f"{fname}: argument {i} is a string, which cannot be differentiated. Pass it "
                 f"through a closure or functools.partial(f, ...) instead.")
+        if type(arg) is np.ndarray and arg.dtype.kind == "f" or type(arg) is float:
+            box = trace.leaf(arg)  # fast path for the common plain-array argument
+            boxed.append(box)
+            plans.append((LEAF, [arg], [box]))
+            continue
         leaves, tdef = flatten(arg)
         new = []
         for j, leaf in enumerate(leaves):

@@ -23,7 +23,6 @@ of open traces, which lets ``@primitive`` functions skip all checks when it is z
 
 from __future__ import annotations
 
-import contextlib
 import itertools
 import threading
 
@@ -55,14 +54,16 @@ class Trace:
         return Traced(value, self, tangent)
 
 
-@contextlib.contextmanager
-def tracing():
+class tracing:
     """Mark a trace open (process-wide count) for the duration of a differentiation."""
-    with _active_lock:
-        STATE.active += 1
-    try:
-        yield
-    finally:
+
+    __slots__ = ()
+
+    def __enter__(self):
+        with _active_lock:
+            STATE.active += 1
+
+    def __exit__(self, *exc):
         with _active_lock:
             STATE.active -= 1
 
@@ -352,10 +353,20 @@ def apply(f, args, kwargs, sequences=False):
         return f(*args, **kwargs)
     if top.forward:
         return _apply_forward(f, args, kwargs, top)
-    entry = _rrules.rules.get(f)
+    entry = _rrule_table.get(f)
     if entry is None:
         raise _no_rule(f, "reverse")
-    values, slots = _unbox(args, top) if sequences else _unbox_flat(args, top)
+    if sequences:
+        values, slots = _unbox(args, top)
+    else:  # the hot path: inlined unboxing
+        values, slots = [], []
+        for a in args:
+            if type(a) is Traced and a._trace is top:
+                values.append(a.value)
+                slots.append(a.slot)
+            else:
+                values.append(a)
+                slots.append(-1)
     kind = entry.kind
     if kind is SCALAR:
         y = f(*values, **kwargs)
@@ -380,16 +391,7 @@ def apply(f, args, kwargs, sequences=False):
     return out
 
 
-def _unbox_flat(args, top):
-    values, slots = [], []
-    for a in args:
-        if type(a) is Traced and a._trace is top:
-            values.append(a.value)
-            slots.append(a.slot)
-        else:
-            values.append(a)
-            slots.append(-1)
-    return values, slots
+_rrule_table = _rrules.rules
 
 
 def dispatch_primitive(f, args, kwargs):
@@ -411,17 +413,22 @@ STATE.dispatch = dispatch_primitive
 # ---------------------------------------------------------------------------
 
 def _accumulate(cot, slot, g, primal, entry, position):
-    try:
-        g = project_like(g, primal)
-    except ProjectionError as e:
-        raise TracerError(
-            f"the pullback of {entry.name} returned a cotangent of the wrong shape for "
-            f"argument {position} (primal shape {np.shape(primal)}): {e}. Fix the rule so "
-            f"argument {position}'s cotangent has its primal's shape.") from None
-    if is_zero(g):
-        return
+    if not (type(g) is _ndarray and type(primal) is _ndarray and g.shape == primal.shape
+            and g.dtype == primal.dtype):  # the common case needs no projection
+        try:
+            g = project_like(g, primal)
+        except ProjectionError as e:
+            raise TracerError(
+                f"the pullback of {entry.name} returned a cotangent of the wrong shape for "
+                f"argument {position} (primal shape {np.shape(primal)}): {e}. Fix the rule so "
+                f"argument {position}'s cotangent has its primal's shape.") from None
+        if is_zero(g):
+            return
     old = cot[slot]
     cot[slot] = g if old is None else old + g
+
+
+_ndarray = np.ndarray
 
 
 def backprop(trace, seeds, consume=True):

@@ -37,8 +37,14 @@ scalar_rule(np.remainder, ONE, lambda a, b, y: -np.floor_divide(a, b))
 scalar_rule(np.fmod, ONE, lambda a, b, y: -np.trunc(a / b))
 
 # ---- powers and roots --------------------------------------------------------
+def _power_base_partial(a, b, y):
+    if type(b) in (int, float):  # the common x ** 2: no np.where over the exponent
+        return 2.0 * a if b == 2 else (b * a ** (b - 1) if b != 0 else 0.0 * a)
+    return b * a ** np.where(b != 0, b - 1, 1.0)
+
+
 scalar_rule(np.power,
-            lambda a, b, y: b * a ** np.where(b != 0, b - 1, 1.0),
+            _power_base_partial,
             lambda a, b, y: y * np.log(_replace_zero(a, 1.0)))
 scalar_rule(np.float_power,
             lambda a, b, y: b * np.float_power(a, np.where(b != 0, b - 1, 1.0)),

@@ -1,0 +1,351 @@
+"""psum / pmap: values and gradients on every backend, against independent computations.
+
+The reference for every gradient is the same loss written as a plain Python loop and
+differentiated by the tracer without psum (plus finite differences via check_grads on
+small cases); bitwise identity is checked across backends and worker counts.
+"""
+
+import dataclasses
+import os
+import signal
+import threading
+
+import numpy as np
+import pytest
+
+import adrules as ad
+import executors
+from adrules.testing import check_grads
+from adrules.tracer import TracerError
+
+# ---- workloads ---------------------------------------------------------------
+
+
+def mlp(params, x):
+    hidden = np.tanh(x @ params["w1"] + params["b1"])
+    return hidden @ params["w2"]
+
+
+def loss(params, x, y):
+    return np.mean((mlp(params, x) - y) ** 2)
+
+
+def make_models(n, rng, n_in=3, n_hidden=5):
+    return [{"w1": rng.normal(size=(n_in, n_hidden)), "b1": rng.normal(size=n_hidden),
+             "w2": rng.normal(size=n_hidden)} for _ in range(n)]
+
+
+@pytest.fixture(scope="module")
+def data():
+    rng = np.random.default_rng(42)
+    return make_models(7, rng), rng.normal(size=(8, 3)), rng.normal(size=8)
+
+
+def loop_total(models, x, y):
+    total = 0.0
+    for m in models:
+        total = total + loss(m, x, y)
+    return total
+
+
+@dataclasses.dataclass
+class Linear:
+    w: np.ndarray
+    b: float
+
+    def __call__(self, x):
+        return np.sum(np.tanh(x * self.w + self.b))
+
+
+# ---- backends -------------------------------------------------------------------
+
+BACKENDS = [("serial", 1), ("threads", 1), ("threads", 2), ("processes", 1), ("processes", 2)]
+
+
+@pytest.fixture(scope="module")
+def pools():
+    made = {(name, n): executors.resolve(name, n_workers=n) for name, n in BACKENDS}
+    yield made
+
+
+@pytest.fixture(scope="module")
+def dask_pool():
+    pytest.importorskip("distributed")
+    ex = executors.DaskExecutor(n_workers=2)
+    yield ex
+    ex.close()
+
+
+def _bits(tree):
+    return [np.asarray(leaf).tobytes() for leaf in ad.pytrees.flatten(tree)[0]
+            if not isinstance(leaf, ad.NoTangent)]
+
+
+def _psum_value_and_grad(models, x, y, executor, chunk_size=3):
+    return ad.value_and_gradient(
+        lambda ms, x: ad.psum(loss, ms, x, y, executor=executor, chunk_size=chunk_size), models, x)
+
+
+def _assert_close_tree(a, b, rtol=1e-12, atol=1e-12):
+    la, lb = ad.pytrees.flatten(a)[0], ad.pytrees.flatten(b)[0]
+    assert len(la) == len(lb)
+    for u, v in zip(la, lb):
+        np.testing.assert_allclose(u, v, rtol=rtol, atol=atol)
+
+
+# ---- value and gradient -------------------------------------------------------------
+
+
+def test_value_matches_a_plain_sum(data, pools):
+    models, x, y = data
+    expected = sum(loss(m, x, y) for m in models)
+    for ex in pools.values():
+        assert np.isclose(ad.psum(loss, models, x, y, executor=ex, chunk_size=3), expected, rtol=1e-13)
+
+
+def test_gradient_matches_the_traced_loop_on_every_backend(data, pools):
+    models, x, y = data
+    v0, (gm0, gx0) = ad.value_and_gradient(lambda ms, x: loop_total(ms, x, y), models, x)
+    for key, ex in pools.items():
+        v, (gm, gx) = _psum_value_and_grad(models, x, y, ex)
+        assert np.isclose(v, v0, rtol=1e-13), key
+        _assert_close_tree(gm, gm0)
+        _assert_close_tree(gx, gx0)
+
+
+def test_gradient_matches_finite_differences():
+    rng = np.random.default_rng(1)
+    models, x, y = make_models(3, rng, n_in=2, n_hidden=2), rng.normal(size=(4, 2)), rng.normal(size=4)
+    check_grads(lambda ms, x: ad.psum(loss, ms, x, y, executor="threads", chunk_size=2),
+                models, x, modes=("rev",), order=1)
+
+
+def test_bitwise_identical_across_backends_and_worker_counts(data, pools, dask_pool):
+    models, x, y = data
+    reference = _bits(_psum_value_and_grad(models, x, y, "serial"))
+    for key, ex in list(pools.items()) + [("dask", dask_pool)]:
+        assert _bits(_psum_value_and_grad(models, x, y, ex)) == reference, key
+
+
+def test_chunk_size_changes_only_rounding(data):
+    models, x, y = data
+    _, g1 = _psum_value_and_grad(models, x, y, "serial", chunk_size=1)
+    _, g7 = _psum_value_and_grad(models, x, y, "serial", chunk_size=7)
+    _assert_close_tree(g1, g7)
+
+
+def test_config_context_chooses_backend_and_chunks(data):
+    models, x, y = data
+    reference = _bits(_psum_value_and_grad(models, x, y, "serial", chunk_size=2))
+    with executors.config(executor="processes", n_workers=2, chunk_size=2):
+        got = ad.value_and_gradient(lambda ms, x: ad.psum(loss, ms, x, y), models, x)
+    assert _bits(got) == reference
+
+
+def test_empty_ensemble():
+    assert ad.psum(loss, [], np.ones((2, 3)), np.ones(2), executor="serial") == 0.0
+
+
+# ---- what can be differentiated ---------------------------------------------------
+
+
+def test_self_slot_of_a_callable_model(pools):
+    xs = [np.array([0.1, 0.2]), np.array([0.3, -0.4]), np.array([1.0, 2.0])]
+    model = Linear(np.array([0.5, -1.5]), 0.3)
+
+    def through_psum(m):
+        return ad.psum(m, xs, executor=pools[("processes", 2)], chunk_size=2)
+
+    def through_loop(m):
+        return m(xs[0]) + m(xs[1]) + m(xs[2])
+
+    got, = ad.gradient(through_psum, model)
+    want, = ad.gradient(through_loop, model)
+    assert isinstance(got, Linear)
+    np.testing.assert_allclose(got.w, want.w, rtol=1e-13)
+    assert np.isclose(got.b, want.b, rtol=1e-13)
+
+
+@pytest.mark.parametrize("backend", ["threads", "processes"])
+def test_closure_over_a_traced_value_keeps_its_gradient(data, backend):
+    models, x, y = data
+    via_closure, = ad.gradient(lambda x: ad.psum(lambda m: loss(m, x, y), models, executor=backend), x)
+    via_shared, = ad.gradient(lambda x: ad.psum(loss, models, x, y, executor=backend), x)
+    np.testing.assert_allclose(via_closure, via_shared, rtol=1e-13)
+
+
+def test_traced_value_hidden_from_psum_raises_with_the_explicit_form(data):
+    models, x, y = data
+    hidden = {}
+
+    def sneaky(m):
+        return loss(m, hidden["x"], y)
+
+    def total(x):
+        hidden["x"] = x
+        return ad.psum(sneaky, models, executor="threads")
+
+    with pytest.raises(TracerError, match=r"psum\(loss, models, x\)"):
+        ad.gradient(total, x)
+
+
+def test_array_valued_f_pullback(data, pools):
+    models, x, y = data
+    rng = np.random.default_rng(3)
+    ybar = rng.normal(size=8)
+    _, back0 = ad.pullback(lambda ms, x: sum(mlp(m, x) for m in ms), models, x)
+    want = back0(ybar)
+    reference = None
+    for key, ex in pools.items():
+        _, back = ad.pullback(lambda ms, x: ad.psum(mlp, ms, x, executor=ex, chunk_size=3), models, x)
+        got = back(ybar)
+        _assert_close_tree(got, want, rtol=1e-12, atol=1e-12)
+        reference = reference or _bits(got)
+        assert _bits(got) == reference, key
+
+
+def test_pmap_feeds_further_numpy_code(data, pools):
+    models, x, y = data
+
+    def via_pmap(ms, x):
+        losses = ad.pmap(loss, ms, x, y, executor=pools[("threads", 2)], chunk_size=2)
+        return np.sum(np.stack(losses) ** 2)
+
+    def via_loop(ms, x):
+        return np.sum(np.stack([loss(m, x, y) for m in ms]) ** 2)
+
+    _assert_close_tree(ad.gradient(via_pmap, models, x), ad.gradient(via_loop, models, x))
+
+
+def test_psum_inside_a_bigger_loss(data):
+    models, x, y = data
+
+    def big(ms, x):
+        return np.log(1.0 + ad.psum(loss, ms, x, y, executor="processes", chunk_size=2)) + np.sum(x ** 2)
+
+    def plain(ms, x):
+        return np.log(1.0 + loop_total(ms, x, y)) + np.sum(x ** 2)
+
+    _assert_close_tree(ad.gradient(big, models, x), ad.gradient(plain, models, x))
+
+
+def test_vectorized_mode_matches_elementwise(pools):
+    rng = np.random.default_rng(5)
+    xs, w = rng.normal(size=(50, 3)), rng.normal(size=3)
+
+    def one(x, w):
+        return np.tanh(x @ w) ** 2
+
+    def chunk(xs, w):
+        return np.tanh(xs @ w) ** 2
+
+    want, = ad.gradient(lambda w: ad.psum(one, xs, w, executor="serial"), w)
+    for ex in pools.values():
+        got, = ad.gradient(lambda w: ad.psum(chunk, xs, w, executor=ex, vectorized=True, chunk_size=8), w)
+        np.testing.assert_allclose(got, want, rtol=1e-12)
+
+
+def test_second_order_through_psum(data):
+    models, x, y = data
+    x0 = x[:2]
+    h_psum = ad.hessian(lambda x: ad.psum(loss, models, x, y[:2], executor="threads", chunk_size=3), x0)
+    h_loop = ad.hessian(lambda x: loop_total(models, x, y[:2]), x0)
+    np.testing.assert_allclose(h_psum, h_loop, rtol=1e-10, atol=1e-12)
+
+
+def test_forward_mode_through_psum(data, pools):
+    models, x, y = data
+    v = np.random.default_rng(9).normal(size=x.shape)
+    want = ad.jvp(lambda x: loop_total(models, x, y), (x,), (v,))
+    for ex in pools.values():
+        got = ad.jvp(lambda x: ad.psum(loss, models, x, y, executor=ex, chunk_size=3), (x,), (v,))
+        np.testing.assert_allclose(got, want, rtol=1e-12)
+
+
+# ---- faults ---------------------------------------------------------------------------
+
+
+def _fails_at_5(m, x, y):
+    if m["index"] == 5:
+        raise ValueError("bad model")
+    return loss(m, x, y)
+
+
+@pytest.mark.parametrize("backend", ["serial", "threads", "processes"])
+def test_exception_in_f_reaches_the_caller_with_the_element(data, pools, backend):
+    models, x, y = data
+    tagged = [dict(m, index=i) for i, m in enumerate(models)]
+    ex = pools[(backend, 2 if backend != "serial" else 1)]
+    with pytest.raises(ValueError, match="bad model") as info:
+        ad.gradient(lambda x: ad.psum(_fails_at_5, tagged, x, y, executor=ex, chunk_size=2), x)
+    assert any("element 5" in note for note in getattr(info.value, "__notes__", [])), info.value
+    # the pool is usable afterwards
+    assert np.isclose(ad.psum(loss, models, x, y, executor=ex), sum(loss(m, x, y) for m in models))
+
+
+def _kill_once(m, x, y, marker):
+    if m["index"] == 3 and not os.path.exists(marker):
+        open(marker, "w").close()
+        os.kill(os.getpid(), signal.SIGKILL)
+    return loss(m, x, y)
+
+
+def test_worker_killed_mid_psum_gives_an_error_or_the_right_answer(data, pools, tmp_path):
+    models, x, y = data
+    tagged = [dict(m, index=i) for i, m in enumerate(models)]
+    ex = pools[("processes", 2)]
+    marker = str(tmp_path / "killed")
+    expected = sum(loss(m, x, y) for m in models)
+    try:
+        got = ad.psum(_kill_once, tagged, x, y, marker, executor=ex, chunk_size=1)
+        assert np.isclose(got, expected)
+    except executors.WorkerError:
+        pass
+    assert np.isclose(ad.psum(loss, models, x, y, executor=ex, chunk_size=1), expected)
+
+
+def test_unpicklable_f_on_processes_names_it(data, pools):
+    models, x, y = data
+    lock = threading.Lock()
+
+    def locked_loss(m, x, y):
+        with lock:
+            return loss(m, x, y)
+
+    with pytest.raises(Exception, match="(?i)pickl"):
+        ad.psum(locked_loss, models * 4, x, y, executor=pools[("processes", 2)], chunk_size=1)
+
+
+def test_two_threads_computing_psum_gradients_at_once(data):
+    models, x, y = data
+    want = ad.gradient(lambda ms, x: loop_total(ms, x, y), models, x)
+    barrier, results = threading.Barrier(2), [None, None]
+
+    def work(i):
+        barrier.wait()
+        for _ in range(3):
+            results[i] = ad.gradient(lambda ms, x: ad.psum(loss, ms, x, y, executor="threads"), models, x)
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for r in results:
+        _assert_close_tree(r, want)
+
+
+def test_bad_arguments_are_named():
+    with pytest.raises(TypeError, match="psum: f must be callable"):
+        ad.psum(3.0, [1.0])
+    with pytest.raises(TypeError, match="xs must be"):
+        ad.psum(np.sin, 3.0)
+    with pytest.raises(TypeError, match="vectorized=True"):
+        ad.psum(np.sin, [1.0, 2.0], vectorized=True)
+
+
+def test_progress_bar_runs(data):
+    pytest.importorskip("tqdm")
+    models, x, y = data
+    got = ad.psum(loss, models, x, y, executor="threads", progress=True)
+    assert np.isclose(got, sum(loss(m, x, y) for m in models))
