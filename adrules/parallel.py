@@ -340,6 +340,7 @@ def _psum_leaves(call, *leaves):
     fn = chunk_value
     results = _run(executor, fn, _chunks(xs, call.chunk_size), (call.plan, state, shared),
                    call.progress, call.label("forward"))
+    _check_no_escaped_trace(results)
     if call.plan.kind == "sum":
         return executors.tree_sum(results) if results else 0.0
     return [y for part in results for y in part]
@@ -354,7 +355,7 @@ def _psum_rrule(call, *leaves):
     items = _chunks(xs, call.chunk_size)
     results = _run(executor, chunk_forward, items, (call.plan, call.active, state, shared, executor.shares_memory),
                    call.progress, call.label("forward"))
-    _check_no_escaped_trace(results)
+    _check_no_escaped_trace([r[1] for r in results])
     ys = [r[1] for r in results]
     y = (executors.tree_sum(ys) if ys else 0.0) if call.plan.kind == "sum" else [v for p in ys for v in p]
 
@@ -412,7 +413,7 @@ def _flat_cotangents(parts, cotangents):
 
 def _check_no_escaped_trace(results):
     for r in results:
-        if _has_traced(r[1]):
+        if _has_traced(r):
             raise TracerError(
                 "psum/pmap: f uses a traced value it did not receive as an argument (captured "
                 "through a global or an object psum cannot see into), so its gradient would be "

@@ -174,16 +174,38 @@ def test_closure_over_a_traced_value_keeps_its_gradient(data, backend):
     np.testing.assert_allclose(via_closure, via_shared, rtol=1e-13)
 
 
-def test_traced_value_hidden_from_psum_raises_with_the_explicit_form(data):
+def test_traced_value_inside_a_captured_container_is_lifted(data):
     models, x, y = data
-    hidden = {}
+    box = {}
 
-    def sneaky(m):
-        return loss(m, hidden["x"], y)
+    def via_box(m):
+        return loss(m, box["x"], y)
 
     def total(x):
-        hidden["x"] = x
-        return ad.psum(sneaky, models, executor="threads")
+        box["x"] = x
+        return ad.psum(via_box, models, executor="threads")
+
+    want, = ad.gradient(lambda x: loop_total(models, x, y), x)
+    np.testing.assert_allclose(ad.gradient(total, x)[0], want, rtol=1e-12)
+
+
+_HIDDEN = {}
+
+
+def _reads_a_global(m, y):
+    return loss(m, _HIDDEN["x"], y)
+
+
+@pytest.mark.parametrize("backend", ["threads", "processes"])
+def test_traced_value_hidden_from_psum_raises_with_the_explicit_form(data, backend):
+    models, x, y = data
+
+    def total(x):
+        _HIDDEN["x"] = x
+        try:
+            return ad.psum(_reads_a_global, models, y, executor=backend, chunk_size=7)
+        finally:
+            _HIDDEN.clear()
 
     with pytest.raises(TracerError, match=r"psum\(loss, models, x\)"):
         ad.gradient(total, x)
