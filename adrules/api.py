@@ -175,6 +175,8 @@ def pullback(f, *args):
                 raise TracerError(
                     f"{fname}: cotangent leaf {i} has shape {np.shape(bar)} but the output's "
                     f"has shape {np.shape(leaf.value)}.")
+            if isinstance(bar, (int, float)):  # rules may index their cotangent: give a NumPy scalar
+                bar = np.asarray(bar, dtype=getattr(leaf.value, "dtype", np.float64))[()]
             seeds.append((slot, bar))
         return _gather(plans, backprop(trace, seeds, consume=False))
 

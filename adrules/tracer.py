@@ -379,11 +379,11 @@ def apply(f, args, kwargs, sequences=False):
         y, pullback = entry.fn(DEFAULT_CONFIG, *values, **kwargs)
     else:
         y, pullback = entry.fn(*values, **kwargs)
-    if type(y) in (tuple, list):
+    if isinstance(y, (tuple, list)):  # several outputs (NamedTuples keep their type)
         boxes = [Traced(v, top) if _is_float_value(v) else v for v in y]
         out_slots = tuple(b.slot if type(b) is Traced else -1 for b in boxes)
         top.nodes.append((RULE, out_slots, slots, values, (pullback, y), entry))
-        return type(y)(boxes) if type(y) is list else tuple(boxes)
+        return _same_sequence(y, boxes)
     if not _is_float_value(y):
         return y
     out = Traced(y, top)
@@ -392,6 +392,15 @@ def apply(f, args, kwargs, sequences=False):
 
 
 _rrule_table = _rrules.rules
+
+
+def _same_sequence(like, items):
+    """``items`` as a list, tuple or NamedTuple, whichever ``like`` is."""
+    if type(like) is list:
+        return list(items)
+    if hasattr(type(like), "_fields"):
+        return type(like)(*items)
+    return tuple(items)
 
 
 def dispatch_primitive(f, args, kwargs):
@@ -455,8 +464,7 @@ def backprop(trace, seeds, consume=True):
             if all(x is None for x in gs):
                 continue
             ys = data[1]
-            g = tuple(_zeros_like(y) if x is None else x for x, y in zip(gs, ys))
-            g = list(g) if type(ys) is list else g
+            g = _same_sequence(ys, [_zeros_like(y) if x is None else x for x, y in zip(gs, ys)])
             data = data[0]
         if kind is SCALAR:
             partials, y = data
@@ -525,9 +533,9 @@ def _apply_forward(f, args, kwargs, top):
 
 
 def _box_forward(y, dy, top):
-    if type(y) in (tuple, list):
+    if isinstance(y, (tuple, list)):
         dys = [ZeroTangent()] * len(y) if is_zero(dy) else dy
-        return type(y)(_box_forward(v, unthunk(d), top) for v, d in zip(y, dys))
+        return _same_sequence(y, [_box_forward(v, unthunk(d), top) for v, d in zip(y, dys)])
     if is_zero(dy) or not _is_float_value(y):
         return y
     if np.shape(dy) != np.shape(y):

@@ -9,6 +9,7 @@ import dataclasses
 import os
 import signal
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -305,8 +306,9 @@ def test_exception_in_f_reaches_the_caller_with_the_element(data, pools, backend
     assert np.isclose(ad.psum(loss, models, x, y, executor=ex), sum(loss(m, x, y) for m in models))
 
 
-def _kill_once(m, x, y, marker):
-    if m["index"] == 3 and not os.path.exists(marker):
+def _kill_once(m, x, y, marker, parent_pid):
+    time.sleep(0.02)  # enough work that psum dispatches to the pool rather than running inline
+    if m["index"] == 3 and os.getpid() != parent_pid and not os.path.exists(marker):
         open(marker, "w").close()
         os.kill(os.getpid(), signal.SIGKILL)
     return loss(m, x, y)
@@ -318,11 +320,14 @@ def test_worker_killed_mid_psum_gives_an_error_or_the_right_answer(data, pools, 
     ex = pools[("processes", 2)]
     marker = str(tmp_path / "killed")
     expected = sum(loss(m, x, y) for m in models)
+    t0 = time.perf_counter()
     try:
-        got = ad.psum(_kill_once, tagged, x, y, marker, executor=ex, chunk_size=1)
+        got = ad.psum(_kill_once, tagged, x, y, marker, os.getpid(), executor=ex, chunk_size=1)
         assert np.isclose(got, expected)
     except executors.WorkerError:
         pass
+    assert time.perf_counter() - t0 < 30
+    assert os.path.exists(marker), "the worker was never killed: the test did not test anything"
     assert np.isclose(ad.psum(loss, models, x, y, executor=ex, chunk_size=1), expected)
 
 

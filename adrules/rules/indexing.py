@@ -1,1 +1,287 @@
-"""Rules: indexing (to be filled)."""
+"""Rules: indexing, gathers and sorting.
+
+Every function here reads ``x[index]`` for some index it can name (``take``,
+``take_along_axis``, ``sort``, ``diagonal`` only compute that index), so every pullback
+is the same scatter, ``scatter_add(x.shape, index, g)``. The scatter is a primitive of
+its own, with the gather as its pullback, so second derivatives trace through it.
+
+    x --getitem(·, index)--> y          ȳ --scatter_add(shape, index, ·)--> x̄
+"""
+
+import numpy as np
+
+from .. import ops
+from ..registry import frule, primitive, rrule
+from ..tangents import NoTangent, ZeroTangent, is_zero, unthunk
+
+
+def _options(given, kwargs, **defaults):
+    """A call's optional arguments by name: positional ``given`` in order, then keywords."""
+    values = dict(defaults, **dict(zip(defaults, given)))
+    values.update((k, kwargs[k]) for k in defaults if k in kwargs)
+    return tuple(values.values())
+
+
+def _no_tangents(options):
+    """One ``NoTangent()`` per optional positional argument (axes, modes...)."""
+    return (NoTangent(),) * len(options)
+
+
+def _has_int_array(index):
+    """True when ``index`` holds an integer array, the only kind that can repeat a position."""
+    parts = index if type(index) is tuple else (index,)
+    return any(isinstance(p, (list, np.ndarray)) and np.asarray(p).dtype.kind in "iu" for p in parts)
+
+
+def _along(values, position, ndim):
+    """``values`` (1-D) reshaped to lie along axis ``position`` of ``ndim`` axes, for broadcasting."""
+    return np.reshape(values, [-1 if d == position else 1 for d in range(ndim)])
+
+
+# ---- the scatter: adjoint of every gather -----------------------------------------
+@primitive
+def scatter_add(shape, index, values):
+    """A zero array of ``shape`` with ``values`` added at ``index``; repeated positions add up.
+
+    The adjoint of ``x[index]``: the pullback of every gather in this module.
+
+    >>> scatter_add((3,), np.array([0, 2, 0]), np.array([1.0, 2.0, 3.0]))
+    array([4., 0., 2.])
+    """
+    out = np.zeros(shape, dtype=np.result_type(values))
+    if _has_int_array(index):
+        np.add.at(out, index, values)
+    else:  # slices, integers and masks never repeat a position: plain assignment is faster
+        out[index] = values
+    return out
+
+
+@rrule.register(scatter_add)
+def scatter_add_rrule(shape, index, values):
+    def scatter_add_pullback(g):
+        g = unthunk(g)
+        return NoTangent(), NoTangent(), NoTangent(), ops.getitem(g, index)
+
+    return scatter_add(shape, index, values), scatter_add_pullback
+
+
+@frule.register(scatter_add)
+def scatter_add_frule(tangents, shape, index, values):
+    dvalues = tangents[3]
+    dy = ZeroTangent() if is_zero(dvalues) else scatter_add(shape, index, dvalues)
+    return scatter_add(shape, index, values), dy
+
+
+# ---- x[index] ---------------------------------------------------------------------
+@rrule.register(ops.getitem)
+def getitem_rrule(x, index):
+    shape = np.shape(x)
+
+    def getitem_pullback(g):
+        g = unthunk(g)
+        return NoTangent(), scatter_add(shape, index, g), NoTangent()
+
+    return ops.getitem(x, index), getitem_pullback
+
+
+@frule.register(ops.getitem)
+def getitem_frule(tangents, x, index):
+    dx = tangents[1]
+    return ops.getitem(x, index), ZeroTangent() if is_zero(dx) else ops.getitem(dx, index)
+
+
+# ---- gathers: each computes the index it reads --------------------------------------
+def _take_index(shape, indices, axis, mode):
+    """The index with ``x[index] == np.take(x, indices, axis, mode=mode)``."""
+    n = int(np.prod(shape)) if axis is None else shape[axis]
+    # mode="raise" was checked by np.take itself, so wrapping only turns -1 into n - 1 there
+    indices = np.clip(indices, 0, n - 1) if mode == "clip" else np.mod(indices, n)
+    if axis is None:
+        return np.unravel_index(indices, shape)
+    return (slice(None),) * (axis % len(shape)) + (indices,)
+
+
+def _along_axis_index(shape, indices, axis):
+    """The index with ``x[index] == np.take_along_axis(x, indices, axis)``: the other axes
+    are broadcast ranges, so the gather keeps the layout of ``indices``."""
+    if axis is None:
+        return np.unravel_index(np.mod(indices, int(np.prod(shape))), shape)
+    axis, ndim = axis % len(shape), len(shape)
+    return tuple(indices if d == axis else _along(np.arange(n), d, ndim) for d, n in enumerate(shape))
+
+
+def _diagonal_index(shape, offset, axis1, axis2):
+    """The index with ``x[index] == np.diagonal(x, offset, axis1, axis2)`` (diagonal last)."""
+    ndim = len(shape)
+    axis1, axis2 = axis1 % ndim, axis2 % ndim
+    k = max(0, min(shape[axis1] + min(offset, 0), shape[axis2] - max(offset, 0)))
+    rest = [d for d in range(ndim) if d not in (axis1, axis2)]
+    index = [None] * ndim
+    for position, d in enumerate(rest):
+        index[d] = _along(np.arange(shape[d]), position, ndim - 1)
+    index[axis1] = _along(np.arange(k) + max(-offset, 0), ndim - 2, ndim - 1)
+    index[axis2] = _along(np.arange(k) + max(offset, 0), ndim - 2, ndim - 1)
+    return tuple(index)
+
+
+@rrule.register(np.take)
+def take_rrule(a, indices, *options, **kwargs):
+    axis, _, mode = _options(options, kwargs, axis=None, out=None, mode="raise")
+    shape, index = np.shape(a), _take_index(np.shape(a), indices, axis, mode)
+
+    def take_pullback(g):
+        g = unthunk(g)
+        return NoTangent(), scatter_add(shape, index, g), NoTangent(), *_no_tangents(options)
+
+    return np.take(a, indices, *options, **kwargs), take_pullback
+
+
+@frule.register(np.take)
+def take_frule(tangents, a, indices, *options, **kwargs):
+    axis, _, mode = _options(options, kwargs, axis=None, out=None, mode="raise")
+    da = tangents[1]
+    y = np.take(a, indices, *options, **kwargs)
+    return y, ZeroTangent() if is_zero(da) else np.take(da, indices, axis, mode=mode)
+
+
+@rrule.register(np.take_along_axis)
+def take_along_axis_rrule(arr, indices, *options, **kwargs):
+    axis, = _options(options, kwargs, axis=-1)
+    shape, index = np.shape(arr), _along_axis_index(np.shape(arr), indices, axis)
+
+    def take_along_axis_pullback(g):
+        g = unthunk(g)
+        return NoTangent(), scatter_add(shape, index, g), NoTangent(), *_no_tangents(options)
+
+    return np.take_along_axis(arr, indices, *options, **kwargs), take_along_axis_pullback
+
+
+@frule.register(np.take_along_axis)
+def take_along_axis_frule(tangents, arr, indices, *options, **kwargs):
+    axis, = _options(options, kwargs, axis=-1)
+    darr = tangents[1]
+    y = np.take_along_axis(arr, indices, *options, **kwargs)
+    return y, ZeroTangent() if is_zero(darr) else np.take_along_axis(darr, indices, axis)
+
+
+def _sort_index(a, axis):
+    """The index with ``a[index] == np.sort(a, axis)`` (stable, so ties keep their order)."""
+    order = np.argsort(a, axis=axis, kind="stable")
+    return _along_axis_index(np.shape(a), order, axis)
+
+
+@rrule.register(np.sort)
+def sort_rrule(a, *options, **kwargs):
+    axis, = _options(options, kwargs, axis=-1)
+    shape, index = np.shape(a), _sort_index(a, axis)
+
+    def sort_pullback(g):
+        g = unthunk(g)
+        return NoTangent(), scatter_add(shape, index, g), *_no_tangents(options)
+
+    return ops.getitem(a, index), sort_pullback
+
+
+@frule.register(np.sort)
+def sort_frule(tangents, a, *options, **kwargs):
+    axis, = _options(options, kwargs, axis=-1)
+    da, index = tangents[1], _sort_index(a, axis)
+    return ops.getitem(a, index), ZeroTangent() if is_zero(da) else ops.getitem(da, index)
+
+
+@rrule.register(np.diagonal)
+def diagonal_rrule(a, *options, **kwargs):
+    offset, axis1, axis2 = _options(options, kwargs, offset=0, axis1=0, axis2=1)
+    shape = np.shape(a)
+    index = _diagonal_index(shape, offset, axis1, axis2)
+
+    def diagonal_pullback(g):
+        g = unthunk(g)
+        return NoTangent(), scatter_add(shape, index, g), *_no_tangents(options)
+
+    return np.diagonal(a, *options, **kwargs), diagonal_pullback
+
+
+@frule.register(np.diagonal)
+def diagonal_frule(tangents, a, *options, **kwargs):
+    offset, axis1, axis2 = _options(options, kwargs, offset=0, axis1=0, axis2=1)
+    da = tangents[1]
+    y = np.diagonal(a, *options, **kwargs)
+    return y, ZeroTangent() if is_zero(da) else np.diagonal(da, offset, axis1, axis2)
+
+
+# ---- picks among several arrays ----------------------------------------------------
+def _zero_to_scalar(dx):
+    return 0.0 if is_zero(dx) else dx
+
+
+def _per_choice(choices, g, masks):
+    """Cotangents of a list of choices (a list back) or of one stacked array (an array back)."""
+    if isinstance(choices, (list, tuple)):
+        return [g * m for m in masks]
+    return g * masks
+
+
+def _choose_masks(a, n, mode, ndim):
+    """masks[j]: where ``np.choose(a, choices, mode=mode)`` takes choice j."""
+    picks = np.clip(a, 0, n - 1) if mode == "clip" else np.mod(a, n) if mode == "wrap" else np.asarray(a)
+    return picks == _along(np.arange(n), 0, ndim + 1)
+
+
+@rrule.register(np.choose)
+def choose_rrule(a, choices, *options, **kwargs):
+    _, mode = _options(options, kwargs, out=None, mode="raise")
+    y = np.choose(a, choices, *options, **kwargs)
+    masks = _choose_masks(a, len(choices), mode, np.ndim(y))
+
+    def choose_pullback(g):
+        g = unthunk(g)
+        return NoTangent(), NoTangent(), _per_choice(choices, g, masks), *_no_tangents(options)
+
+    return y, choose_pullback
+
+
+@frule.register(np.choose)
+def choose_frule(tangents, a, choices, *options, **kwargs):
+    _, mode = _options(options, kwargs, out=None, mode="raise")
+    dchoices = tangents[2]
+    y = np.choose(a, choices, *options, **kwargs)
+    if is_zero(dchoices):
+        return y, ZeroTangent()
+    if isinstance(dchoices, (list, tuple)):
+        dchoices = [_zero_to_scalar(d) for d in dchoices]
+    return y, np.choose(a, dchoices, mode=mode)
+
+
+def _select_masks(condlist):
+    """(masks, rest): where ``np.select`` takes each choice, and where it takes the default."""
+    taken, masks = False, []
+    for cond in condlist:
+        masks.append(np.logical_and(cond, np.logical_not(taken)))
+        taken = np.logical_or(taken, cond)
+    return np.array(np.broadcast_arrays(*masks)), np.logical_not(taken)
+
+
+@rrule.register(np.select)
+def select_rrule(condlist, choicelist, *options, **kwargs):
+    y = np.select(condlist, choicelist, *options, **kwargs)
+    masks, rest = _select_masks(condlist)
+
+    def select_pullback(g):
+        g = unthunk(g)
+        default = (g * rest,) if options else ()
+        return NoTangent(), NoTangent(), _per_choice(choicelist, g, masks), *default
+
+    return y, select_pullback
+
+
+@frule.register(np.select)
+def select_frule(tangents, condlist, choicelist, *options, **kwargs):
+    dchoices = tangents[2]
+    ddefault = tangents[3] if options else ZeroTangent()
+    y = np.select(condlist, choicelist, *options, **kwargs)
+    if is_zero(dchoices) and is_zero(ddefault):
+        return y, ZeroTangent()
+    if is_zero(dchoices) or isinstance(dchoices, (list, tuple)):
+        dchoices = [_zero_to_scalar(dchoices[j]) for j in range(len(choicelist))]
+    return y, np.select(condlist, dchoices, _zero_to_scalar(ddefault))

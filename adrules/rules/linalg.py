@@ -1,1 +1,706 @@
-"""Rules: linalg (to be filled)."""
+"""Rules: products, einsum and numpy.linalg.
+
+Products are contractions, so most pullbacks are one einsum with the output's
+subscripts swapped in for the operand's: ``einsum('ij,jk->ik', a, b)`` pulls ``g`` back
+to ``a`` as ``einsum('ik,jk->ij', g, b)``. ``tensordot``, ``inner`` and the N-D cases of
+``dot`` are written as einsums and share that pullback; ``matmul`` (and ``dot`` of
+matrices) keep the direct BLAS formulas. Every product is bilinear, so every frule is
+``f(da, b) + f(a, db)``.
+
+Factorizations (cholesky, eigh, eigvalsh, qr, svd) use the standard formulas for stacks of
+matrices (``...ij``), real inputs only. cholesky and eigh(/eigvalsh) read one triangle of a matrix
+that is meant to be symmetric: their derivatives are those on symmetric matrices (the
+cotangent is symmetric, the tangent is symmetrized first), as in autograd and JAX.
+"""
+
+import functools
+
+import numpy as np
+
+from ..registry import frule, rrule
+from ..tangents import NoTangent, Thunk, ZeroTangent, is_zero, unthunk
+
+_LETTERS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+_NUMPY2 = np.lib.NumpyVersion(np.__version__) >= "2.0.0"
+
+
+def _options(given, kwargs, **defaults):
+    """A call's optional arguments by name: positional ``given`` in order, then keywords."""
+    values = dict(defaults, **dict(zip(defaults, given)))
+    values.update((k, kwargs[k]) for k in defaults if k in kwargs)
+    return tuple(values.values())
+
+
+def _no_tangents(options):
+    """One ``NoTangent()`` per optional positional argument (axes, ord, modes...)."""
+    return (NoTangent(),) * len(options)
+
+
+def _T(x):
+    return np.swapaxes(x, -1, -2)
+
+
+def _sym(x):
+    return 0.5 * (x + _T(x))
+
+
+def _real_only(name, *xs):
+    if any(np.iscomplexobj(x) for x in xs):
+        raise TypeError(f"{name}: complex inputs are not supported yet (its derivative rule assumes "
+                        f"real matrices); differentiate the real and imaginary parts separately.")
+
+
+def _indexable(g):
+    """A Python-number cotangent (``back(1.0)``) as a NumPy scalar, which takes ``g[..., None]``."""
+    return np.float64(g) if type(g) in (int, float) else g
+
+
+def _bilinear_tangent(f, a, b, da, db, *args):
+    """The tangent of a bilinear product ``f(a, b, *args)``: ``f(da, b) + f(a, db)``."""
+    dy = ZeroTangent()
+    if not is_zero(da):
+        dy = f(da, b, *args)
+    if not is_zero(db):
+        dy = dy + f(a, db, *args)
+    return dy
+
+
+def _inverse_gaps(w):
+    """F[..., i, j] = 1 / (w_j - w_i) off the diagonal, 0 on it (eigen- and singular-vector
+    derivatives). Infinite when two values coincide: those derivatives do not exist."""
+    n = np.shape(w)[-1]
+    eye = np.eye(n)
+    return (1.0 - eye) / (w[..., None, :] - w[..., :, None] + eye)
+
+
+# ---- einsum, and the contractions written as einsums ---------------------------------
+def _parse_einsum(subscripts):
+    """(input subscripts, output subscripts) of an einsum, the implicit output made explicit."""
+    if not isinstance(subscripts, str):
+        raise NotImplementedError(
+            "numpy.einsum: the interleaved form einsum(a, [0, 1], b, [1, 2]) has no rule; write "
+            "the subscripts as a string, einsum('ij,jk->ik', a, b).")
+    spec = subscripts.replace(" ", "")
+    ins, arrow, out = spec.partition("->")
+    ins = ins.split(",")
+    if not arrow:  # numpy's implicit output: the labels used once, in ASCII order
+        labels = "".join(ins).replace(".", "")
+        once = sorted(c for c in set(labels) if labels.count(c) == 1)
+        out = ("..." if "..." in spec else "") + "".join(once)
+    for k, s in enumerate(ins):
+        labels = s.replace("...", "")
+        repeated = sorted(c for c in set(labels) if labels.count(c) > 1)
+        if repeated:
+            raise NotImplementedError(
+                f"numpy.einsum({subscripts!r}): index {repeated[0]!r} repeats within operand {k} "
+                f"({s!r}), which has no rule yet; take that diagonal first with np.diagonal "
+                f"(np.trace for a sum over it), then contract.")
+    return ins, out
+
+
+def _einsum_cotangent(ins, out, operands, k, g, optimize=False):
+    """The cotangent of operand ``k`` of ``einsum(ins -> out)``: ``g`` contracted with the
+    other operands into operand k's subscripts."""
+    target, shape = ins[k], np.shape(operands[k])
+    subs = [out] + [s for i, s in enumerate(ins) if i != k]
+    args = [g] + [x for i, x in enumerate(operands) if i != k]
+    head, dots, tail = target.partition("...")
+    sizes = dict(zip(head, shape))
+    sizes.update(zip(tail, shape[len(shape) - len(tail):]))
+    missing = "".join(c for c in head + tail if c not in "".join(subs))
+    if missing:  # labels summed within operand k alone: the cotangent is constant along them
+        subs.append(missing)
+        args.append(np.ones([sizes[c] for c in missing]))
+    if not dots and any("..." in s for s in subs):
+        target = "..." + target  # the tracer sums these broadcast axes away
+    return np.einsum(",".join(subs) + "->" + target, *args, optimize=optimize)
+
+
+def _einsum_cotangents(ins, out, operands, g, optimize=False):
+    """One lazy cotangent per operand (a constant operand's is never computed)."""
+    return tuple(Thunk(functools.partial(_einsum_cotangent, ins, out, operands, k, g, optimize))
+                 for k in range(len(operands)))
+
+
+@rrule.register(np.einsum)
+def einsum_rrule(subscripts, *operands, **kwargs):
+    _real_only("numpy.einsum", *operands)
+    ins, out = _parse_einsum(subscripts)
+    optimize = kwargs.get("optimize", False)
+
+    def einsum_pullback(g):
+        g = unthunk(g)
+        return NoTangent(), NoTangent(), *_einsum_cotangents(ins, out, operands, g, optimize)
+
+    return np.einsum(subscripts, *operands, **kwargs), einsum_pullback
+
+
+@frule.register(np.einsum)
+def einsum_frule(tangents, subscripts, *operands, **kwargs):
+    _parse_einsum(subscripts)
+    dy = ZeroTangent()
+    for k, dx in enumerate(tangents[2:]):
+        if not is_zero(dx):
+            dy = dy + np.einsum(subscripts, *operands[:k], dx, *operands[k + 1:], **kwargs)
+    return np.einsum(subscripts, *operands, **kwargs), dy
+
+
+def _tensordot_subscripts(na, nb, axes):
+    """(ins, out) with ``einsum(ins -> out, a, b) == np.tensordot(a, b, axes)``."""
+    if isinstance(axes, (int, np.integer)):
+        axes_a, axes_b = list(range(na - axes, na)), list(range(axes))
+    else:
+        axes_a, axes_b = (list(np.atleast_1d(x)) for x in axes)
+    axes_a, axes_b = [x % na for x in axes_a], [x % nb for x in axes_b]
+    sa, sb = list(_LETTERS[:na]), list(_LETTERS[na:na + nb])
+    for i, j in zip(axes_a, axes_b):
+        sb[j] = sa[i]
+    out = [c for i, c in enumerate(sa) if i not in axes_a] + [c for j, c in enumerate(sb) if j not in axes_b]
+    return ["".join(sa), "".join(sb)], "".join(out)
+
+
+def _dot_subscripts(na, nb):
+    """(ins, out) with ``einsum(ins -> out, a, b) == np.dot(a, b)`` in every ndim case."""
+    if na == 0 or nb == 0:
+        return [_LETTERS[:na], _LETTERS[:nb]], _LETTERS[:max(na, nb)]
+    return _tensordot_subscripts(na, nb, ([na - 1], [max(nb - 2, 0)]))
+
+
+def _inner_subscripts(na, nb):
+    if na == 0 or nb == 0:
+        return _dot_subscripts(na, nb)
+    return _tensordot_subscripts(na, nb, ([na - 1], [nb - 1]))
+
+
+@rrule.register(np.tensordot)
+def tensordot_rrule(a, b, *options, **kwargs):
+    _real_only("numpy.tensordot", a, b)
+    axes, = _options(options, kwargs, axes=2)
+    ins, out = _tensordot_subscripts(np.ndim(a), np.ndim(b), axes)
+
+    def tensordot_pullback(g):
+        g = unthunk(g)
+        return NoTangent(), *_einsum_cotangents(ins, out, (a, b), g, True), *_no_tangents(options)
+
+    return np.tensordot(a, b, *options, **kwargs), tensordot_pullback
+
+
+@frule.register(np.tensordot)
+def tensordot_frule(tangents, a, b, *options, **kwargs):
+    axes, = _options(options, kwargs, axes=2)
+    _, da, db = tangents[:3]
+    return np.tensordot(a, b, axes), _bilinear_tangent(np.tensordot, a, b, da, db, axes)
+
+
+@rrule.register(np.inner)
+def inner_rrule(a, b):
+    _real_only("numpy.inner", a, b)
+    ins, out = _inner_subscripts(np.ndim(a), np.ndim(b))
+
+    def inner_pullback(g):
+        g = unthunk(g)
+        return NoTangent(), *_einsum_cotangents(ins, out, (a, b), g, True)
+
+    return np.inner(a, b), inner_pullback
+
+
+@frule.register(np.inner)
+def inner_frule(tangents, a, b):
+    _, da, db = tangents
+    return np.inner(a, b), _bilinear_tangent(np.inner, a, b, da, db)
+
+
+# ---- matrix products ------------------------------------------------------------
+def _matmul_cotangents(a, b, g):
+    """Lazy (ā, b̄) of ``a @ b``; a 1-D operand is promoted as matmul does (a row on the
+    left, a column on the right) and the promoted axis is dropped again."""
+    a_vector, b_vector = np.ndim(a) == 1, np.ndim(b) == 1
+    g = _indexable(g)
+    if b_vector:
+        g, b = g[..., None], b[..., None]
+    if a_vector:
+        g, a = g[..., None, :], a[None, :]
+    ga = Thunk(lambda: (g @ _T(b))[..., 0, :] if a_vector else g @ _T(b))
+    gb = Thunk(lambda: (_T(a) @ g)[..., 0] if b_vector else _T(a) @ g)
+    return ga, gb
+
+
+@rrule.register(np.matmul)
+def matmul_rrule(a, b, **kwargs):
+    if "axes" in kwargs or "axis" in kwargs:
+        raise NotImplementedError("numpy.matmul(..., axes=...) has no rule yet; move the axes "
+                                  "with np.moveaxis first.")
+    _real_only("numpy.matmul", a, b)
+
+    def matmul_pullback(g):
+        g = unthunk(g)
+        return NoTangent(), *_matmul_cotangents(a, b, g)
+
+    return np.matmul(a, b, **kwargs), matmul_pullback
+
+
+@frule.register(np.matmul)
+def matmul_frule(tangents, a, b, **kwargs):
+    _, da, db = tangents
+    return np.matmul(a, b, **kwargs), _bilinear_tangent(np.matmul, a, b, da, db)
+
+
+@rrule.register(np.dot)
+def dot_rrule(a, b, *options, **kwargs):
+    _real_only("numpy.dot", a, b)
+    na, nb = np.ndim(a), np.ndim(b)
+    ins, out = _dot_subscripts(na, nb)
+
+    def dot_pullback(g):
+        g = unthunk(g)
+        if na >= 1 and 1 <= nb <= 2:  # the same contraction as matmul: BLAS
+            return NoTangent(), *_matmul_cotangents(a, b, g), *_no_tangents(options)
+        return NoTangent(), *_einsum_cotangents(ins, out, (a, b), g, True), *_no_tangents(options)
+
+    return np.dot(a, b, *options, **kwargs), dot_pullback
+
+
+@frule.register(np.dot)
+def dot_frule(tangents, a, b, *options, **kwargs):
+    _, da, db = tangents[:3]
+    return np.dot(a, b, *options, **kwargs), _bilinear_tangent(np.dot, a, b, da, db)
+
+
+@rrule.register(np.vdot)
+def vdot_rrule(a, b):
+    _real_only("numpy.vdot", a, b)  # vdot conjugates its first argument
+
+    def vdot_pullback(g):
+        g = unthunk(g)
+        return NoTangent(), g * np.reshape(b, np.shape(a)), g * np.reshape(a, np.shape(b))
+
+    return np.vdot(a, b), vdot_pullback
+
+
+@frule.register(np.vdot)
+def vdot_frule(tangents, a, b):
+    _, da, db = tangents
+    return np.vdot(a, b), _bilinear_tangent(np.vdot, a, b, da, db)
+
+
+@rrule.register(np.outer)
+def outer_rrule(a, b, *options, **kwargs):
+    _real_only("numpy.outer", a, b)
+    def outer_pullback(g):
+        g = unthunk(g)
+        ga = Thunk(lambda: np.reshape(g @ np.ravel(b), np.shape(a)))
+        gb = Thunk(lambda: np.reshape(np.ravel(a) @ g, np.shape(b)))
+        return NoTangent(), ga, gb, *_no_tangents(options)
+
+    return np.outer(a, b, *options, **kwargs), outer_pullback
+
+
+@frule.register(np.outer)
+def outer_frule(tangents, a, b, *options, **kwargs):
+    _, da, db = tangents[:3]
+    return np.outer(a, b, *options, **kwargs), _bilinear_tangent(np.outer, a, b, da, db)
+
+
+def _kron_subscripts(na, nb):
+    """(padded shapes' ndim, subscripts of a, of b, of kron's output split into (a_i, b_i) pairs)."""
+    nd = max(na, nb)
+    sa, sb = _LETTERS[:nd], _LETTERS[nd:2 * nd]
+    return nd, sa, sb, "".join(x + y for x, y in zip(sa, sb))
+
+
+@rrule.register(np.kron)
+def kron_rrule(a, b):
+    _real_only("numpy.kron", a, b)
+    nd, sa, sb, sg = _kron_subscripts(np.ndim(a), np.ndim(b))
+    shape_a = (1,) * (nd - np.ndim(a)) + np.shape(a)  # kron pads the smaller ndim with ones
+    shape_b = (1,) * (nd - np.ndim(b)) + np.shape(b)
+    split = [n for pair in zip(shape_a, shape_b) for n in pair]
+
+    def kron_pullback(g):
+        g = unthunk(g)
+        g = np.reshape(g, split)  # kron's axis i is the pair (a_i, b_i)
+        ga = Thunk(lambda: np.einsum(f"{sg},{sb}->{sa}", g, np.reshape(b, shape_b)))
+        gb = Thunk(lambda: np.einsum(f"{sg},{sa}->{sb}", g, np.reshape(a, shape_a)))
+        return NoTangent(), ga, gb
+
+    return np.kron(a, b), kron_pullback
+
+
+@frule.register(np.kron)
+def kron_frule(tangents, a, b):
+    _, da, db = tangents
+    return np.kron(a, b), _bilinear_tangent(np.kron, a, b, da, db)
+
+
+# ---- inverses and solves ----------------------------------------------------------
+def _vector_rhs(a, b):
+    """Whether np.linalg.solve reads ``b`` as (a stack of) vectors rather than matrices."""
+    return np.ndim(b) == 1 if _NUMPY2 else np.ndim(b) == np.ndim(a) - 1
+
+
+@rrule.register(np.linalg.inv)
+def inv_rrule(a):
+    _real_only("numpy.linalg.inv", a)
+    y = np.linalg.inv(a)
+
+    def inv_pullback(g):
+        g = unthunk(g)
+        yt = _T(y)
+        return NoTangent(), -(yt @ g @ yt)
+
+    return y, inv_pullback
+
+
+@frule.register(np.linalg.inv)
+def inv_frule(tangents, a):
+    _, da = tangents
+    y = np.linalg.inv(a)
+    return y, ZeroTangent() if is_zero(da) else -(y @ da @ y)
+
+
+@rrule.register(np.linalg.solve)
+def solve_rrule(a, b):
+    _real_only("numpy.linalg.solve", a, b)
+    x = np.linalg.solve(a, b)
+    vector = _vector_rhs(a, b)
+
+    def solve_pullback(g):
+        g = unthunk(g)
+        gb = np.linalg.solve(_T(a), g[..., None] if vector else g)
+        ga = -(gb @ _T(x[..., None] if vector else x))
+        return NoTangent(), ga, gb[..., 0] if vector else gb
+
+    return x, solve_pullback
+
+
+@frule.register(np.linalg.solve)
+def solve_frule(tangents, a, b):
+    _, da, db = tangents
+    x = np.linalg.solve(a, b)
+    vector = _vector_rhs(a, b)
+    if is_zero(da) and is_zero(db):
+        return x, ZeroTangent()
+    rhs = ZeroTangent() if is_zero(db) else db[..., None] if vector else db  # b - a x moves by db - da x
+    if not is_zero(da):
+        rhs = rhs - da @ (x[..., None] if vector else x)
+    dx = np.linalg.solve(a, rhs)
+    return x, dx[..., 0] if vector else dx
+
+
+@rrule.register(np.linalg.det)
+def det_rrule(a):
+    _real_only("numpy.linalg.det", a)
+    y = np.linalg.det(a)
+
+    def det_pullback(g):  # d det = det · tr(a⁻¹ da); singular a has no inverse: use slogdet then
+        g = unthunk(g)
+        return NoTangent(), (g * y)[..., None, None] * _T(np.linalg.inv(a))
+
+    return y, det_pullback
+
+
+@frule.register(np.linalg.det)
+def det_frule(tangents, a):
+    _, da = tangents
+    y = np.linalg.det(a)
+    if is_zero(da):
+        return y, ZeroTangent()
+    return y, y * np.einsum("...ij,...ji->...", np.linalg.inv(a), da)
+
+
+@rrule.register(np.linalg.slogdet)
+def slogdet_rrule(a):
+    _real_only("numpy.linalg.slogdet", a)
+    sign, logabsdet = np.linalg.slogdet(a)
+
+    def slogdet_pullback(g):
+        g = unthunk(g)
+        _, glogabsdet = g  # the sign is piecewise constant
+        return NoTangent(), _indexable(glogabsdet)[..., None, None] * _T(np.linalg.inv(a))
+
+    return (sign, logabsdet), slogdet_pullback
+
+
+@frule.register(np.linalg.slogdet)
+def slogdet_frule(tangents, a):
+    _, da = tangents
+    sign, logabsdet = np.linalg.slogdet(a)
+    if is_zero(da):
+        return (sign, logabsdet), ZeroTangent()
+    return (sign, logabsdet), (ZeroTangent(), np.einsum("...ij,...ji->...", np.linalg.inv(a), da))
+
+
+# ---- factorizations -----------------------------------------------------------------
+def _cholesky_phi(n):
+    """Φ of Murray (2016) as a mask: the lower triangle, the diagonal halved."""
+    return np.tri(n) - 0.5 * np.eye(n)
+
+
+@rrule.register(np.linalg.cholesky)
+def cholesky_rrule(a, upper=False):
+    _real_only("numpy.linalg.cholesky", a)
+    L = np.linalg.cholesky(a)
+    phi = _cholesky_phi(np.shape(a)[-1])
+
+    def cholesky_pullback(g):  # ā = sym(L⁻ᵀ Φ(Lᵀ ḡ) L⁻¹), Murray (2016) eq. 10
+        g = unthunk(g)
+        p = phi * (_T(L) @ (_T(g) if upper else g))
+        return NoTangent(), _sym(np.linalg.solve(_T(L), _T(np.linalg.solve(_T(L), _T(p)))))
+
+    return _T(L) if upper else L, cholesky_pullback
+
+
+@frule.register(np.linalg.cholesky)
+def cholesky_frule(tangents, a, upper=False):
+    _real_only("numpy.linalg.cholesky", a)
+    _, da = tangents
+    L = np.linalg.cholesky(a)
+    if is_zero(da):
+        return _T(L) if upper else L, ZeroTangent()
+    x = np.linalg.solve(L, _T(np.linalg.solve(L, _sym(da))))  # L⁻¹ da L⁻ᵀ (symmetric)
+    dL = L @ (_cholesky_phi(np.shape(a)[-1]) * x)
+    return (_T(L), _T(dL)) if upper else (L, dL)
+
+
+@rrule.register(np.linalg.eigh)
+def eigh_rrule(a, *options, **kwargs):
+    _real_only("numpy.linalg.eigh", a)
+    w, v = np.linalg.eigh(a, *options, **kwargs)
+
+    def eigh_pullback(g):  # ā = sym(v (diag(w̄) + F ∘ vᵀv̄) vᵀ)
+        g = unthunk(g)
+        gw, gv = g
+        inner = gw[..., None] * np.eye(np.shape(w)[-1]) + _inverse_gaps(w) * (_T(v) @ gv)
+        return NoTangent(), _sym(v @ inner @ _T(v)), *_no_tangents(options)
+
+    return (w, v), eigh_pullback
+
+
+@frule.register(np.linalg.eigh)
+def eigh_frule(tangents, a, *options, **kwargs):
+    _real_only("numpy.linalg.eigh", a)
+    da = tangents[1]
+    w, v = np.linalg.eigh(a, *options, **kwargs)
+    if is_zero(da):
+        return (w, v), ZeroTangent()
+    p = _T(v) @ _sym(da) @ v
+    return (w, v), (np.diagonal(p, 0, -2, -1), v @ (_inverse_gaps(w) * p))
+
+
+@rrule.register(np.linalg.eigvalsh)
+def eigvalsh_rrule(a, *options, **kwargs):
+    _real_only("numpy.linalg.eigvalsh", a)
+    w, v = np.linalg.eigh(a, *options, **kwargs)
+
+    def eigvalsh_pullback(g):  # ā = v diag(w̄) vᵀ
+        g = unthunk(g)
+        return NoTangent(), (v * g[..., None, :]) @ _T(v), *_no_tangents(options)
+
+    return w, eigvalsh_pullback
+
+
+@frule.register(np.linalg.eigvalsh)
+def eigvalsh_frule(tangents, a, *options, **kwargs):
+    _real_only("numpy.linalg.eigvalsh", a)
+    da = tangents[1]
+    w, v = np.linalg.eigh(a, *options, **kwargs)
+    return w, ZeroTangent() if is_zero(da) else np.einsum("...ji,...jk,...ki->...i", v, da, v)
+
+
+def _check_qr(a, mode):
+    if mode != "reduced":
+        raise NotImplementedError(f"numpy.linalg.qr(..., mode={mode!r}) has no rule; use the "
+                                  f"default mode='reduced'.")
+    m, n = np.shape(a)[-2:]
+    if m < n:
+        raise NotImplementedError(f"numpy.linalg.qr: the rule needs a square or tall matrix, got "
+                                  f"{m}x{n}; factor the transpose instead.")
+
+
+def _solve_right(x, r):
+    """x r⁻¹ for a square r (a triangular solve, done as a general one since numpy has none)."""
+    return _T(np.linalg.solve(_T(r), _T(x)))
+
+
+@rrule.register(np.linalg.qr)
+def qr_rrule(a, *options, **kwargs):
+    mode, = _options(options, kwargs, mode="reduced")
+    _real_only("numpy.linalg.qr", a)
+    _check_qr(a, mode)
+    q, r = np.linalg.qr(a)
+    tril = np.tri(np.shape(r)[-1])
+
+    def qr_pullback(g):  # ā = q r̄ + (q (tril(qᵀq̄ - q̄ᵀq + r r̄ᵀ - r̄ rᵀ) - qᵀq̄) + q̄) r⁻ᵀ
+        g = unthunk(g)
+        gq, gr = g
+        qgq, rgr = _T(q) @ gq, r @ _T(gr)
+        lower = tril * (qgq - _T(qgq) + rgr - _T(rgr))
+        return NoTangent(), q @ gr + _solve_right(q @ (lower - qgq) + gq, _T(r)), *_no_tangents(options)
+
+    return (q, r), qr_pullback
+
+
+@frule.register(np.linalg.qr)
+def qr_frule(tangents, a, *options, **kwargs):
+    mode, = _options(options, kwargs, mode="reduced")
+    _real_only("numpy.linalg.qr", a)
+    _check_qr(a, mode)
+    da = tangents[1]
+    q, r = np.linalg.qr(a)
+    if is_zero(da):
+        return (q, r), ZeroTangent()
+    x = _T(q) @ _solve_right(da, r)  # qᵀ da r⁻¹ = (skew qᵀdq) + (upper dr r⁻¹)
+    below = np.tri(np.shape(r)[-1], k=-1) * x
+    dr = (x - below + _T(below)) @ r
+    return (q, r), (_solve_right(da - q @ dr, r), dr)
+
+
+def _svd_cotangent(u, s, vh, gu, gs, gvh):
+    """ā for a = u diag(s) vh (reduced svd); Townsend (2016) for the u and vh terms."""
+    ga = (u * gs[..., None, :]) @ vh
+    if is_zero(gu) and is_zero(gvh):
+        return ga
+    v, gv = _T(vh), _T(gvh)
+    m, n, k = np.shape(u)[-2], np.shape(v)[-2], np.shape(s)[-1]
+    f = _inverse_gaps(s * s)
+    utgu, vtgv = _T(u) @ gu, _T(v) @ gv
+    inner = (f * (utgu - _T(utgu))) * s[..., None, :] + s[..., :, None] * (f * (vtgv - _T(vtgv)))
+    ga = ga + u @ inner @ vh
+    if m > k:  # tall: the part of ū outside span(u)
+        ga = ga + (gu - u @ utgu) / s[..., None, :] @ vh
+    if n > k:  # wide: the part of v̄ outside span(v)
+        ga = ga + (u / s[..., None, :]) @ _T(gv - v @ vtgv)
+    return ga
+
+
+def _svd_tangents(u, s, vh, da):
+    """(du, ds, dvh) for a = u diag(s) vh (reduced svd)."""
+    v = _T(vh)
+    m, n, k = np.shape(u)[-2], np.shape(v)[-2], np.shape(s)[-1]
+    p = _T(u) @ da @ v
+    f = _inverse_gaps(s * s)
+    ds = np.diagonal(p, 0, -2, -1)
+    du = u @ (f * (p * s[..., None, :] + s[..., :, None] * _T(p)))
+    dv = v @ (f * (s[..., :, None] * p + _T(p) * s[..., None, :]))
+    if m > k:
+        du = du + (da @ v - u @ p) / s[..., None, :]
+    if n > k:
+        dv = dv + (_T(da) @ u - v @ _T(p)) / s[..., None, :]
+    return du, ds, _T(dv)
+
+
+def _check_svd(a, full_matrices, compute_uv, hermitian):
+    _real_only("numpy.linalg.svd", a)
+    m, n = np.shape(a)[-2:]
+    if compute_uv and full_matrices and m != n:
+        raise NotImplementedError("numpy.linalg.svd: the rule needs full_matrices=False (the extra "
+                                  "columns of a full u or vh are not determined by a).")
+    if hermitian:
+        raise NotImplementedError("numpy.linalg.svd(..., hermitian=True) has no rule; use "
+                                  "np.linalg.eigh for symmetric matrices.")
+
+
+@rrule.register(np.linalg.svd)
+def svd_rrule(a, *options, **kwargs):
+    full_matrices, compute_uv, hermitian = _options(
+        options, kwargs, full_matrices=True, compute_uv=True, hermitian=False)
+    _check_svd(a, full_matrices, compute_uv, hermitian)
+    u, s, vh = np.linalg.svd(a, full_matrices=False)
+
+    def svd_pullback(g):
+        g = unthunk(g)
+        gu, gs, gvh = g if compute_uv else (ZeroTangent(), g, ZeroTangent())
+        return NoTangent(), _svd_cotangent(u, s, vh, gu, gs, gvh), *_no_tangents(options)
+
+    return ((u, s, vh) if compute_uv else s), svd_pullback
+
+
+@frule.register(np.linalg.svd)
+def svd_frule(tangents, a, *options, **kwargs):
+    full_matrices, compute_uv, hermitian = _options(
+        options, kwargs, full_matrices=True, compute_uv=True, hermitian=False)
+    _check_svd(a, full_matrices, compute_uv, hermitian)
+    da = tangents[1]
+    u, s, vh = np.linalg.svd(a, full_matrices=False)
+    if not compute_uv:
+        ds = ZeroTangent() if is_zero(da) else np.einsum("...ik,...ij,...kj->...k", u, da, vh)
+        return s, ds
+    return (u, s, vh), ZeroTangent() if is_zero(da) else _svd_tangents(u, s, vh, da)
+
+
+# ---- norms ------------------------------------------------------------------------
+def _norm_axes(x, ord, axis):
+    """(axes reduced, whether it is a matrix norm) for np.linalg.norm(x, ord, axis)."""
+    ndim = np.ndim(x)
+    if axis is None:
+        return tuple(range(ndim)), ord is not None and ndim == 2
+    axes = (axis,) if isinstance(axis, (int, np.integer)) else tuple(axis)
+    return tuple(d % ndim for d in axes), len(axes) == 2
+
+
+def _share_ties(hits, axes):
+    """``hits`` (where the max/min is attained) shared equally among ties: a fair subgradient."""
+    return hits / np.sum(hits, axis=axes, keepdims=True)
+
+
+def _spectral_direction(x, ord, axes):
+    """∂‖x‖/∂x for the nuclear norm and the largest/smallest singular value, via the svd."""
+    u, s, vh = np.linalg.svd(np.moveaxis(x, axes, (-2, -1)), full_matrices=False)
+    if ord == 2:
+        u, vh = u[..., :, :1], vh[..., :1, :]
+    elif ord == -2:
+        u, vh = u[..., :, -1:], vh[..., -1:, :]
+    return np.moveaxis(u @ vh, (-2, -1), axes)
+
+
+def _norm_direction(x, y, ord, axes, matrix):
+    """∂‖x‖/∂x, given the norm ``y`` with the reduced axes kept."""
+    if ord in (None, "fro") or (ord == 2 and not matrix):
+        return x / np.where(y == 0, 1.0, y)  # the gradient at x = 0 is taken as 0
+    if matrix and ord in ("nuc", 2, -2):
+        return _spectral_direction(x, ord, axes)
+    if matrix:  # ±1: extreme column sums, ±inf: extreme row sums, of |x|
+        summed = axes[0] if ord in (1, -1) else axes[1]
+        totals = np.sum(np.abs(x), axis=summed, keepdims=True)
+        return np.sign(x) * _share_ties(totals == y, axes)
+    if ord in (np.inf, -np.inf):
+        return np.sign(x) * _share_ties(np.abs(x) == y, axes)
+    if ord == 0:
+        return 0.0 * x  # counts nonzeros: piecewise constant
+    if ord == 1:
+        return np.sign(x)
+    return np.sign(x) * (np.abs(x) / np.where(y == 0, 1.0, y)) ** (ord - 1)
+
+
+def _keep_axes(y, axes, ndim):
+    """``y`` with the reduced ``axes`` put back as length-1 axes (what keepdims=True gives)."""
+    return y[tuple(None if d in axes else slice(None) for d in range(ndim))]
+
+
+@rrule.register(np.linalg.norm)
+def norm_rrule(x, *options, **kwargs):
+    ord, axis, keepdims = _options(options, kwargs, ord=None, axis=None, keepdims=False)
+    _real_only("numpy.linalg.norm", x)
+    axes, matrix = _norm_axes(x, ord, axis)
+    y = np.linalg.norm(x, *options, **kwargs)
+    yk = y if keepdims else _keep_axes(y, axes, np.ndim(x))
+
+    def norm_pullback(g):
+        g = unthunk(g)
+        gk = g if keepdims else _keep_axes(_indexable(g), axes, np.ndim(x))
+        return NoTangent(), gk * _norm_direction(x, yk, ord, axes, matrix), *_no_tangents(options)
+
+    return y, norm_pullback
+
+
+@frule.register(np.linalg.norm)
+def norm_frule(tangents, x, *options, **kwargs):
+    ord, axis, keepdims = _options(options, kwargs, ord=None, axis=None, keepdims=False)
+    _real_only("numpy.linalg.norm", x)
+    dx = tangents[1]
+    axes, matrix = _norm_axes(x, ord, axis)
+    y = np.linalg.norm(x, *options, **kwargs)
+    if is_zero(dx):
+        return y, ZeroTangent()
+    yk = y if keepdims else _keep_axes(y, axes, np.ndim(x))
+    return y, np.sum(_norm_direction(x, yk, ord, axes, matrix) * dx, axis=axes, keepdims=keepdims)

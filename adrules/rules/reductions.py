@@ -1,1 +1,441 @@
-"""Rules: reductions (to be filled)."""
+"""Rules: reductions (sums, means, products, extrema, moments, traces) and cumulative ops.
+
+A reduction's pullback spreads the output cotangent back over the reduced axes
+(``_expand``) and weights it by each element's share of the result; its frule reduces
+the tangent the same way. Every rule takes ``axis`` (None, an int, negative, a tuple)
+and ``keepdims`` like NumPy, passed positionally or by keyword; pullbacks are written
+in NumPy calls with rules of their own, so they are traced again for higher
+derivatives. Non-float scalars (counts, ``2.0 / n``) stay Python numbers so float32
+stays float32.
+"""
+
+import numpy as np
+
+from ..tangents import NoTangent, ZeroTangent, is_zero
+from .shape import forward_rule, normalize_axes, reverse_rule, tangent_at
+
+_EXACT_ZEROS = 2  # zeros per group split off exactly in prod/cumprod rules; see _product_of_others
+
+
+def _expand(g, x, axis, keepdims):
+    """Cotangent ``g`` of a reduction of ``x`` over ``axis``, spread back to ``x``'s shape."""
+    if not keepdims and axis is not None:
+        g = np.expand_dims(g, normalize_axes(axis, np.ndim(x)))
+    return g * np.ones_like(x)  # a fresh array, not a read-only broadcast view: users write into gradients
+
+
+def _masked(dx, where):
+    """``dx`` with zeros where NumPy's ``where=`` left elements out of the reduction."""
+    return dx if where is True else np.where(where, dx, 0.0)
+
+
+def _count(x, axis, where=True):
+    """How many elements each output of a reduction over ``axis`` gathers (keepdims-shaped with ``where``)."""
+    axes = normalize_axes(axis, np.ndim(x))
+    if where is True:
+        return int(np.prod([np.shape(x)[a] for a in axes]))
+    return np.sum(np.broadcast_to(where, np.shape(x)), axis=axes, keepdims=True)
+
+
+def _check_no_where(fname, kwargs):
+    if "where" in kwargs:
+        raise NotImplementedError(f"{fname}(..., where=...) has no derivative rule; "
+                                  f"pass np.where(mask, x, np.nan) instead of where=mask.")
+
+
+def _reverse_cumsum(g, axis):
+    """``g[i] + g[i+1] + ...`` along ``axis`` (the adjoint of cumsum)."""
+    return np.flip(np.cumsum(np.flip(g, axis), axis), axis)
+
+
+def _first_in_group(mask, axes):
+    """The first True of ``mask`` in each group reduced over ``axes`` (C order), as plain bools."""
+    mask = np.asarray(mask)  # a plain bool array: comparisons carry no derivative
+    last = tuple(range(mask.ndim - len(axes), mask.ndim))
+    moved = np.moveaxis(mask, axes, last)
+    flat = moved.reshape(moved.shape[:mask.ndim - len(axes)] + (-1,))
+    first = flat & (np.cumsum(flat, axis=-1) == 1)
+    return np.moveaxis(first.reshape(moved.shape), last, axes)
+
+
+def _product_of_others(x, axes, depth=_EXACT_ZEROS):
+    """For each element, the product of the other elements of its group over ``axes``
+    (keepdims-shaped), without dividing by zero.
+
+    The first zero of a group is split off as a factor: others(x) = x_z * others(x with
+    x_z set to 1) away from it, and prod(x with x_z set to 1) at it. With ``depth`` levels
+    the derivatives of prod up to order ``depth`` are exact at any input; higher orders
+    are exact for groups with at most ``depth`` zeros (each level costs one more pass)."""
+    zero = x == 0
+    if depth == 0 or not np.any(zero):
+        return np.prod(x, axes, keepdims=True) / np.where(zero, 1.0, x)
+    first = _first_in_group(zero, axes)
+    x1 = np.where(first, 1.0, x)
+    x_z = np.sum(np.where(first, x, 0.0), axes, keepdims=True) + ~np.any(zero, axes, keepdims=True)
+    return np.where(first, np.prod(x1, axes, keepdims=True), x_z * _product_of_others(x1, axes, depth - 1))
+
+
+def _cumprod_cotangent(x, g, axis, depth=_EXACT_ZEROS):
+    """``x̄_i = sum_{j>=i} g_j prod_{k<=j, k!=i} x_k`` along ``axis``, without dividing by zero.
+
+    Before a lane's first zero z this is revcumsum(g y) / x; at z it is revcumsum(g y1)
+    with y1 = cumprod(x with x_z set to 1); after z it is x_z times the same cotangent for
+    that x1 (as in ``_product_of_others``)."""
+    zero = x == 0
+    y = np.cumprod(x, axis)
+    if depth == 0 or not np.any(zero):
+        return _reverse_cumsum(g * y, axis) / np.where(zero, 1.0, x)
+    seen = np.cumsum(zero, axis)
+    before, first = seen == 0, zero & (seen == 1)
+    x1 = np.where(first, 1.0, x)
+    x_z = np.sum(np.where(first, x, 0.0), axis, keepdims=True)
+    at_or_after = np.where(first, _reverse_cumsum(g * np.cumprod(x1, axis), axis),
+                           x_z * _cumprod_cotangent(x1, g, axis, depth - 1))
+    return np.where(before, _reverse_cumsum(g * y, axis) / np.where(before, x, 1.0), at_or_after)
+
+
+def _cumprod_tangent(x, dx, axis, depth=_EXACT_ZEROS):
+    """``ẏ_j = sum_{i<=j} ẋ_i prod_{k<=j, k!=i} x_k`` along ``axis``, without dividing by zero
+    (the first zero z of a lane is split off as in ``_cumprod_cotangent``)."""
+    zero = x == 0
+    y = np.cumprod(x, axis)
+    if depth == 0 or not np.any(zero):
+        return y * np.cumsum(dx / np.where(zero, 1.0, x), axis)
+    seen = np.cumsum(zero, axis)
+    before, first = seen == 0, zero & (seen == 1)
+    x1, dx1 = np.where(first, 1.0, x), np.where(first, 0.0, dx)
+    x_z = np.sum(np.where(first, x, 0.0), axis, keepdims=True)
+    dx_z = np.sum(np.where(first, dx, 0.0), axis, keepdims=True)
+    at_or_after = x_z * _cumprod_tangent(x1, dx1, axis, depth - 1) + dx_z * np.cumprod(x1, axis)
+    return np.where(before, y * np.cumsum(dx / np.where(before, x, 1.0), axis), at_or_after)
+
+
+def _extremum_share(x, y, axis, keepdims, where):
+    """1/(number of ties) where ``x`` attains its group's extremum ``y``, else 0 (as autograd)."""
+    if not keepdims and axis is not None:
+        y = np.expand_dims(y, normalize_axes(axis, np.ndim(x)))
+    hits = (x == y) & np.asarray(where)  # plain bools: comparisons carry no derivative
+    ties = np.maximum(np.sum(hits, axis=normalize_axes(axis, hits.ndim), keepdims=True), 1)
+    return (hits / ties).astype(np.result_type(x))
+
+
+def _weights_along(weights, a, axis):
+    """np.average's weights reshaped to broadcast against ``a``, and the map that takes a
+    cotangent of ``a``'s shape back to the weights' shape."""
+    if np.shape(weights) == np.shape(a):
+        return weights, lambda dw: dw
+    given = tuple(ax % np.ndim(a) for ax in ((axis,) if np.ndim(axis) == 0 else axis))
+    order = np.argsort(given).tolist()
+    spread = [np.shape(a)[d] if d in given else 1 for d in range(np.ndim(a))]
+    others = tuple(d for d in range(np.ndim(a)) if d not in given)
+    sorted_shape = [np.shape(a)[d] for d in sorted(given)]
+
+    def weights_cotangent(dw):
+        dw = np.reshape(np.sum(dw, others, keepdims=True), sorted_shape)
+        return np.transpose(dw, np.argsort(order).tolist())
+
+    return np.reshape(np.transpose(weights, order), spread), weights_cotangent
+
+
+# ---- sums and means ------------------------------------------------------------------
+@reverse_rule(np.sum)
+def sum_rrule(a, axis=None, dtype=None, out=None, keepdims=False, **kwargs):
+    def sum_pullback(g):
+        return NoTangent(), _masked(_expand(g, a, axis, keepdims), kwargs.get("where", True))
+
+    return np.sum(a, axis, dtype, keepdims=keepdims, **kwargs), sum_pullback
+
+
+@forward_rule(np.sum)
+def sum_frule(tangents, a, axis=None, dtype=None, out=None, keepdims=False, **kwargs):
+    dy = np.sum(tangents[1], axis, keepdims=keepdims, where=kwargs.get("where", True))
+    return np.sum(a, axis, dtype, keepdims=keepdims, **kwargs), dy
+
+
+@reverse_rule(np.add.reduce)
+def add_reduce_rrule(array, axis=0, dtype=None, out=None, keepdims=False, **kwargs):
+    return sum_rrule(array, axis, dtype, out, keepdims, **kwargs)
+
+
+@forward_rule(np.add.reduce)
+def add_reduce_frule(tangents, array, axis=0, dtype=None, out=None, keepdims=False, **kwargs):
+    return sum_frule(tangents, array, axis, dtype, out, keepdims, **kwargs)
+
+
+@reverse_rule(np.nansum)
+def nansum_rrule(a, axis=None, dtype=None, out=None, keepdims=False, **kwargs):
+    def nansum_pullback(g):
+        dx = np.where(np.isnan(a), 0.0, _expand(g, a, axis, keepdims))
+        return NoTangent(), _masked(dx, kwargs.get("where", True))
+
+    return np.nansum(a, axis, dtype, keepdims=keepdims, **kwargs), nansum_pullback
+
+
+@forward_rule(np.nansum)
+def nansum_frule(tangents, a, axis=None, dtype=None, out=None, keepdims=False, **kwargs):
+    dx = np.where(np.isnan(a), 0.0, tangents[1])
+    dy = np.sum(dx, axis, keepdims=keepdims, where=kwargs.get("where", True))
+    return np.nansum(a, axis, dtype, keepdims=keepdims, **kwargs), dy
+
+
+@reverse_rule(np.mean)
+def mean_rrule(a, axis=None, dtype=None, out=None, keepdims=False, **kwargs):
+    where = kwargs.get("where", True)
+
+    def mean_pullback(g):
+        return NoTangent(), _masked(_expand(g, a, axis, keepdims), where) / _count(a, axis, where)
+
+    return np.mean(a, axis, dtype, keepdims=keepdims, **kwargs), mean_pullback
+
+
+@forward_rule(np.mean)
+def mean_frule(tangents, a, axis=None, dtype=None, out=None, keepdims=False, **kwargs):
+    dy = np.mean(tangents[1], axis, keepdims=keepdims, where=kwargs.get("where", True))
+    return np.mean(a, axis, dtype, keepdims=keepdims, **kwargs), dy
+
+
+@reverse_rule(np.nanmean)
+def nanmean_rrule(a, axis=None, dtype=None, out=None, keepdims=False, **kwargs):
+    _check_no_where("numpy.nanmean", kwargs)
+    present = ~np.isnan(a)
+
+    def nanmean_pullback(g):
+        share = present / np.sum(present, normalize_axes(axis, np.ndim(a)), keepdims=True)
+        return NoTangent(), _expand(g, a, axis, keepdims) * share.astype(np.result_type(a))
+
+    return np.nanmean(a, axis, dtype, keepdims=keepdims), nanmean_pullback
+
+
+@forward_rule(np.nanmean)
+def nanmean_frule(tangents, a, axis=None, dtype=None, out=None, keepdims=False, **kwargs):
+    _check_no_where("numpy.nanmean", kwargs)
+    dx = np.where(np.isnan(a), np.nan, tangents[1])  # the mean of the same entries as the primal's
+    return np.nanmean(a, axis, dtype, keepdims=keepdims), np.nanmean(dx, axis, keepdims=keepdims)
+
+
+@reverse_rule(np.average)
+def average_rrule(a, axis=None, weights=None, returned=False, **kwargs):
+    keepdims = kwargs.get("keepdims", False)
+    y = np.average(a, axis, weights, returned, **kwargs)
+    if weights is None:
+        def average_pullback(g):
+            g = g[0] if returned else g
+            return NoTangent(), _expand(g, a, axis, keepdims) / _count(a, axis)
+
+        return y, average_pullback
+    w, weights_cotangent = _weights_along(weights, a, axis)
+    axes = normalize_axes(axis, np.ndim(a))
+
+    def weighted_average_pullback(g):
+        g_avg, g_total = g if returned else (g, ZeroTangent())
+        total = np.sum(w * np.ones_like(a), axes, keepdims=True)
+        avg = np.sum(a * w, axes, keepdims=True) / total
+        g_avg = _expand(g_avg, a, axis, keepdims) / total
+        dw = g_avg * (a - avg) + (0.0 if is_zero(g_total) else _expand(g_total, a, axis, keepdims))
+        return NoTangent(), g_avg * w, NoTangent(), weights_cotangent(dw)
+
+    return y, weighted_average_pullback
+
+
+@forward_rule(np.average)
+def average_frule(tangents, a, axis=None, weights=None, returned=False, **kwargs):
+    y = np.average(a, axis, weights, returned, **kwargs)
+    shape = np.shape(y[0] if returned else y)
+    da, dweights = tangents[1], tangent_at(tangents, 2)
+    if weights is None:
+        dy = np.mean(da, axis, keepdims=kwargs.get("keepdims", False))
+        return y, (dy, ZeroTangent()) if returned else dy
+    w, _ = _weights_along(weights, a, axis)
+    dw = _weights_along(dweights, a, axis)[0] if not is_zero(dweights) else 0.0 * w
+    axes = normalize_axes(axis, np.ndim(a))
+    total = np.sum(w * np.ones_like(a), axes, keepdims=True)
+    avg = np.sum(a * w, axes, keepdims=True) / total
+    dy = np.reshape(np.sum(da * w + dw * (a - avg), axes, keepdims=True) / total, shape)
+    if not returned:
+        return y, dy
+    return y, (dy, np.reshape(np.sum(dw * np.ones_like(a), axes, keepdims=True), shape))
+
+
+# ---- moments ---------------------------------------------------------------------------
+def _center(a, axis, kwargs):
+    """``a`` minus the mean the variance was taken about (the user's ``mean=`` if given)."""
+    if "mean" in kwargs:
+        return a - kwargs["mean"]
+    return a - np.mean(a, axis, keepdims=True, where=kwargs.get("where", True))
+
+
+@reverse_rule(np.var)
+def var_rrule(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, **kwargs):
+    where, dof = kwargs.get("where", True), kwargs.get("correction", ddof)
+
+    def var_pullback(g):
+        dx = _masked(_expand(g, a, axis, keepdims) * _center(a, axis, kwargs), where)
+        return NoTangent(), dx * (2.0 / (_count(a, axis, where) - dof))
+
+    return np.var(a, axis, dtype, ddof=ddof, keepdims=keepdims, **kwargs), var_pullback
+
+
+@forward_rule(np.var)
+def var_frule(tangents, a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, **kwargs):
+    where, dof = kwargs.get("where", True), kwargs.get("correction", ddof)
+    y = np.var(a, axis, dtype, ddof=ddof, keepdims=keepdims, **kwargs)
+    dy = np.sum(_masked(tangents[1] * _center(a, axis, kwargs), where), axis, keepdims=True)
+    return y, np.reshape(dy * (2.0 / (_count(a, axis, where) - dof)), np.shape(y))
+
+
+@reverse_rule(np.std)
+def std_rrule(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, **kwargs):
+    where, dof = kwargs.get("where", True), kwargs.get("correction", ddof)
+    y = np.std(a, axis, dtype, ddof=ddof, keepdims=keepdims, **kwargs)
+
+    def std_pullback(g):  # infinite where the std is zero, like the derivative of sqrt at 0
+        dx = _masked(_expand(g / y, a, axis, keepdims) * _center(a, axis, kwargs), where)
+        return NoTangent(), dx / (_count(a, axis, where) - dof)
+
+    return y, std_pullback
+
+
+@forward_rule(np.std)
+def std_frule(tangents, a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, **kwargs):
+    where, dof = kwargs.get("where", True), kwargs.get("correction", ddof)
+    y = np.std(a, axis, dtype, ddof=ddof, keepdims=keepdims, **kwargs)
+    dy = np.sum(_masked(tangents[1] * _center(a, axis, kwargs), where), axis, keepdims=True)
+    return y, np.reshape(dy / (_count(a, axis, where) - dof), np.shape(y)) / y
+
+
+# ---- products ------------------------------------------------------------------------------
+def _prod_factors(a, kwargs):
+    """The elements prod multiplies (ones where ``where=`` leaves them out) and its ``initial``."""
+    where = kwargs.get("where", True)
+    return (a if where is True else np.where(where, a, 1.0)), kwargs.get("initial", 1)
+
+
+@reverse_rule(np.prod)
+def prod_rrule(a, axis=None, dtype=None, out=None, keepdims=False, **kwargs):
+    def prod_pullback(g):
+        x, initial = _prod_factors(a, kwargs)
+        others = _product_of_others(x, normalize_axes(axis, np.ndim(a))) * initial
+        return NoTangent(), _masked(_expand(g, a, axis, keepdims) * others, kwargs.get("where", True))
+
+    return np.prod(a, axis, dtype, keepdims=keepdims, **kwargs), prod_pullback
+
+
+@forward_rule(np.prod)
+def prod_frule(tangents, a, axis=None, dtype=None, out=None, keepdims=False, **kwargs):
+    x, initial = _prod_factors(a, kwargs)
+    others = _product_of_others(x, normalize_axes(axis, np.ndim(a))) * initial
+    dy = np.sum(_masked(tangents[1] * others, kwargs.get("where", True)), axis, keepdims=keepdims)
+    return np.prod(a, axis, dtype, keepdims=keepdims, **kwargs), dy
+
+
+@reverse_rule(np.multiply.reduce)
+def multiply_reduce_rrule(array, axis=0, dtype=None, out=None, keepdims=False, **kwargs):
+    return prod_rrule(array, axis, dtype, out, keepdims, **kwargs)
+
+
+@forward_rule(np.multiply.reduce)
+def multiply_reduce_frule(tangents, array, axis=0, dtype=None, out=None, keepdims=False, **kwargs):
+    return prod_frule(tangents, array, axis, dtype, out, keepdims, **kwargs)
+
+
+# ---- extrema (ties share the cotangent equally) -----------------------------------------------
+def _register_extremum(f, *keys, default_axis=None):
+    @reverse_rule(*keys)
+    def extremum_rrule(a, axis=default_axis, out=None, keepdims=False, **kwargs):
+        y = f(a, axis, keepdims=keepdims, **kwargs)
+
+        def extremum_pullback(g):
+            share = _extremum_share(a, y, axis, keepdims, kwargs.get("where", True))
+            return NoTangent(), _expand(g, a, axis, keepdims) * share
+
+        return y, extremum_pullback
+
+    @forward_rule(*keys)
+    def extremum_frule(tangents, a, axis=default_axis, out=None, keepdims=False, **kwargs):
+        y = f(a, axis, keepdims=keepdims, **kwargs)
+        share = _extremum_share(a, y, axis, keepdims, kwargs.get("where", True))
+        return y, np.sum(tangents[1] * share, axis, keepdims=keepdims)
+
+
+_register_extremum(np.max, np.max, np.amax)  # distinct objects in NumPy 2
+_register_extremum(np.min, np.min, np.amin)
+_register_extremum(np.max, np.maximum.reduce, default_axis=0)
+_register_extremum(np.min, np.minimum.reduce, default_axis=0)
+
+
+# ---- cumulative ------------------------------------------------------------------------------
+def _flat_axis(a, axis):
+    """NumPy's cumulative functions flatten for ``axis=None``."""
+    return (np.ravel(a), 0) if axis is None else (a, axis)
+
+
+@reverse_rule(np.cumsum)
+def cumsum_rrule(a, axis=None, dtype=None, out=None):
+    def cumsum_pullback(g):
+        return NoTangent(), np.reshape(_reverse_cumsum(g, 0 if axis is None else axis), np.shape(a))
+
+    return np.cumsum(a, axis, dtype), cumsum_pullback
+
+
+@forward_rule(np.cumsum)
+def cumsum_frule(tangents, a, axis=None, dtype=None, out=None):
+    return np.cumsum(a, axis, dtype), np.cumsum(tangents[1], axis)
+
+
+@reverse_rule(np.cumprod)
+def cumprod_rrule(a, axis=None, dtype=None, out=None):
+    def cumprod_pullback(g):
+        x, along = _flat_axis(a, axis)
+        return NoTangent(), np.reshape(_cumprod_cotangent(x, g, along), np.shape(a))
+
+    return np.cumprod(a, axis, dtype), cumprod_pullback
+
+
+@forward_rule(np.cumprod)
+def cumprod_frule(tangents, a, axis=None, dtype=None, out=None):
+    x, along = _flat_axis(a, axis)
+    return np.cumprod(a, axis, dtype), _cumprod_tangent(x, _flat_axis(tangents[1], axis)[0], along)
+
+
+@reverse_rule(np.add.accumulate)
+def add_accumulate_rrule(array, axis=0, dtype=None, out=None):
+    return cumsum_rrule(array, axis, dtype)
+
+
+@forward_rule(np.add.accumulate)
+def add_accumulate_frule(tangents, array, axis=0, dtype=None, out=None):
+    return cumsum_frule(tangents, array, axis, dtype)
+
+
+@reverse_rule(np.multiply.accumulate)
+def multiply_accumulate_rrule(array, axis=0, dtype=None, out=None):
+    return cumprod_rrule(array, axis, dtype)
+
+
+@forward_rule(np.multiply.accumulate)
+def multiply_accumulate_frule(tangents, array, axis=0, dtype=None, out=None):
+    return cumprod_frule(tangents, array, axis, dtype)
+
+
+# ---- trace ------------------------------------------------------------------------------------
+def _eye_along(a, offset, axis1, axis2):
+    """The 0/1 mask of diagonal ``offset`` of ``a`` over ``(axis1, axis2)``, size 1 on other axes."""
+    ndim = np.ndim(a)
+    ax1, ax2 = axis1 % ndim, axis2 % ndim
+    eye = np.eye(np.shape(a)[ax1], np.shape(a)[ax2], offset, dtype=np.result_type(a))
+    eye = eye if ax1 < ax2 else eye.T
+    return np.reshape(eye, [np.shape(a)[d] if d in (ax1, ax2) else 1 for d in range(ndim)])
+
+
+@reverse_rule(np.trace)
+def trace_rrule(a, offset=0, axis1=0, axis2=1, dtype=None, out=None):
+    def trace_pullback(g):
+        axes = tuple(sorted((axis1 % np.ndim(a), axis2 % np.ndim(a))))
+        return NoTangent(), np.expand_dims(g, axes) * _eye_along(a, offset, axis1, axis2)
+
+    return np.trace(a, offset, axis1, axis2, dtype), trace_pullback
+
+
+@forward_rule(np.trace)
+def trace_frule(tangents, a, offset=0, axis1=0, axis2=1, dtype=None, out=None):
+    return np.trace(a, offset, axis1, axis2, dtype), np.trace(tangents[1], offset, axis1, axis2)

@@ -1,0 +1,135 @@
+"""Rules of rules/indexing.py: x[index], the scatter, take, take_along_axis, sort,
+diagonal, choose and select, against finite differences (adrules.testing)."""
+
+import numpy as np
+import pytest
+
+import adrules as ad
+from adrules import ops
+from adrules.rules.indexing import scatter_add
+from adrules.testing import check_frule, check_grads, check_rrule
+
+rng = np.random.default_rng(7)
+
+
+def R(*shape, dtype=np.float64):
+    return rng.standard_normal(shape).astype(dtype)
+
+
+def case(f, *args, **fkwargs):
+    """One row of the rule table: ``f(*args, **fkwargs)``."""
+    name = getattr(f, "__name__", "f")
+    shapes = ",".join(str(np.shape(a)) if isinstance(a, np.ndarray) else type(a).__name__ for a in args)
+    return pytest.param(f, args, fkwargs, id=f"{name}[{shapes}]")
+
+
+REPEATED = np.array([0, 2, 0, 4, 4])
+
+RULES = [
+    # x[index]: basic, fancy with repeats, masks, None/Ellipsis, mixed
+    case(ops.getitem, R(5), 3),
+    case(ops.getitem, R(5), slice(1, None, 2)),
+    case(ops.getitem, R(5), REPEATED),
+    case(ops.getitem, R(5), [1, 1, 1]),
+    case(ops.getitem, R(3, 4), (slice(None), -1)),
+    case(ops.getitem, R(3, 4), (Ellipsis, None, slice(1, 3))),
+    case(ops.getitem, R(3, 4), R(3, 4) > 0),
+    case(ops.getitem, R(3, 4), np.array([True, False, True])),
+    case(ops.getitem, R(3, 4), (np.array([0, 0, 2]), np.array([1, 1, 3]))),
+    case(ops.getitem, R(2, 3, 4), (np.array([[1, 1], [0, 1]]), slice(None), np.array([3, 3]))),
+    case(ops.getitem, R(3, 4, dtype=np.float32), (REPEATED[:3] % 3, 0)),
+    # the scatter itself (its pullback is the gather)
+    case(scatter_add, (6,), REPEATED, R(5)),
+    case(scatter_add, (3, 4), (slice(None), np.array([1, 1])), R(3, 2)),
+    case(scatter_add, (3, 4), (slice(None), np.array([1, 1])), R(2)),  # broadcast values
+    # gathers along an axis
+    case(np.take, R(5), REPEATED),
+    case(np.take, R(3, 4), np.array([0, 3, 3, -1]), 1),
+    case(np.take, R(3, 4), np.array([[0, 5], [11, 5]])),
+    case(np.take, R(3, 4), np.array([5, -1]), 0, mode="clip"),
+    case(np.take, R(3, 4), np.array([5, -1]), axis=1, mode="wrap"),
+    case(np.take_along_axis, R(3, 4), np.array([[0, 0], [3, 1], [2, 2]]), 1),
+    case(np.take_along_axis, R(3, 4), np.array([[0, 0, 1, 2]]), axis=0),
+    case(np.take_along_axis, R(2, 3, 4), np.argsort(R(2, 3, 4), axis=-1)),
+    case(np.take_along_axis, R(3, 4), np.array([11, 0, 0]), None),
+    case(np.sort, R(6)),
+    case(np.sort, R(3, 4), 0),
+    case(np.sort, R(2, 3, 4), axis=None),
+    case(np.sort, R(3, 4, dtype=np.float32)),
+    case(np.diagonal, R(3, 4)),
+    case(np.diagonal, R(4, 3), -1),
+    case(np.diagonal, R(3, 4, 5), 1, 0, 2),
+    case(np.diagonal, R(3, 4, 5), offset=-1, axis1=2, axis2=1),
+    case(np.diagonal, R(2, 3, 3), 0, -2, -1),
+    # picks among arrays: a list of choices (list cotangent) or one stacked array
+    case(np.choose, np.array([0, 1, 2, 1]), [R(4), R(4), R(4)]),
+    case(np.choose, np.array([0, 1, 2, 1]), R(3, 4)),
+    case(np.choose, np.array([[0, 1], [1, 1]]), [R(2), R(2, 2)]),  # broadcast choices
+    case(np.choose, np.array([3, -1, 1]), [R(3), R(3)], mode="wrap"),
+    case(np.choose, np.array([3, -1, 1]), [R(3), R(3)], mode="clip"),
+    case(np.select, [np.array([True, False, False]), np.array([True, True, False])], [R(3), R(3)], R(3)),
+    case(np.select, [np.array([True, False, False]), np.array([False, True, True])], [R(3), R(1)]),
+    case(np.select, [np.array([[True], [False]])], [R(2, 3)], 2.5),
+]
+
+
+@pytest.mark.parametrize("f, args, fkwargs", RULES)
+def test_rrule(f, args, fkwargs):
+    check_rrule(f, *args, fkwargs=fkwargs)
+
+
+@pytest.mark.parametrize("f, args, fkwargs", RULES)
+def test_frule(f, args, fkwargs):
+    check_frule(f, *args, fkwargs=fkwargs)
+
+
+# ---- through the tracer, second order ----------------------------------------------
+
+TRACED = [
+    pytest.param(lambda x: x[REPEATED] ** 3, (R(5),), id="repeated"),
+    pytest.param(lambda x: np.sin(x[1:, [0, 0, 2]]) * x[0, 1], (R(3, 4),), id="slice+fancy"),
+    pytest.param(lambda x: x[x > 0] ** 2, (R(6),), id="mask"),
+    pytest.param(lambda x: x[..., None, ::2] ** 2, (R(2, 3),), id="ellipsis-none"),
+    pytest.param(lambda x: np.take(x, REPEATED % 3, axis=1) ** 3, (R(2, 3),), id="take"),
+    pytest.param(lambda x: np.sort(x, axis=0) ** 3, (R(3, 2),), id="sort"),
+    pytest.param(lambda x: x.diagonal(1) ** 3, (R(3, 4),), id="diagonal-method"),
+    pytest.param(lambda a, b: np.choose([1, 0, 1], [a, b]) ** 3, (R(3), R(3)), id="choose"),
+]
+
+
+@pytest.mark.parametrize("f, args", TRACED)
+def test_traced_second_order(f, args):
+    check_grads(f, *args, order=2)
+
+
+def test_repeated_indices_accumulate():
+    """The hand-computed pullback of x[[0, 0, 1]] sends ȳ = (1, 10, 100) to (11, 100, 0)."""
+    _, back = ad.pullback(lambda x: x[[0, 0, 1]], np.zeros(3))
+    np.testing.assert_array_equal(back(np.array([1.0, 10.0, 100.0]))[0], [11.0, 100.0, 0.0])
+
+
+def test_second_derivative_through_repeated_indices():
+    """d²/dx² of sum(x[[0, 0]]**3) = 2·6·x0 at x0 (the scatter is traced again)."""
+    def grad0(x):
+        return ad.gradient(lambda z: z[[0, 0]] ** 3 @ np.ones(2), x)[0][0]
+
+    np.testing.assert_allclose(ad.gradient(grad0, np.array([2.0, 5.0]))[0], [24.0, 0.0])
+
+
+@pytest.mark.parametrize("f", [
+    lambda x: x[REPEATED % 3] ** 2,
+    lambda x: np.sort(x) ** 2,
+    lambda x: np.take(x, [2, 2]) ** 2,
+])
+def test_float32_gradients_stay_float32(f):
+    x = R(3, dtype=np.float32)
+    y, back = ad.pullback(f, x)
+    g = back(np.ones_like(y))[0]
+    assert g.dtype == np.float32
+    _, dy = ad.jvp(f, (x,), (np.ones_like(x),))
+    assert dy.dtype == np.float32
+
+
+def test_scatter_add_docstring_value():
+    np.testing.assert_array_equal(scatter_add((2, 2), (np.array([1, 1]), np.array([0, 0])), 3.0),
+                                  [[0.0, 0.0], [6.0, 0.0]])

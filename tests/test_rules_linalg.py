@@ -1,0 +1,266 @@
+"""Rules of rules/linalg.py: products, einsum and numpy.linalg, against finite
+differences (adrules.testing). Factorizations with a gauge (eigh, svd) are checked
+through losses that do not see it (eigenvalues, squared vector entries)."""
+
+import numpy as np
+import pytest
+
+import adrules as ad
+from adrules.testing import check_frule, check_grads, check_rrule
+
+rng = np.random.default_rng(11)
+
+
+def R(*shape, dtype=np.float64):
+    return rng.standard_normal(shape).astype(dtype)
+
+
+def well_conditioned(n, *batch, dtype=np.float64):
+    return (R(*batch, n, n) + 3.0 * np.eye(n)).astype(dtype)
+
+
+def spread_singular_values(m, n, *batch):
+    """A random m x n matrix with singular values 1, 2, 3..., far apart and from zero."""
+    k = min(m, n)
+    u, v = np.linalg.qr(R(*batch, m, k))[0], np.linalg.qr(R(*batch, n, k))[0]
+    return (u * np.arange(k, 0, -1.0)) @ np.swapaxes(v, -1, -2)
+
+
+def case(f, *args, **fkwargs):
+    """One row of the rule table: ``f(*args, **fkwargs)``."""
+    name = getattr(f, "__name__", "f")
+    shapes = ",".join(str(np.shape(a)) if isinstance(a, np.ndarray) else repr(a) for a in args)
+    return pytest.param(f, args, fkwargs, id=f"{name}[{shapes}]")
+
+
+F32 = np.float32
+
+RULES = [
+    # products, every ndim case
+    case(np.dot, R(3), R(3)),
+    case(np.dot, R(2, 3), R(3, 4)),
+    case(np.dot, R(2, 3), R(3)),
+    case(np.dot, R(3), R(3, 4)),
+    case(np.dot, 2.0, R(3, 4)),
+    case(np.dot, R(2, 3), np.float64(-1.5)),
+    case(np.dot, R(2, 2, 3), R(3)),
+    case(np.dot, R(2, 2, 3), R(4, 3, 2)),
+    case(np.dot, R(3), R(4, 3, 2)),
+    case(np.dot, R(2, 3, dtype=F32), R(3, 2, dtype=F32)),
+    case(np.matmul, R(3), R(3)),
+    case(np.matmul, R(2, 3), R(3, 4)),
+    case(np.matmul, R(2, 1, 2, 3), R(4, 3, 5)),  # broadcast batches
+    case(np.matmul, R(3), R(2, 3, 4)),
+    case(np.matmul, R(2, 4, 3), R(3)),
+    case(np.matmul, R(2, 2, 3, dtype=F32), R(3, 2, dtype=F32)),
+    case(np.vdot, R(2, 3), R(3, 2)),
+    case(np.inner, R(3), R(3)),
+    case(np.inner, R(2, 3), R(4, 3)),
+    case(np.inner, R(3), 2.0),
+    case(np.outer, R(2, 3), R(4)),
+    case(np.tensordot, R(2, 3, 4), R(3, 4, 5)),
+    case(np.tensordot, R(2, 3, 4), R(4, 3), ([1, 2], [1, 0])),
+    case(np.tensordot, R(2, 3), R(4, 2), axes=([0], [1])),
+    case(np.tensordot, R(2, 3), R(4), 0),
+    case(np.kron, R(2, 3), R(3, 2)),
+    case(np.kron, R(3), R(2, 2)),
+    # einsum: explicit, implicit, ellipsis with broadcasting, labels summed in one operand
+    case(np.einsum, "ij,jk->ik", R(2, 3), R(3, 4)),
+    case(np.einsum, "ij,jk", R(2, 3), R(3, 4)),
+    case(np.einsum, "...ij,...jk", R(2, 1, 2, 3), R(4, 3, 5)),
+    case(np.einsum, "...ij,jk->...ik", R(2, 2, 3), R(3, 4)),
+    case(np.einsum, "ij->i", R(2, 3)),
+    case(np.einsum, "ij->", R(2, 3)),
+    case(np.einsum, "i,j,k", R(2), R(3), R(2)),
+    case(np.einsum, "bij,bjk,bkl->bil", R(2, 2, 3), R(2, 3, 2), R(2, 2, 2)),
+    case(np.einsum, "i, ...i -> ...", R(3), R(4, 2, 3)),
+    case(np.einsum, "ij,j->i", R(2, 3, dtype=F32), R(3, dtype=F32)),
+    # inverses, solves, determinants
+    case(np.linalg.inv, well_conditioned(3)),
+    case(np.linalg.inv, well_conditioned(3, 2)),
+    case(np.linalg.inv, well_conditioned(3, dtype=F32)),
+    case(np.linalg.solve, well_conditioned(3), R(3)),
+    case(np.linalg.solve, well_conditioned(3, 2), R(3)),  # a batch of systems, one b
+    case(np.linalg.solve, well_conditioned(3), R(3, 2)),
+    case(np.linalg.solve, well_conditioned(3, 2), R(2, 3, 2)),
+    case(np.linalg.solve, well_conditioned(3), R(2, 3, 1)),  # broadcast a
+    case(np.linalg.solve, well_conditioned(3, dtype=F32), R(3, dtype=F32)),
+    case(np.linalg.det, well_conditioned(3)),
+    case(np.linalg.det, well_conditioned(3, 2)),
+    case(np.linalg.slogdet, well_conditioned(3)),
+    case(np.linalg.slogdet, -well_conditioned(3, 2)),
+    # qr and svd (no gauge left in numpy's outputs locally)
+    case(np.linalg.qr, R(3, 3)),
+    case(np.linalg.qr, R(4, 3)),
+    case(np.linalg.qr, R(2, 4, 2)),
+    case(np.linalg.svd, R(3, 4), compute_uv=False),
+    case(np.linalg.svd, spread_singular_values(3, 3)),  # square: full_matrices=True is fine
+    case(np.linalg.svd, spread_singular_values(4, 2), full_matrices=False),
+    case(np.linalg.svd, R(2, 4, 3), False, False),
+    case(np.linalg.svd, R(3, 3, dtype=F32), compute_uv=False),
+    # norms: vector ords, matrix ords, axes, keepdims
+    case(np.linalg.norm, R(5)),
+    case(np.linalg.norm, R(5), 1),
+    case(np.linalg.norm, R(5), np.inf),
+    case(np.linalg.norm, R(5), -np.inf),
+    case(np.linalg.norm, R(5), 3),
+    case(np.linalg.norm, R(5), 0),
+    case(np.linalg.norm, R(2, 3, 4)),
+    case(np.linalg.norm, R(3, 4), "fro"),
+    case(np.linalg.norm, R(3, 4), "nuc"),
+    case(np.linalg.norm, R(3, 4), 2),
+    case(np.linalg.norm, R(4, 3), -2),
+    case(np.linalg.norm, R(3, 4), 1),
+    case(np.linalg.norm, R(3, 4), -1),
+    case(np.linalg.norm, R(3, 4), np.inf),
+    case(np.linalg.norm, R(3, 4), -np.inf),
+    case(np.linalg.norm, R(2, 3, 4), None, 1),
+    case(np.linalg.norm, R(2, 3, 4), 2, (0, 2)),
+    case(np.linalg.norm, R(2, 3, 4), "nuc", (2, 1), True),
+    case(np.linalg.norm, R(2, 3, 4), ord=1, axis=-1, keepdims=True),
+    case(np.linalg.norm, R(2, 3, 4), ord=np.inf, axis=(1, 2)),
+    case(np.linalg.norm, R(3, 4, dtype=F32), axis=0),
+]
+
+
+@pytest.mark.parametrize("f, args, fkwargs", RULES)
+def test_rrule(f, args, fkwargs):
+    check_rrule(f, *args, fkwargs=fkwargs)
+
+
+@pytest.mark.parametrize("f, args, fkwargs", RULES)
+def test_frule(f, args, fkwargs):
+    check_frule(f, *args, fkwargs=fkwargs)
+
+
+# ---- symmetric-input and gauge-carrying factorizations, through the tracer -----------
+
+def sym(a):
+    return 0.5 * (a + np.einsum("...ij->...ji", a))
+
+
+def spd(a):
+    """A symmetric positive definite matrix that is a smooth function of any square ``a``."""
+    return np.einsum("...ij,...kj->...ik", a, a) + 3.0 * np.eye(np.shape(a)[-1])
+
+
+def eigh_loss(a):
+    w, v = np.linalg.eigh(sym(a) + np.diag([0.0, 3.0, 6.0]))  # eigenvalues kept apart
+    return [w, v ** 2]
+
+
+def eigh_upper_loss(a):
+    w, v = np.linalg.eigh(sym(a) + np.diag([0.0, 3.0, 6.0]), "U")
+    return [w * w, v ** 2]
+
+
+def svd_loss(a):
+    u, s, vh = np.linalg.svd(a, full_matrices=False)
+    return [s, u ** 2, vh ** 2]
+
+
+FACTORIZATIONS = [
+    pytest.param(lambda a: np.linalg.cholesky(spd(a)), (R(3, 3),), id="cholesky"),
+    pytest.param(lambda a: np.linalg.cholesky(spd(a)), (R(2, 3, 3),), id="cholesky-batched"),
+    pytest.param(lambda a: np.linalg.cholesky(spd(a), upper=True), (R(3, 3),), id="cholesky-upper"),
+    pytest.param(eigh_loss, (R(3, 3),), id="eigh"),
+    pytest.param(eigh_loss, (R(2, 3, 3),), id="eigh-batched"),
+    pytest.param(eigh_upper_loss, (R(3, 3),), id="eigh-UPLO"),
+    pytest.param(lambda a: np.linalg.eigvalsh(sym(a)) ** 2, (R(2, 3, 3),), id="eigvalsh"),
+    pytest.param(svd_loss, (spread_singular_values(4, 3),), id="svd-tall"),
+    pytest.param(svd_loss, (spread_singular_values(3, 4),), id="svd-wide"),
+    pytest.param(svd_loss, (spread_singular_values(3, 3, 2),), id="svd-batched"),
+    pytest.param(lambda a: np.linalg.svd(a, full_matrices=False)[0] ** 2, (R(3, 3),), id="svd-square-u"),
+    pytest.param(lambda a: list(np.linalg.qr(a)), (R(4, 3),), id="qr-r-and-q"),
+]
+
+
+@pytest.mark.parametrize("f, args", FACTORIZATIONS)
+def test_factorizations(f, args):
+    check_grads(f, *args, order=1)
+
+
+@pytest.mark.parametrize("f, args", [
+    pytest.param(lambda a: np.linalg.cholesky(spd(a)) ** 2, (R(3, 3),), id="cholesky"),
+    pytest.param(lambda a: eigh_loss(a)[0] ** 2, (R(3, 3),), id="eigh"),
+    pytest.param(lambda a: svd_loss(a)[0] ** 2, (R(3, 2),), id="svd"),
+])
+def test_factorizations_second_order(f, args):
+    check_grads(f, *args, order=2)
+
+
+def test_cholesky_float32():
+    a = R(3, 3, dtype=F32)
+    check_grads(lambda x: np.linalg.cholesky(spd(x)), a, order=1)
+    assert ad.gradient(lambda x: np.linalg.cholesky(spd(x))[2, 1], a)[0].dtype == F32
+
+
+# ---- second order for the common products and solves ---------------------------------
+
+SECOND_ORDER = [
+    pytest.param(lambda a, b: np.dot(a, b) ** 2, (R(2, 3), R(3, 2)), id="dot"),
+    pytest.param(lambda a, b: a.dot(b) ** 2, (R(2, 2, 3), R(2, 3, 2)), id="dot-ND"),
+    pytest.param(lambda a, b: (a @ b) ** 2, (R(2, 3), R(3, 2)), id="matmul"),
+    pytest.param(lambda a, b: (a @ b) ** 2, (R(2, 1, 2, 3), R(2, 3, 2)), id="matmul-broadcast"),
+    pytest.param(lambda a, b: (a @ b) ** 3, (R(3), R(3, 2)), id="matmul-vector"),
+    pytest.param(lambda a, b: np.einsum("ij,jk->ik", a, b) ** 2, (R(2, 3), R(3, 2)), id="einsum"),
+    pytest.param(lambda a: np.linalg.inv(a) ** 2, (well_conditioned(3),), id="inv"),
+    pytest.param(lambda a: np.linalg.inv(a) ** 2, (well_conditioned(2, 2),), id="inv-batched"),
+    pytest.param(lambda a, b: np.linalg.solve(a, b) ** 2, (well_conditioned(3), R(3, 2)), id="solve"),
+    pytest.param(lambda a, b: np.linalg.solve(a, b) ** 2, (well_conditioned(3, 2), R(3)), id="solve-vector"),
+    pytest.param(lambda a: np.linalg.slogdet(a)[1] ** 2, (well_conditioned(3),), id="slogdet"),
+    pytest.param(lambda a: np.linalg.det(a) ** 2, (well_conditioned(3),), id="det"),
+    pytest.param(lambda a: np.linalg.norm(a, axis=-1) ** 3, (R(2, 3),), id="norm"),
+]
+
+
+@pytest.mark.parametrize("f, args", SECOND_ORDER)
+def test_second_order(f, args):
+    check_grads(f, *args, order=2)
+
+
+# ---- values that could be wrong, computed by hand -----------------------------------
+
+def test_matmul_gradient_by_hand():
+    a, b = np.array([[1.0, 2.0]]), np.array([[3.0], [4.0]])
+    ga, gb = ad.gradient(lambda a, b: (a @ b)[0, 0], a, b)
+    np.testing.assert_array_equal(ga, b.T)
+    np.testing.assert_array_equal(gb, a.T)
+
+
+def test_logdet_gradient_is_inverse_transpose():
+    a = well_conditioned(3)
+    g = ad.gradient(lambda a: np.linalg.slogdet(a)[1], a)[0]
+    np.testing.assert_allclose(g, np.linalg.inv(a).T)
+
+
+def test_norm_gradient_at_zero_is_zero():
+    np.testing.assert_array_equal(ad.gradient(np.linalg.norm, np.zeros(3))[0], np.zeros(3))
+
+
+def test_norm_ties_share_the_subgradient():
+    g = ad.gradient(lambda x: np.linalg.norm(x, np.inf), np.array([2.0, -2.0, 1.0]))[0]
+    np.testing.assert_array_equal(g, [0.5, -0.5, 0.0])
+
+
+def test_scalar_cotangent_as_python_float():
+    _, back = ad.pullback(lambda a, b: a @ b, np.array([1.0, 2.0]), np.array([3.0, 4.0]))
+    ga, gb = back(2.0)
+    np.testing.assert_array_equal(ga, [6.0, 8.0])
+    np.testing.assert_array_equal(gb, [2.0, 4.0])
+
+
+# ---- clear errors for what has no rule -------------------------------------------------
+
+@pytest.mark.parametrize("call, error, message", [
+    (lambda a: np.einsum("ii->i", a), NotImplementedError, "repeats within operand 0"),
+    (lambda a: np.einsum(a, [0, 1], [1]), NotImplementedError, "interleaved"),
+    (lambda a: np.linalg.qr(a.T)[1], NotImplementedError, "square or tall"),
+    (lambda a: np.linalg.qr(a, mode="r"), NotImplementedError, "mode='r'"),
+    (lambda a: np.linalg.svd(a)[1], NotImplementedError, "full_matrices=False"),
+    (lambda a: np.linalg.inv(a[:2, :2] + 0j), TypeError, "complex inputs are not supported"),
+    (lambda a: np.linalg.eigh(a[:2, :2] * 1j)[0], TypeError, "complex inputs are not supported"),
+])
+def test_unsupported_calls_raise_clearly(call, error, message):
+    with pytest.raises(error, match=message):
+        ad.pullback(call, R(3, 2))
