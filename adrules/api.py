@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from .pytrees import LEAF, flatten, unflatten
+from .pytrees import LEAF, _children, flatten, unflatten
 from .registry import function_name, rrule
-from .tangents import NoTangent, ZeroTangent, is_zero, unthunk
+from .tangents import NoTangent, Tangent, ZeroTangent, is_zero, unthunk
 from .tracer import Trace, Traced, TracerError, backprop, tracing
 
 _CONST_TYPES = (bool, int, str, bytes, type(None), np.integer, np.bool_)
@@ -112,10 +112,10 @@ def value_and_gradient(f, *args):
         cot = backprop(trace, [(out.slot, _one_like(value))])
     else:
         value = out
-        if np.shape(out) != () or isinstance(out, (dict, list, tuple, str)):
+        if isinstance(out, (dict, list, tuple, str)) or np.shape(out) != ():
+            shape = "" if isinstance(out, (dict, list, tuple, str)) else f" of shape {np.shape(out)}"
             raise TracerError(
-                f"{fname}: f must return a scalar, got {type(out).__name__} of shape "
-                f"{np.shape(out) if not isinstance(out, (dict, str)) else '?'}; use "
+                f"{fname}: f must return a scalar, got {type(out).__name__}{shape}; use "
                 f"adrules.pullback or adrules.jacobian for non-scalar outputs.")
         cot = [None] * trace.n_slots
     trace.nodes = None
@@ -158,15 +158,11 @@ def pullback(f, *args):
     y = unflatten(out_def, [b.value if s >= 0 else b for b, s in zip(out_leaves, out_slots)])
 
     def back(ybar):
-        ybar = unthunk(ybar)
-        if is_zero(ybar):
-            bars = [ZeroTangent()] * len(out_slots)
-        else:
-            bars, bar_def = flatten(ybar)
-            if len(bars) != len(out_slots):
-                raise TracerError(
-                    f"{fname}: the cotangent has structure {bar_def} but the output has "
-                    f"{out_def}; pass a cotangent shaped like the output.")
+        bars = _match_structure(unthunk(ybar), out_def)
+        if bars is None:
+            raise TracerError(
+                f"{fname}: the cotangent has structure {flatten(ybar)[1]} but the output has "
+                f"{out_def}; pass a cotangent shaped like the output.")
         seeds = []
         for i, (slot, bar, leaf) in enumerate(zip(out_slots, bars, out_leaves)):
             if slot < 0 or is_zero(bar):
@@ -181,6 +177,35 @@ def pullback(f, *args):
         return _gather(plans, backprop(trace, seeds, consume=False))
 
     return y, back
+
+
+def _match_structure(tangent, tdef):
+    """Leaves of ``tangent`` aligned with structure ``tdef``: zeros stand for whole
+    subtrees, and a ``Tangent`` is read by field or position. None if they do not fit."""
+    if is_zero(tangent):
+        return [ZeroTangent()] * tdef.n_leaves
+    if tdef.kind is None:
+        return [unthunk(tangent)]
+    if isinstance(tangent, Tangent):
+        if isinstance(tangent.backing, dict):
+            names = tdef.aux if tdef.aux is not None else range(len(tdef.children))
+            children = [tangent[name] for name in names]
+        else:
+            children = list(tangent.backing)
+    else:
+        parts = _children(tangent)
+        if parts is None:
+            return None
+        children = parts[2]
+    if len(children) != len(tdef.children):
+        return None
+    out = []
+    for child, child_def in zip(children, tdef.children):
+        leaves = _match_structure(child, child_def)
+        if leaves is None:
+            return None
+        out.extend(leaves)
+    return out
 
 
 def _call(fn, *args):

@@ -25,101 +25,18 @@ traced by the outer differentiation.
 
 from __future__ import annotations
 
-import functools
 import time
-import types
 
 import numpy as np
 
 import executors
 
 from .api import jvp, pullback
+from .callables import has_traced as _has_traced, split_callable
 from .pytrees import flatten, tree_map, unflatten
 from .registry import frule, primitive, rrule
 from .tangents import NoTangent, ZeroTangent, is_zero
 from .tracer import Traced, TracerError
-
-# ---------------------------------------------------------------------------
-# the callable's differentiable state
-# ---------------------------------------------------------------------------
-
-
-def _has_traced(tree):
-    return any(type(leaf) is Traced for leaf in flatten(tree)[0])
-
-
-class _Closure:
-    """Rebuild a closure with its lifted cells refilled (picklable by cloudpickle: the
-    traced values it captured are not kept)."""
-
-    def __init__(self, fn, lifted):
-        self.code, self.globals, self.name = fn.__code__, fn.__globals__, fn.__name__
-        self.defaults, self.kwdefaults = fn.__defaults__, fn.__kwdefaults__
-        self.lifted = lifted
-        self.cells = [None if i in lifted else c for i, c in enumerate(fn.__closure__)]
-
-    def __call__(self, contents):
-        cells = list(self.cells)
-        for i, value in zip(self.lifted, contents):
-            cells[i] = types.CellType(value)
-        new = types.FunctionType(self.code, self.globals, self.name, self.defaults, tuple(cells))
-        new.__kwdefaults__ = self.kwdefaults
-        return new
-
-
-def _identity(state):
-    return state
-
-
-class _Method:
-    def __init__(self, name):
-        self.name = name
-
-    def __call__(self, owner):
-        return getattr(owner, self.name)
-
-
-class _Partial:
-    def __init__(self, func, keywords):
-        self.func, self.keywords = func, keywords
-
-    def __call__(self, args):
-        return functools.partial(self.func, *args, **self.keywords)
-
-
-def split_callable(f):
-    """``(state, rebuild)`` with ``rebuild(state)`` equivalent to ``f``: ``state`` holds
-    what differentiation must see (model parameters, traced values captured by a closure).
-
-    >>> import numpy as np
-    >>> w = np.ones(2)
-    >>> state, rebuild = split_callable(lambda x: w @ x)
-    >>> state is None
-    True
-    """
-    from .pytrees import _children
-
-    if _children(f) is not None and _has_traced(f):  # a callable model: its parameters
-        return f, _identity
-    if isinstance(f, types.MethodType) and _children(f.__self__) is not None and _has_traced(f.__self__):
-        return f.__self__, _Method(f.__func__.__name__)
-    if isinstance(f, functools.partial) and _has_traced((f.args, f.keywords)):
-        if _has_traced(f.keywords):
-            raise TracerError("psum: pass traced values to functools.partial positionally")
-        return tuple(f.args), _Partial(f.func, f.keywords)
-    cells = getattr(f, "__closure__", None) or ()
-    lifted = [i for i, c in enumerate(cells) if _cell_has_traced(c)]
-    if lifted:
-        return tuple(cells[i].cell_contents for i in lifted), _Closure(f, lifted)
-    return None, None
-
-
-def _cell_has_traced(cell):
-    try:
-        return _has_traced(cell.cell_contents)
-    except ValueError:  # empty cell
-        return False
-
 
 # ---------------------------------------------------------------------------
 # chunk work (runs on workers: module-level so it pickles by reference)

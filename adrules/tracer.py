@@ -23,6 +23,7 @@ of open traces, which lets ``@primitive`` functions skip all checks when it is z
 
 from __future__ import annotations
 
+import inspect
 import itertools
 import threading
 
@@ -121,19 +122,25 @@ class Traced:
         return apply(f, inputs, kwargs)
 
     def __array_function__(self, func, types, args, kwargs):
-        if kwargs.get("out") is not None:
-            raise TracerError(
-                f"{function_name(func)}(..., out=...) writes in place into an array, which "
-                f"cannot be differentiated: drop out= and use the returned array.")
+        if kwargs:
+            if kwargs.get("out") is not None:
+                raise TracerError(
+                    f"{function_name(func)}(..., out=...) writes in place into an array, which "
+                    f"cannot be differentiated: drop out= and use the returned array.")
+            if _top_in_sequences(kwargs.values()) is not None:
+                args, kwargs = _keywords_to_positions(func, args, kwargs)
         return apply(func, args, kwargs, sequences=True)
 
-    def __array__(self, dtype=None, copy=None):
+    @property
+    def __array_interface__(self):
+        # A property that raises (rather than __array__) so NumPy passes our error on
+        # instead of replacing it with "setting an array element with a sequence".
         raise TracerError(
-            "np.asarray / np.array of a traced value would drop its gradient. "
-            "If you passed a Python list of traced values to a NumPy function "
-            "(np.array([a, b]), np.mean([a, b]), ...), build the array with "
-            "np.stack([a, b]) first: NumPy gives no hook for lists. If you really want the "
-            "values without their derivative, use x.value.")
+            "np.asarray / np.array of a traced value, or storing it into a NumPy array "
+            "(a[i] = x), would drop its gradient. If you passed a Python list of traced "
+            "values to a NumPy function (np.array([a, b]), np.mean([a, b]), ...), build the "
+            "array with np.stack([a, b]) first: NumPy gives no hook for lists. If you really "
+            "want the values without their derivative, use x.value.")
 
     # -- Python-scalar escapes ---------------------------------------------------
     def __float__(self):
@@ -312,6 +319,28 @@ def _top_in_sequences(args):
     return top
 
 
+def _keywords_to_positions(func, args, kwargs):
+    """Pass traced keyword arguments positionally: rules differentiate positional
+    arguments only (``np.average(x, weights=w)`` becomes ``np.average(x, None, w)``)."""
+    try:
+        sig = inspect.signature(func)
+        bound = sig.bind(*args, **kwargs)
+    except (TypeError, ValueError):
+        sig = None
+    traced = [k for k, v in kwargs.items() if _top_in_sequences((v,)) is not None]
+    positional = [p.name for p in sig.parameters.values()
+                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)] if sig else []
+    if sig is None or any(k not in positional for k in traced):
+        raise TracerError(
+            f"{function_name(func)}: a traced value was passed as keyword argument "
+            f"{traced[0]!r}, which cannot be differentiated; pass it positionally.")
+    last = max(positional.index(k) for k in kwargs if k in positional)
+    bound.apply_defaults()
+    names = positional[:last + 1]
+    return (tuple(bound.arguments[n] for n in names),
+            {k: v for k, v in kwargs.items() if k not in names})
+
+
 def _unbox(args, top):
     """(values, slots): values with ``top``'s boxes opened; slot per argument
     (-1 constant, an int, or a tuple of ints for a sequence argument)."""
@@ -375,7 +404,8 @@ def apply(f, args, kwargs, sequences=False):
         return out
     if kind is NONDIFF:
         return f(*values, **kwargs)
-    if entry.config:
+    if entry.config:  # a higher-order rule: functions it receives may carry traced state
+        _lift_callables(args, values, slots, top)
         y, pullback = entry.fn(DEFAULT_CONFIG, *values, **kwargs)
     else:
         y, pullback = entry.fn(*values, **kwargs)
@@ -392,6 +422,24 @@ def apply(f, args, kwargs, sequences=False):
 
 
 _rrule_table = _rrules.rules
+
+
+def _lift_callables(args, values, slots, top):
+    """Replace each callable argument carrying ``top``'s traced values by a ``Lifted``
+    callable over the opened values; its slot becomes the tuple of those values' slots,
+    so the rule's tangent for the callable reaches them."""
+    for i, a in enumerate(args):
+        if slots[i] != -1 or not callable(a) or type(a) is Traced:
+            continue
+        state, rebuild = split_callable(a)
+        if rebuild is None:
+            continue
+        leaves, treedef = flatten(state)
+        if not any(type(v) is Traced and v._trace is top for v in leaves):
+            continue
+        opened = [v.value if type(v) is Traced and v._trace is top else v for v in leaves]
+        values[i] = Lifted(opened, _Rebuild(treedef, rebuild))
+        slots[i] = tuple(v.slot if type(v) is Traced and v._trace is top else -1 for v in leaves)
 
 
 def _same_sequence(like, items):
@@ -543,4 +591,6 @@ def _box_forward(y, dy, top):
     return Traced(y, top, project_like(dy, y))
 
 
-from . import ops  # noqa: E402  (ops needs `primitive`, which needs the tracer's dispatch hook)
+from . import ops  # noqa: E402
+from .callables import Lifted, _Rebuild, split_callable  # noqa: E402
+from .pytrees import flatten  # noqa: E402  (ops needs `primitive`, which needs the tracer's dispatch hook)

@@ -336,6 +336,7 @@ def test_unpicklable_f_on_processes_names_it(data, pools):
     lock = threading.Lock()
 
     def locked_loss(m, x, y):
+        time.sleep(0.01)  # enough work that psum dispatches to the pool (tiny work runs inline)
         with lock:
             return loss(m, x, y)
 

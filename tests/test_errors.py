@@ -1,0 +1,332 @@
+"""Bad input gets a clear error that names the function or argument and says the fix."""
+
+import math
+
+import numpy as np
+import pytest
+
+import adrules as ad
+from adrules import _state
+
+X = np.array([1.0, 2.0, 3.0])
+
+
+def grad(f, *args):
+    return ad.gradient(f, *args)
+
+
+# ---- escaping the tracer ------------------------------------------------------------------
+
+def test_float_of_traced_value():
+    with pytest.raises(TypeError, match=r"float\(\).*gradient") as info:
+        grad(lambda x: x * float(x), 1.0)
+    assert "x.value" in str(info.value)
+
+
+def test_int_of_traced_value():
+    with pytest.raises(TypeError, match=r"int\(\)"):
+        grad(lambda x: x * int(x), 1.0)
+
+
+def test_math_function_on_traced_value():
+    with pytest.raises(TypeError, match=r"math\.") as info:
+        grad(lambda x: math.sin(x), 1.0)
+    assert "np.sin" in str(info.value)
+
+
+def test_math_exp_on_traced_value_names_numpy_alternative():
+    with pytest.raises(TypeError, match=r"np\.sin\(x\), not math\.sin\(x\)|math\.\*"):
+        grad(lambda x: math.exp(x), 1.0)
+
+
+def test_np_asarray_of_traced_value():
+    with pytest.raises(TypeError, match=r"np\.asarray"):
+        grad(lambda x: np.sum(np.asarray(x)), X)
+
+
+@pytest.mark.parametrize("build", [
+    lambda a, b: np.array([a, b]),
+    lambda a, b: np.mean([a, b]),
+    lambda a, b: np.sum([a, b]),
+    lambda a, b: np.asarray([a, b]),
+], ids=["np.array", "np.mean", "np.sum", "np.asarray"])
+def test_python_list_of_traced_values_shows_np_stack(build):
+    with pytest.raises(TypeError, match=r"np\.stack"):
+        grad(lambda a, b: build(a, b) * 1.0, 1.0, 2.0)
+
+
+def test_item_of_traced_value():
+    with pytest.raises(TypeError, match=r"item"):
+        grad(lambda x: x * x.item(), 1.0)
+
+
+# ---- in-place writes ---------------------------------------------------------------------------
+
+def test_setitem_on_traced_array():
+    def f(x):
+        x[0] = 1.0
+        return np.sum(x)
+
+    with pytest.raises(TypeError, match=r"in-place") as info:
+        grad(f, X.copy())
+    assert "np.where" in str(info.value) or "np.stack" in str(info.value)
+
+
+def test_storing_traced_value_into_numpy_array():
+    def f(x):
+        buf = np.zeros(3)
+        buf[0] = x
+        return x
+
+    # NumPy re-raises a failed scalar conversion of a sequence-like object as
+    # "setting an array element with a sequence", chaining ours as the direct cause,
+    # which Python prints first: the user sees what to write instead.
+    with pytest.raises(Exception) as info:
+        grad(f, 1.0)
+    assert "np.stack" in str(info.value) + str(info.value.__cause__)
+
+
+def test_ufunc_with_out_argument():
+    buf = np.zeros(3)
+    with pytest.raises(TypeError, match=r"numpy\.add\(\.\.\., out=\.\.\.\)") as info:
+        grad(lambda x: np.add(x, 1.0, out=buf), X)
+    assert "drop out=" in str(info.value)
+    np.testing.assert_array_equal(buf, np.zeros(3))
+
+
+def test_augmented_assignment_into_plain_array():
+    def f(x):
+        buf = np.zeros(3)
+        buf += x
+        return np.sum(buf)
+
+    with pytest.raises(TypeError, match=r"out="):
+        grad(f, X)
+
+
+def test_array_function_with_out_argument():
+    buf = np.zeros(())
+    with pytest.raises(TypeError, match=r"numpy\.sum.*out="):
+        grad(lambda x: np.sum(x, out=buf), X)
+
+
+# ---- missing rules ---------------------------------------------------------------------------------
+
+def _numpy_functions_without_rule():
+    candidates = [(np.fft.fft, "numpy.fft.fft"), (np.unwrap, "numpy.unwrap"),
+                  (np.fft.rfft, "numpy.fft.rfft"), (np.sinc, "numpy.sinc"), (np.i0, "numpy.i0")]
+    found = [(fn, name) for fn, name in candidates if fn not in ad.rrule.rules]
+    assert found, "every candidate has a rule now: add another NumPy function without one"
+    return found[:2]
+
+
+@pytest.mark.parametrize("fn, name", _numpy_functions_without_rule(), ids=lambda v: getattr(v, "__name__", v))
+def test_numpy_function_without_rule(fn, name):
+    with pytest.raises(TypeError, match=r"no rrule for " + name.replace(".", r"\.")) as info:
+        grad(lambda x: np.real(fn(x))[0], X)
+    assert f"@adrules.rrule.register({name})" in str(info.value)
+
+
+def test_numpy_function_without_rule_in_forward_mode():
+    fn, name = _numpy_functions_without_rule()[0]
+    with pytest.raises(TypeError, match=r"no frule for " + name.replace(".", r"\.")) as info:
+        ad.jvp(lambda x: np.real(fn(x)), (X,), (np.ones(3),))
+    assert f"@adrules.frule.register({name})" in str(info.value)
+
+
+def test_user_primitive_without_rule():
+    @ad.primitive
+    def my_special(x):
+        return x * 2.0
+
+    with pytest.raises(TypeError, match=r"no rrule for .*my_special") as info:
+        grad(my_special, 1.0)
+    assert "@adrules.rrule.register(" in str(info.value)
+
+
+# ---- gradient with bad function outputs or bad arguments ----------------------------------------
+
+def test_gradient_of_non_scalar_output():
+    def loss(x):
+        return x * 2.0
+
+    with pytest.raises(TypeError, match=r"gradient\(loss\).*shape \(3,\).*scalar") as info:
+        grad(loss, X)
+    assert "pullback" in str(info.value) and "np.sum" in str(info.value)
+
+
+def test_gradient_of_container_output():
+    with pytest.raises(TypeError, match=r"scalar"):
+        grad(lambda x: (x, x), 1.0)
+
+
+def test_string_argument():
+    def loss(x, label):
+        return x * 2.0
+
+    with pytest.raises(TypeError, match=r"gradient\(loss\): argument 1 is a string") as info:
+        grad(loss, 1.0, "label")
+    assert "functools.partial" in str(info.value) or "closure" in str(info.value)
+
+
+def test_arbitrary_object_argument():
+    class Opaque:
+        pass
+
+    def loss(x, o):
+        return x * 2.0
+
+    with pytest.raises(TypeError, match=r"gradient\(loss\): argument 1 .*Opaque") as info:
+        grad(loss, 1.0, Opaque())
+    assert "register_node" in str(info.value)
+
+
+def test_arbitrary_object_inside_container():
+    class Opaque:
+        pass
+
+    with pytest.raises(TypeError, match=r"leaf 1 of argument 0.*Opaque"):
+        grad(lambda d: d["x"] * 2.0, {"x": 1.0, "o": Opaque()})
+
+
+@pytest.mark.parametrize("z", [1.0 + 2.0j, np.complex128(1.0), np.array([1.0 + 1.0j, 2.0])],
+                         ids=["complex", "np.complex128", "complex array"])
+def test_complex_inputs_not_supported_yet(z):
+    with pytest.raises(TypeError, match=r"argument 0 is complex; complex inputs are not supported yet"):
+        grad(lambda z: np.real(z * z), z)
+
+
+def test_complex_inputs_in_jvp():
+    with pytest.raises(TypeError, match=r"not supported yet"):
+        ad.jvp(lambda z: z * z, (1.0 + 1.0j,), (1.0,))
+
+
+def test_traced_keyword_argument_to_primitive():
+    @ad.primitive
+    def scaled(x, *, factor):
+        return x * factor
+
+    @ad.rrule.register(scaled)
+    def scaled_rrule(x, *, factor):
+        return x * factor, lambda g: (ad.NoTangent(), g * factor)
+
+    with pytest.raises(TypeError, match=r"scaled.*keyword.*positionally"):
+        grad(lambda f: scaled(2.0, factor=f), 3.0)
+
+
+# ---- badly written user rules ----------------------------------------------------------------------
+
+@ad.primitive
+def too_few_slots(x):
+    return x * 2.0
+
+
+@ad.rrule.register(too_few_slots)
+def too_few_slots_rrule(x):
+    return x * 2.0, lambda g: (2.0 * g,)  # forgot the self slot
+
+
+@ad.primitive
+def too_many_slots(x, y):
+    return x * y
+
+
+@ad.rrule.register(too_many_slots)
+def too_many_slots_rrule(x, y):
+    return x * y, lambda g: (ad.NoTangent(), g * y, g * x, g)
+
+
+@ad.primitive
+def not_a_tuple(x):
+    return x * 2.0
+
+
+@ad.rrule.register(not_a_tuple)
+def not_a_tuple_rrule(x):
+    return x * 2.0, lambda g: 2.0 * g
+
+
+@pytest.mark.parametrize("f, args, name, n", [
+    (too_few_slots, (1.0,), "too_few_slots", "1 slots"),
+    (too_many_slots, (1.0, 2.0), "too_many_slots", "4 slots"),
+    (not_a_tuple, (1.0,), "not_a_tuple", "not a tuple"),
+])
+def test_rule_returning_wrong_number_of_slots(f, args, name, n):
+    with pytest.raises(TypeError, match=r"pullback of .*" + name) as info:
+        grad(lambda *a: f(*a) * 1.0, *args)
+    msg = str(info.value)
+    assert n in msg
+    assert f"tuple of {len(args) + 1}" in msg
+    assert "self slot" in msg
+
+
+@ad.primitive
+def wrong_shape(x, y):
+    return x * y
+
+
+@ad.rrule.register(wrong_shape)
+def wrong_shape_rrule(x, y):
+    return x * y, lambda g: (ad.NoTangent(), g * y, np.ones(5))  # y's cotangent is wrong
+
+
+def test_rule_returning_wrongly_shaped_cotangent():
+    y, back = ad.pullback(wrong_shape, np.ones(3), np.ones(3))
+    with pytest.raises(TypeError, match=r"pullback of .*wrong_shape.*argument 1") as info:
+        back(np.ones(3))
+    assert "(3,)" in str(info.value) and "(5,)" in str(info.value)
+
+
+def test_rule_returning_wrongly_shaped_cotangent_in_gradient():
+    with pytest.raises(TypeError, match=r"wrong_shape.*wrong shape.*argument 1"):
+        grad(lambda x, y: _first(wrong_shape(x, y)), np.ones(3), np.ones(3))
+
+
+def _first(v):
+    return v[0]
+
+
+# ---- pullback / jvp misuse -----------------------------------------------------------------------
+
+def test_pullback_with_wrongly_shaped_cotangent():
+    def model(x):
+        return x * 2.0
+
+    y, back = ad.pullback(model, X)
+    with pytest.raises(TypeError, match=r"pullback\(model\).*shape"):
+        back(np.ones(4))
+
+
+def test_pullback_with_wrongly_structured_cotangent():
+    def model(x):
+        return (x, x * 2.0)
+
+    y, back = ad.pullback(model, X)
+    with pytest.raises(TypeError, match=r"pullback\(model\).*structure"):
+        back((np.ones(3),))
+
+
+def test_jvp_with_wrong_number_of_tangents():
+    def model(a, b):
+        return a * b
+
+    with pytest.raises(TypeError, match=r"jvp\(model\).*2 primals but 1 tangents"):
+        ad.jvp(model, (1.0, 2.0), (1.0,))
+
+
+def test_jvp_with_wrongly_shaped_tangent():
+    def model(a):
+        return a * 2.0
+
+    with pytest.raises(TypeError, match=r"jvp\(model\).*tangent.*shape"):
+        ad.jvp(model, (X,), (np.ones(2),))
+
+
+# ---- the tracer recovers after an error -----------------------------------------------------------
+
+def test_tracer_usable_after_errors():
+    for bad in (lambda x: float(x), lambda x: np.fft.fft(x), lambda x: x * 2.0):
+        with pytest.raises(TypeError):
+            grad(bad, X)
+    assert _state.STATE.active == 0
+    assert grad(lambda x: x * x, 3.0) == (6.0,)

@@ -1,0 +1,183 @@
+"""Tangent types: NoTangent, ZeroTangent, Tangent, Thunk, InplaceableThunk, unthunk."""
+
+import pickle
+from dataclasses import dataclass
+
+import numpy as np
+import pytest
+
+import adrules as ad
+
+ZEROS = [ad.ZeroTangent, ad.NoTangent]
+
+
+@dataclass
+class Line:
+    w: float
+    b: float
+
+
+# ---- the two zeros -----------------------------------------------------------------
+
+@pytest.mark.parametrize("Z", ZEROS)
+def test_zero_types_are_singletons(Z):
+    assert Z() is Z()
+    assert pickle.loads(pickle.dumps(Z())) is Z()
+
+
+def test_zero_and_no_tangent_are_different():
+    assert ad.ZeroTangent() is not ad.NoTangent()
+    assert type(ad.ZeroTangent()) is not type(ad.NoTangent())
+    assert repr(ad.ZeroTangent()) == "ZeroTangent()" and repr(ad.NoTangent()) == "NoTangent()"
+
+
+@pytest.mark.parametrize("Z", ZEROS)
+@pytest.mark.parametrize("other", [2.5, np.float32(2.5), np.array([1.0, -2.0]), np.ones((2, 3), np.float32)])
+def test_zeros_absorb_multiplication(Z, other):
+    assert Z() * other is Z()
+    assert other * Z() is Z()
+
+
+@pytest.mark.parametrize("Z", ZEROS)
+def test_zeros_vanish_in_addition_with_arrays(Z):
+    a = np.array([1.0, -2.0, 3.0])
+    for result in (a + Z(), Z() + a):
+        assert isinstance(result, np.ndarray)
+        np.testing.assert_array_equal(result, [1.0, -2.0, 3.0])
+    np.testing.assert_array_equal(a - Z(), [1.0, -2.0, 3.0])
+    np.testing.assert_array_equal(Z() - a, [-1.0, 2.0, -3.0])
+
+
+@pytest.mark.parametrize("Z", ZEROS)
+def test_zeros_vanish_in_addition_with_scalars(Z):
+    assert Z() + 2.5 == 2.5
+    assert 2.5 + Z() == 2.5
+    assert np.float32(1.5) + Z() == np.float32(1.5)
+    assert 4.0 - Z() == 4.0
+    assert Z() - 4.0 == -4.0
+
+
+def test_float32_array_plus_zero_keeps_dtype():
+    a = np.ones(3, np.float32)
+    assert (a + ad.ZeroTangent()).dtype == np.float32
+    assert (ad.ZeroTangent() + a).dtype == np.float32
+
+
+def test_zero_plus_zero_is_zero():
+    assert ad.ZeroTangent() + ad.ZeroTangent() is ad.ZeroTangent()
+    assert -ad.ZeroTangent() is ad.ZeroTangent()
+
+
+@pytest.mark.parametrize("Z", ZEROS)
+def test_zeros_are_falsy_and_index_to_themselves(Z):
+    assert not Z()
+    assert Z()[0] is Z()
+
+
+# ---- structural tangents -----------------------------------------------------------
+
+def test_tangent_attribute_and_item_access():
+    t = ad.Tangent(Line, w=2.0, b=-1.0)
+    assert t.w == 2.0 and t["w"] == 2.0
+    assert t.b == -1.0 and t["b"] == -1.0
+
+
+def test_tangent_missing_fields_are_zero():
+    t = ad.Tangent(Line, w=2.0)
+    assert t.b is ad.ZeroTangent()
+    assert t["b"] is ad.ZeroTangent()
+
+
+def test_tangent_addition_merges_fields():
+    s = ad.Tangent(Line, w=2.0) + ad.Tangent(Line, w=1.0, b=3.0)
+    assert s.w == 3.0 and s.b == 3.0
+    assert isinstance(s, ad.Tangent)
+    assert s.primal_type is Line
+
+
+def test_tangent_addition_with_arrays():
+    s = ad.Tangent(Line, w=np.array([1.0, 2.0])) + ad.Tangent(Line, w=np.array([10.0, 20.0]), b=1.0)
+    np.testing.assert_array_equal(s.w, [11.0, 22.0])
+    assert s.b == 1.0
+
+
+def test_tangent_plus_zero_is_itself():
+    t = ad.Tangent(Line, w=2.0)
+    assert (t + ad.ZeroTangent()).w == 2.0
+    assert (ad.ZeroTangent() + t).w == 2.0
+
+
+def test_positional_tangent_items():
+    t = ad.Tangent(tuple, 1.0, 2.0)
+    assert t[0] == 1.0 and t[1] == 2.0
+    s = t + ad.Tangent(tuple, 10.0, 20.0)
+    assert s[0] == 11.0 and s[1] == 22.0
+
+
+def test_tangent_scaling():
+    t = ad.Tangent(Line, w=2.0, b=3.0) * 2.0
+    assert t.w == 4.0 and t.b == 6.0
+
+
+def test_tangent_equality():
+    assert ad.Tangent(Line, w=np.array([1.0])) == ad.Tangent(Line, w=np.array([1.0]))
+    assert ad.Tangent(Line, w=np.array([1.0])) != ad.Tangent(Line, w=np.array([2.0]))
+
+
+def test_tangent_is_immutable():
+    t = ad.Tangent(Line, w=1.0)
+    with pytest.raises(TypeError):
+        t.w = 3.0
+
+
+# ---- thunks ------------------------------------------------------------------------------
+
+def test_thunk_is_lazy_and_evaluated_once():
+    calls = []
+
+    def compute():
+        calls.append(1)
+        return np.array([1.0, 2.0]) * 3
+
+    t = ad.Thunk(compute)
+    assert calls == []
+    np.testing.assert_array_equal(ad.unthunk(t), [3.0, 6.0])
+    np.testing.assert_array_equal(ad.unthunk(t), [3.0, 6.0])
+    assert len(calls) == 1
+
+
+def test_nested_thunk_unthunks_fully():
+    t = ad.Thunk(lambda: ad.Thunk(lambda: 5.0))
+    assert ad.unthunk(t) == 5.0
+
+
+@pytest.mark.parametrize("x", [5.0, np.array([1.0]), ad.ZeroTangent(), ad.NoTangent(), None, "s"])
+def test_unthunk_passes_other_values_through(x):
+    assert ad.unthunk(x) is x
+
+
+def test_inplaceable_thunk_value_and_add_into():
+    calls = []
+
+    def value():
+        calls.append(1)
+        return np.array([1.0, 2.0])
+
+    def add_into(buf):
+        buf += np.array([1.0, 2.0])
+        return buf
+
+    t = ad.InplaceableThunk(add_into, ad.Thunk(value))
+    buf = np.array([10.0, 10.0])
+    out = t.add_into(buf)
+    np.testing.assert_array_equal(out, [11.0, 12.0])
+    assert calls == []  # add_into does not need the value
+    np.testing.assert_array_equal(ad.unthunk(t), [1.0, 2.0])
+    assert isinstance(t, ad.Thunk)
+
+
+def test_thunk_pickles_as_its_value():
+    t = ad.Thunk(lambda: np.array([4.0]))
+    back = pickle.loads(pickle.dumps(t))
+    np.testing.assert_array_equal(ad.unthunk(back), [4.0])
+    assert not isinstance(back, ad.Thunk)  # nothing lazy crosses a process boundary

@@ -1,0 +1,306 @@
+"""adrules.testing: the checks pass on correct rules and fail, naming the argument, on
+deliberately wrong ones."""
+
+import numpy as np
+import pytest
+
+import adrules as ad
+from adrules.testing import check_frule, check_grads, check_rrule
+
+X = np.array([0.3, -0.7, 1.2])
+Y = np.array([1.5, 0.4, -0.9])
+
+
+# ---- correct rules pass --------------------------------------------------------------------
+
+@pytest.mark.parametrize("f, args", [
+    (np.sin, (X,)),
+    (np.exp, (0.4,)),
+    (np.multiply, (X, Y)),
+    (np.multiply, (X, 2.5)),
+    (np.true_divide, (X, Y)),
+    (np.power, (np.abs(X) + 0.5, Y)),
+    (np.add, (np.ones((2, 3)), X)),            # broadcasting
+    (np.sin, (X.astype(np.float32),)),
+], ids=["sin", "exp-scalar", "mul", "mul-scalar", "div", "pow", "add-broadcast", "sin-f32"])
+def test_builtin_rules_pass_both_checks(f, args):
+    check_rrule(f, *args)
+    check_frule(f, *args)
+
+
+def test_integer_argument_is_held_fixed():
+    check_rrule(np.multiply, X, 3)
+    check_frule(np.multiply, X, 3)
+
+
+@ad.primitive
+def cube(x):
+    return x * x * x
+
+
+@ad.rrule.register(cube)
+def cube_rrule(x):
+    return cube(x), lambda g: (ad.NoTangent(), 3.0 * x * x * g)
+
+
+@ad.frule.register(cube)
+def cube_frule(tangents, x):
+    return cube(x), 3.0 * x * x * tangents[1]
+
+
+def test_user_rules_pass():
+    check_rrule(cube, X)
+    check_frule(cube, X)
+    check_rrule(cube, 0.7)
+    check_frule(cube, 0.7)
+
+
+def test_check_grads_passes_on_correct_code():
+    check_grads(lambda x, y: np.sin(x) * cube(y) + x / (1.0 + y * y), X, Y, order=2)
+    check_grads(lambda x: np.tanh(x) * x, 0.4, order=3)
+
+
+def test_check_grads_with_reductions_and_containers():
+    check_grads(lambda p: np.sum(p["w"] * X) ** 2 + p["b"] * np.mean(p["w"]),
+                {"w": Y, "b": 0.5}, order=2)
+
+
+def test_check_rrule_thunked_pullback_passes():
+    @ad.primitive
+    def lazy_mul(a, b):
+        return a * b
+
+    @ad.rrule.register(lazy_mul)
+    def lazy_mul_rrule(a, b):
+        return a * b, lambda g: (ad.NoTangent(), ad.Thunk(lambda: g * b), ad.Thunk(lambda: g * a))
+
+    check_rrule(lazy_mul, X, Y)
+
+
+# ---- wrong rules fail ------------------------------------------------------------------------
+
+@ad.primitive
+def mul_wrong_factor(x, y):
+    return x * y
+
+
+@ad.rrule.register(mul_wrong_factor)
+def mul_wrong_factor_rrule(x, y):
+    return x * y, lambda g: (ad.NoTangent(), g * y, 2.0 * g * x)  # y's cotangent doubled
+
+
+@ad.frule.register(mul_wrong_factor)
+def mul_wrong_factor_frule(tangents, x, y):
+    _, dx, dy = tangents
+    return x * y, dx * y + 2.0 * dy * x
+
+
+def test_check_rrule_catches_wrong_factor_and_names_argument():
+    with pytest.raises(AssertionError, match=r"mul_wrong_factor.*argument 1") as info:
+        check_rrule(mul_wrong_factor, X, Y)
+    assert "argument 0" not in str(info.value)
+
+
+def test_check_frule_catches_wrong_factor():
+    with pytest.raises(AssertionError, match=r"check_frule\(.*mul_wrong_factor\)"):
+        check_frule(mul_wrong_factor, X, Y)
+
+
+def test_check_grads_catches_wrong_rule_in_reverse_mode():
+    with pytest.raises(AssertionError, match=r"reverse mode.*argument 1"):
+        check_grads(lambda x, y: mul_wrong_factor(x, y) * 1.0, X, Y, modes=("rev",), order=1)
+
+
+def test_check_grads_catches_wrong_rule_in_forward_mode():
+    with pytest.raises(AssertionError, match=r"forward mode"):
+        check_grads(lambda x, y: mul_wrong_factor(x, y) * 1.0, X, Y, modes=("fwd",), order=1)
+
+
+def test_check_grads_reverse_passes_when_wrong_argument_is_constant():
+    # only argument 1's cotangent is wrong; with argument 1 a closure constant all is well
+    check_grads(lambda x: mul_wrong_factor(x, Y), X, modes=("rev",), order=1)
+
+
+@ad.primitive
+def wrong_shape(x):
+    return x * 2.0
+
+
+@ad.rrule.register(wrong_shape)
+def wrong_shape_rrule(x):
+    return x * 2.0, lambda g: (ad.NoTangent(), np.full(5, 2.0))
+
+
+def test_check_rrule_catches_wrong_shape():
+    with pytest.raises(AssertionError, match=r"wrong_shape.*argument 0.*(wrong shape|shape)"):
+        check_rrule(wrong_shape, X)
+
+
+@ad.primitive
+def scalar_for_vector(x):
+    return x * 2.0
+
+
+@ad.rrule.register(scalar_for_vector)
+def scalar_for_vector_rrule(x):
+    # returns a scalar where a vector is needed: broadcasts, so only the values are wrong
+    return x * 2.0, lambda g: (ad.NoTangent(), np.float64(2.0))
+
+
+def test_check_rrule_catches_scalar_cotangent_for_vector_argument():
+    with pytest.raises(AssertionError, match=r"scalar_for_vector.*argument 0"):
+        check_rrule(scalar_for_vector, X)
+
+
+@ad.primitive
+def mutating(x):
+    return x * 2.0
+
+
+@ad.rrule.register(mutating)
+def mutating_rrule(x):
+    y = x * 2.0
+    x[0] = 100.0  # corrupts the caller's array
+    return y, lambda g: (ad.NoTangent(), 2.0 * g)
+
+
+def test_check_rrule_catches_mutated_input():
+    with pytest.raises(AssertionError, match=r"mutating.*mutated its input"):
+        check_rrule(mutating, X.copy())
+
+
+@ad.primitive
+def mutating_in_pullback(x):
+    return x * 2.0
+
+
+@ad.rrule.register(mutating_in_pullback)
+def mutating_in_pullback_rrule(x):
+    def mutating_in_pullback_pullback(g):
+        x[...] = -1.0  # corrupts the caller's array during the backward pass
+        return ad.NoTangent(), 2.0 * g
+
+    return x * 2.0, mutating_in_pullback_pullback
+
+
+def test_check_rrule_catches_input_mutated_by_pullback():
+    with pytest.raises(AssertionError, match=r"mutating_in_pullback.*mutated its input"):
+        check_rrule(mutating_in_pullback, X.copy())
+
+
+@ad.primitive
+def mutating_frule_fn(x):
+    return x * 2.0
+
+
+@ad.frule.register(mutating_frule_fn)
+def mutating_frule(tangents, x):
+    x += 1.0
+    return (x - 1.0) * 2.0, 2.0 * tangents[1]
+
+
+def test_check_frule_catches_mutated_input():
+    with pytest.raises(AssertionError, match=r"mutating_frule_fn.*mutated its input"):
+        check_frule(mutating_frule_fn, X.copy())
+
+
+@ad.primitive
+def missing_self_slot(x, y):
+    return x * y
+
+
+@ad.rrule.register(missing_self_slot)
+def missing_self_slot_rrule(x, y):
+    return x * y, lambda g: (g * y, g * x)
+
+
+def test_check_rrule_catches_wrong_slot_count():
+    with pytest.raises(AssertionError, match=r"missing_self_slot.*2 slots.*3"):
+        check_rrule(missing_self_slot, X, Y)
+
+
+@ad.primitive
+def bad_self_slot(x):
+    return x * 2.0
+
+
+@ad.rrule.register(bad_self_slot)
+def bad_self_slot_rrule(x):
+    return x * 2.0, lambda g: (2.0 * g, 2.0 * g)
+
+
+def test_check_rrule_catches_non_zero_self_slot_of_plain_function():
+    with pytest.raises(AssertionError, match=r"bad_self_slot.*self slot"):
+        check_rrule(bad_self_slot, X)
+
+
+@ad.primitive
+def wrong_primal(x):
+    return x * 2.0
+
+
+@ad.rrule.register(wrong_primal)
+def wrong_primal_rrule(x):
+    return x * 3.0, lambda g: (ad.NoTangent(), 2.0 * g)
+
+
+def test_check_rrule_catches_wrong_primal():
+    with pytest.raises(AssertionError, match=r"wrong_primal.*primal"):
+        check_rrule(wrong_primal, X)
+
+
+@ad.primitive
+def int_gets_cotangent(x, n):
+    return x * n
+
+
+@ad.rrule.register(int_gets_cotangent)
+def int_gets_cotangent_rrule(x, n):
+    return x * n, lambda g: (ad.NoTangent(), g * n, np.sum(g * x))
+
+
+def test_check_rrule_catches_cotangent_for_integer_argument():
+    with pytest.raises(AssertionError, match=r"int_gets_cotangent.*argument 1.*not differentiable"):
+        check_rrule(int_gets_cotangent, X, 3)
+
+
+def test_check_rrule_without_rule():
+    @ad.primitive
+    def unruled(x):
+        return x
+
+    with pytest.raises(AssertionError, match=r"no rrule registered.*@adrules\.rrule\.register"):
+        check_rrule(unruled, X)
+    with pytest.raises(AssertionError, match=r"no frule registered"):
+        check_frule(unruled, X)
+
+
+# ---- second order -------------------------------------------------------------------------------
+
+@ad.primitive
+def frozen_cube(x):
+    return x * x * x
+
+
+@ad.rrule.register(frozen_cube)
+def frozen_cube_rrule(x):
+    # correct first derivative, but computed on the unwrapped value: it is a constant to any
+    # outer differentiation, so second derivatives come out wrong
+    x0 = x
+    while hasattr(x0, "value") and not isinstance(x0, np.ndarray):
+        x0 = x0.value
+    return frozen_cube(x), lambda g: (ad.NoTangent(), 3.0 * x0 * x0 * g)
+
+
+def test_check_grads_order_1_passes_order_2_catches_broken_second_derivative():
+    check_grads(frozen_cube, X, modes=("rev",), order=1)
+    with pytest.raises(AssertionError, match=r"argument 0"):
+        check_grads(frozen_cube, X, modes=("rev",), order=2)
+
+
+def test_check_grads_failure_message_names_function():
+    def my_loss(x, y):
+        return mul_wrong_factor(x, y) * 1.0
+
+    with pytest.raises(AssertionError, match=r"check_grads\(my_loss\)"):
+        check_grads(my_loss, X, Y, modes=("rev",), order=1)

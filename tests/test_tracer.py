@@ -1,0 +1,576 @@
+"""The tracer: NumPy protocols, operators, indexing, attributes and methods, dtypes,
+tape release and nested differentiation.
+
+Every derivative is compared with central finite differences of the same function on
+plain NumPy arrays, or with derivatives worked out by hand.
+"""
+
+import gc
+import tracemalloc
+import weakref
+
+import numpy as np
+import pytest
+
+import adrules as ad
+
+RNG = np.random.default_rng(0)
+X23 = RNG.uniform(0.5, 1.5, size=(2, 3))
+V3 = np.array([0.3, -0.7, 1.1])
+
+
+def weights(shape):
+    """A fixed, non-trivial output cotangent for ``shape``."""
+    n = int(np.prod(shape))
+    return (np.cos(np.arange(n)) + 1.5).reshape(shape)
+
+
+def num_grad(f, x, h=1e-6):
+    """Central differences of scalar ``f`` at float64 array or float ``x``."""
+    if isinstance(x, float):
+        return (f(x + h) - f(x - h)) / (2 * h)
+    x = np.asarray(x, dtype=np.float64)
+    g = np.zeros_like(x)
+    for i in np.ndindex(x.shape):
+        e = np.zeros_like(x)
+        e[i] = h
+        g[i] = (f(x + e) - f(x - e)) / (2 * h)
+    return g
+
+
+def num_jvp(f, x, v, h=1e-6):
+    return (np.asarray(f(x + h * v)) - np.asarray(f(x - h * v))) / (2 * h)
+
+
+def check_against_fd(f, x, rtol=1e-6, atol=1e-8):
+    """Reverse mode with a weighted cotangent, and forward mode along a random tangent."""
+    y_plain = f(x)
+    w = weights(np.shape(y_plain))
+    loss = lambda x: np.sum(np.asarray(f(x)) * w)  # noqa: E731  (plain numpy)
+    y, back = ad.pullback(f, x)
+    np.testing.assert_allclose(y, y_plain, rtol=1e-12)
+    (g,) = back(w if np.ndim(y_plain) else float(w))
+    np.testing.assert_allclose(g, num_grad(loss, x), rtol=rtol, atol=atol)
+    v = RNG.uniform(-1, 1, size=np.shape(x))
+    _, dy = ad.jvp(f, (x,), (v,))
+    dy = np.broadcast_to(ad.unthunk(dy), np.shape(y_plain)) if dy is not ad.ZeroTangent() else 0 * y_plain
+    np.testing.assert_allclose(dy, num_jvp(f, x, v), rtol=rtol, atol=atol)
+
+
+# ---- ufuncs, operators and reflected operators ---------------------------------------
+
+C23 = np.array([[2.0, -1.0, 0.5], [1.5, 3.0, -2.0]])
+
+ELEMENTWISE = {
+    "np.sin": lambda x: np.sin(x),
+    "np.exp*np.log": lambda x: np.exp(x) * np.log(x),
+    "np.tanh(x)**2": lambda x: np.tanh(x) ** 2,
+    "x + x": lambda x: x + x,
+    "x * x * x": lambda x: x * x * x,
+    "x - 3": lambda x: x - 3.0,
+    "x / (1 + x)": lambda x: x / (1.0 + x),
+    "x ** 3": lambda x: x ** 3,
+    "x ** 0.5": lambda x: x ** 0.5,
+    "x ** x": lambda x: x ** x,
+    "2 ** x": lambda x: 2.0 ** x,
+    "-x": lambda x: -x,
+    "+x": lambda x: +x,
+    "abs(x - 1)": lambda x: abs(x - 1.0),
+    "1 / x": lambda x: 1.0 / x,
+    "3 - x": lambda x: 3.0 - x,
+    "ndarray + x": lambda x: C23 + x,
+    "ndarray - x": lambda x: C23 - x,
+    "ndarray * x": lambda x: C23 * x,
+    "ndarray / x": lambda x: C23 / x,
+    "ndarray ** x": lambda x: np.abs(C23) ** x,
+    "np.float64 * x": lambda x: np.float64(2.5) * x,
+    "np.add(ndarray, x)": lambda x: np.add(C23, x),
+    "np.maximum(x, 1)": lambda x: np.maximum(x, 1.0),
+    "np.where(x > 1, x, x * x)": lambda x: np.where(x > 1.0, x, x * x),
+    "np.hypot(x, ndarray)": lambda x: np.hypot(x, C23),
+    "broadcast row": lambda x: x * np.array([1.0, 2.0, 3.0]),
+    "broadcast column": lambda x: x + np.array([[1.0], [2.0]]),
+}
+
+
+@pytest.mark.parametrize("name", list(ELEMENTWISE))
+def test_elementwise_against_finite_differences(name):
+    check_against_fd(ELEMENTWISE[name], X23.copy())
+
+
+@pytest.mark.parametrize("name", ["np.sin", "x * x * x", "1 / x", "ndarray * x", "x ** x"])
+def test_elementwise_on_python_float(name):
+    f = ELEMENTWISE[name] if "ndarray" not in name else (lambda x: np.float64(3.0) * x)
+    (g,) = ad.gradient(f, 0.8)
+    assert isinstance(g, float)
+    assert g == pytest.approx(num_grad(f, 0.8), rel=1e-7)
+
+
+def test_python_float_inputs_give_python_float_gradients():
+    ga, gb = ad.gradient(lambda a, b: a * b + np.sin(a), 2.0, 3.0)
+    assert type(ga) is float and type(gb) is float
+    assert ga == pytest.approx(3.0 + np.cos(2.0))
+    assert gb == pytest.approx(2.0)
+
+
+def test_unused_float_input_gets_zero_float():
+    ga, gb = ad.gradient(lambda a, b: a * 2.0, 2.0, 3.0)
+    assert ga == 2.0
+    assert gb == 0.0 and isinstance(gb, float)
+
+
+def test_unused_array_input_gets_dense_zeros():
+    ga, gb = ad.gradient(lambda a, b: np.sin(a), 0.5, np.ones((2, 2), np.float32))
+    assert isinstance(gb, np.ndarray) and gb.shape == (2, 2) and gb.dtype == np.float32
+    assert not gb.any()
+
+
+def test_same_input_used_many_times_accumulates():
+    (g,) = ad.gradient(lambda x: x * x + x * 3.0 + np.sin(x) * x, 0.7)
+    assert g == pytest.approx(2 * 0.7 + 3.0 + np.cos(0.7) * 0.7 + np.sin(0.7))
+
+
+def test_comparisons_return_plain_booleans_and_cut_gradients():
+    x = np.array([0.5, 1.5, 2.5])
+    seen = []
+
+    def f(x):
+        masks = [x > 1.0, x >= 1.5, x < 2.0, x <= 1.5, x == 1.5, x != 1.5,
+                 np.array([1.0, 1.0, 3.0]) < x, 1.0 < x]
+        for m in masks:
+            seen.append(type(m))
+        return x * masks[0] + x * masks[6]
+
+    y, back = ad.pullback(f, x)
+    np.testing.assert_array_equal(y, [0.0, 3.0, 2.5])
+    np.testing.assert_array_equal(back(np.ones(3))[0], [0.0, 2.0, 1.0])
+    assert all(t is np.ndarray or t is np.bool_ or t is bool for t in seen)
+
+
+def test_python_control_flow_on_traced_comparisons():
+    def f(x):
+        if x > 0:
+            return x * x
+        return -x
+
+    assert ad.gradient(f, 3.0) == (6.0,)
+    assert ad.gradient(f, -3.0) == (-1.0,)
+
+
+# ---- NumPy functions (reductions, shape, linalg) ----------------------------------------
+
+FUNCTIONS = {
+    "np.sum": lambda x: np.sum(x * x),
+    "np.sum(axis=0)": lambda x: np.sum(np.sin(x), axis=0),
+    "np.mean": lambda x: np.mean(x ** 3),
+    "np.prod": lambda x: np.prod(x),
+    "np.max": lambda x: np.max(x * C23),
+    "np.min": lambda x: np.min(x * C23),
+    "np.reshape": lambda x: np.reshape(x, (3, 2)) * np.arange(6.0).reshape(3, 2),
+    "np.transpose": lambda x: np.transpose(x) * np.arange(6.0).reshape(3, 2),
+    "np.dot": lambda x: np.dot(x, V3),
+    "np.matmul": lambda x: x @ np.arange(6.0).reshape(3, 2),
+    "ndarray @ x": lambda x: np.arange(4.0).reshape(2, 2) @ x,
+    "x @ x.T": lambda x: x @ x.T,
+    "np.stack": lambda x: np.stack([x, x * x]),
+    "np.concatenate": lambda x: np.concatenate([x, np.sin(x)], axis=1),
+    "np.exp then np.sum": lambda x: np.exp(x) / np.sum(np.exp(x)),
+}
+
+
+@pytest.mark.parametrize("name", list(FUNCTIONS))
+def test_array_functions_against_finite_differences(name):
+    check_against_fd(FUNCTIONS[name], X23.copy())
+
+
+# ---- indexing -------------------------------------------------------------------------------
+
+X6 = np.array([0.5, 1.0, 1.5, 2.0, 2.5, 3.0])
+
+INDEXING = {
+    "x[1:4]": lambda x: x[1:4],
+    "x[::-2]": lambda x: x[::-2],
+    "x[2]": lambda x: x[2],
+    "x[-1]": lambda x: x[-1],
+    "x[[0, 0, 3, 0]] (repeated)": lambda x: x[[0, 0, 3, 0]],
+    "x[np.array([5, 1, 5])]": lambda x: x[np.array([5, 1, 5])],
+    "x[x > 1.2] (mask)": lambda x: x[x > 1.2],
+    "x[bool mask array]": lambda x: x[np.array([True, False, True, False, False, True])],
+    "x[None, 1:]": lambda x: x[None, 1:],
+    "x[...]": lambda x: x[...] * x,
+    "x[1:][::2][0] chained": lambda x: x[1:][::2][0] * x[1:][::2][1],
+}
+
+
+@pytest.mark.parametrize("name", list(INDEXING))
+def test_indexing_against_finite_differences(name):
+    check_against_fd(INDEXING[name], X6.copy())
+
+
+INDEXING_2D = {
+    "x[0]": lambda x: x[0],
+    "x[:, 1]": lambda x: x[:, 1],
+    "x[1, 2]": lambda x: x[1, 2],
+    "x[:, [2, 2, 0]]": lambda x: x[:, [2, 2, 0]],
+    "x[[1, 0, 1], [0, 0, 2]]": lambda x: x[[1, 0, 1], [0, 0, 2]],
+    "x[x > 1]": lambda x: x[x > 1.0],
+    "x[..., -1]": lambda x: x[..., -1],
+    "x[:, None, ::2]": lambda x: x[:, None, ::2],
+}
+
+
+@pytest.mark.parametrize("name", list(INDEXING_2D))
+def test_2d_indexing_against_finite_differences(name):
+    check_against_fd(INDEXING_2D[name], X23.copy())
+
+
+def test_repeated_fancy_index_accumulates_exactly():
+    (g,) = ad.gradient(lambda x: np.sum(x[[0, 0, 0, 2]]), np.zeros(3))
+    np.testing.assert_array_equal(g, [3.0, 0.0, 1.0])
+
+
+def test_iterating_over_a_traced_array():
+    (g,) = ad.gradient(lambda x: sum(row * row for row in x), np.array([1.0, 2.0, 3.0]))
+    np.testing.assert_array_equal(g, [2.0, 4.0, 6.0])
+
+
+# ---- attributes -------------------------------------------------------------------------------
+
+def test_attributes_of_traced_arrays():
+    seen = {}
+
+    def f(x):
+        seen.update(shape=x.shape, ndim=x.ndim, size=x.size, dtype=x.dtype, len=len(x),
+                    Tshape=x.T.shape)
+        return np.sum(x)
+
+    ad.gradient(f, np.ones((2, 3), np.float32))
+    assert seen == {"shape": (2, 3), "ndim": 2, "size": 6, "dtype": np.float32, "len": 2,
+                    "Tshape": (3, 2)}
+
+
+def test_attributes_of_traced_python_float():
+    seen = {}
+
+    def f(x):
+        seen.update(shape=x.shape, ndim=x.ndim, size=x.size, dtype=x.dtype)
+        return x * 2.0
+
+    ad.gradient(f, 1.0)
+    assert seen == {"shape": (), "ndim": 0, "size": 1, "dtype": np.float64}
+
+
+def test_dot_T_gradient():
+    w = np.arange(6.0).reshape(3, 2)
+    check_against_fd(lambda x: x.T * w, X23.copy())
+
+
+# ---- methods ------------------------------------------------------------------------------------
+
+METHODS = {
+    "x.sum()": lambda x: (x * x).sum(),
+    "x.sum(axis=1)": lambda x: np.sin(x).sum(axis=1),
+    "x.mean()": lambda x: (x ** 3).mean(),
+    "x.mean(axis=0)": lambda x: (x ** 3).mean(axis=0),
+    "x.max()": lambda x: (x * C23).max(),
+    "x.min(axis=1)": lambda x: (x * C23).min(axis=1),
+    "x.prod()": lambda x: x.prod(),
+    "x.reshape(3, 2)": lambda x: x.reshape(3, 2) * np.arange(6.0).reshape(3, 2),
+    "x.reshape((6,))": lambda x: x.reshape((6,)) * np.arange(6.0),
+    "x.reshape(-1)": lambda x: x.reshape(-1) * np.arange(6.0),
+    "x.ravel()": lambda x: x.ravel() * np.arange(6.0),
+    "x.transpose()": lambda x: x.transpose() * np.arange(6.0).reshape(3, 2),
+    "x.transpose(1, 0)": lambda x: x.transpose(1, 0) * np.arange(6.0).reshape(3, 2),
+    "x.dot(v)": lambda x: x.dot(V3),
+    "x.T.dot(x)": lambda x: x.T.dot(x),
+}
+
+
+@pytest.mark.parametrize("name", list(METHODS))
+def test_methods_against_finite_differences(name):
+    check_against_fd(METHODS[name], X23.copy())
+
+
+# ---- dtypes ------------------------------------------------------------------------------------
+
+def test_astype_float32_keeps_gradient():
+    x = np.array([0.5, 1.0, 2.0])
+
+    def f(x):
+        y = x.astype(np.float32)
+        assert y.dtype == np.float32
+        return np.sum(y * y)
+
+    (g,) = ad.gradient(f, x)
+    assert g.dtype == np.float64
+    np.testing.assert_allclose(g, 2 * x, rtol=1e-6)
+
+
+def test_astype_float64_from_float32_keeps_gradient_and_input_dtype():
+    x = np.array([0.5, 1.0, 2.0], np.float32)
+    (g,) = ad.gradient(lambda x: np.sum(np.sin(x.astype(np.float64))), x)
+    assert g.dtype == np.float32
+    np.testing.assert_allclose(g, np.cos(x.astype(np.float64)), rtol=1e-6)
+
+
+def test_astype_int_stops_gradient():
+    x = np.array([0.5, 1.7, 2.2])
+    y, back = ad.pullback(lambda x: x.astype(np.int64) * x, x)
+    np.testing.assert_array_equal(y, [0.0, 1.7, 4.4])
+    np.testing.assert_array_equal(back(np.ones(3))[0], [0.0, 1.0, 2.0])
+
+
+def test_astype_in_forward_mode():
+    x = np.array([0.5, 1.0], np.float32)
+    y, dy = ad.jvp(lambda x: x.astype(np.float64) * 2.0, (x,), (np.ones(2, np.float32),))
+    np.testing.assert_allclose(dy, [2.0, 2.0])
+    y, dy = ad.jvp(lambda x: x.astype(np.int32) * x, (np.array([1.5, 2.5]),), (np.ones(2),))
+    np.testing.assert_allclose(dy, [1.0, 2.0])
+
+
+def test_float32_gradient_stays_float32():
+    x = np.array([0.1, 0.2], np.float32)
+    (g,) = ad.gradient(lambda x: np.sum(np.exp(x) * 3.0), x)
+    assert g.dtype == np.float32
+    np.testing.assert_allclose(g, 3 * np.exp(x), rtol=1e-6)
+
+
+def test_numpy_float32_scalar_input():
+    (g,) = ad.gradient(lambda x: x * x, np.float32(3.0))
+    assert np.asarray(g).dtype == np.float32
+    assert float(g) == 6.0
+
+
+def test_integer_argument_gets_no_tangent():
+    gx, gk = ad.gradient(lambda x, k: x ** k, 2.0, 3)
+    assert gx == pytest.approx(12.0)
+    assert gk is ad.NoTangent()
+
+
+def test_integer_array_argument_gets_no_tangent():
+    gx, gi = ad.gradient(lambda x, i: np.sum(x * i), np.ones(3), np.arange(3))
+    np.testing.assert_array_equal(gx, [0.0, 1.0, 2.0])
+    assert gi is ad.NoTangent()
+
+
+# ---- the tape is released ----------------------------------------------------------------------
+
+class Payload:
+    """An object we can take a weak reference to."""
+
+    def __init__(self):
+        self.data = np.ones(200_000)
+
+
+HELD = []
+
+
+@ad.primitive
+def hold(x):
+    return x * 1.0
+
+
+@ad.rrule.register(hold)
+def hold_rrule(x):
+    payload = Payload()
+    HELD.append(weakref.ref(payload))
+
+    def hold_pullback(g):
+        assert payload.data.shape == (200_000,)
+        return ad.NoTangent(), g
+
+    return x * 1.0, hold_pullback
+
+
+def test_tape_and_captured_state_released_after_gradient():
+    HELD.clear()
+    big_refs = []
+
+    def f(x):
+        big = x * np.ones(200_000)  # a big traced intermediate
+        big_refs.append(weakref.ref(big.value))
+        return np.sum(hold(big)) * 2.0
+
+    (g,) = ad.gradient(f, 1.5)
+    assert g == 400_000.0
+    gc.collect()
+    assert HELD and HELD[0]() is None
+    assert big_refs and big_refs[0]() is None
+
+
+def test_tape_released_when_pullback_dropped():
+    HELD.clear()
+    y, back = ad.pullback(lambda x: hold(x * 2.0), np.ones(3))
+    np.testing.assert_array_equal(back(np.ones(3))[0], [2.0, 2.0, 2.0])
+    del back
+    gc.collect()
+    assert HELD[0]() is None
+
+
+def test_tape_released_without_cycle_collector():
+    HELD.clear()
+    gc.disable()
+    try:
+        ad.gradient(lambda x: hold(x) * 3.0, 1.0)
+        assert HELD[0]() is None
+    finally:
+        gc.enable()
+
+
+def test_repeated_gradients_do_not_accumulate_memory():
+    f = lambda x: np.sum(np.sin(x * np.ones(50_000)) ** 2)  # noqa: E731
+    ad.gradient(f, 0.3)
+    gc.collect()
+    tracemalloc.start()
+    try:
+        ad.gradient(f, 0.3)
+        gc.collect()
+        base, _ = tracemalloc.get_traced_memory()
+        for _ in range(20):
+            ad.gradient(f, 0.3)
+        gc.collect()
+        after, _ = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert after - base < 400_000  # one 50_000-float array is 400 kB
+
+
+# ---- nesting -----------------------------------------------------------------------------------
+
+def d(f):
+    """The derivative of a scalar function of a scalar, by reverse mode."""
+    return lambda x: ad.gradient(f, x)[0]
+
+
+def fwd(f):
+    """The derivative of a scalar function of a scalar, by forward mode."""
+    return lambda x: ad.jvp(f, (x,), (1.0,))[1]
+
+
+@pytest.mark.parametrize("x", [0.3, 1.7, -2.1])
+def test_second_and_third_derivatives_of_sin(x):
+    assert d(d(np.sin))(x) == pytest.approx(-np.sin(x), rel=1e-12)
+    assert d(d(d(np.sin)))(x) == pytest.approx(-np.cos(x), rel=1e-12)
+
+
+@pytest.mark.parametrize("x", [0.5, 1.3])
+def test_third_derivative_of_a_composite(x):
+    f = lambda x: x ** 4 + np.exp(2.0 * x) / x  # noqa: E731
+    # f''' = 24x + d3/dx3 [e^{2x} / x] = 24x + e^{2x} (8/x - 12/x^2 + 12/x^3 - 6/x^4)
+    expected = 24 * x + np.exp(2 * x) * (8 / x - 12 / x ** 2 + 12 / x ** 3 - 6 / x ** 4)
+    assert d(d(d(f)))(x) == pytest.approx(expected, rel=1e-10)
+    assert fwd(fwd(fwd(f)))(x) == pytest.approx(expected, rel=1e-10)
+    assert fwd(d(fwd(f)))(x) == pytest.approx(expected, rel=1e-10)
+    assert d(fwd(d(f)))(x) == pytest.approx(expected, rel=1e-10)
+
+
+def test_fourth_derivative_of_polynomial():
+    assert d(d(d(d(lambda x: x ** 5))))(1.5) == pytest.approx(120 * 1.5)
+
+
+@pytest.mark.parametrize("x", [0.0, 1.0, 3.5, -2.0])
+def test_perturbation_confusion_reverse(x):
+    # d/dx [x * d/dy (x + y)] = d/dx [x * 1] = 1   (a confused tracer gives 2)
+    def f(x):
+        return x * ad.gradient(lambda y: x + y, 1.0)[0]
+
+    assert ad.gradient(f, x)[0] == 1.0
+
+
+@pytest.mark.parametrize("x", [0.0, 1.0, 3.5])
+def test_perturbation_confusion_forward(x):
+    def f(x):
+        return x * ad.jvp(lambda y: x + y, (1.0,), (1.0,))[1]
+
+    assert ad.jvp(f, (x,), (1.0,))[1] == 1.0
+
+
+@pytest.mark.parametrize("outer, inner", [("rev", "fwd"), ("fwd", "rev")])
+def test_perturbation_confusion_mixed(outer, inner):
+    def inner_d(g, y):
+        return ad.gradient(g, y)[0] if inner == "rev" else ad.jvp(g, (y,), (1.0,))[1]
+
+    def f(x):
+        return x * inner_d(lambda y: x + y, 1.0)
+
+    got = ad.gradient(f, 2.0)[0] if outer == "rev" else ad.jvp(f, (2.0,), (1.0,))[1]
+    assert got == 1.0
+
+
+def test_perturbation_confusion_product():
+    # d/dx [x * d/dy (x * y)] = d/dx [x * x] = 2x
+    def f(x):
+        return x * ad.gradient(lambda y: x * y, 1.0)[0]
+
+    assert ad.gradient(f, 3.0)[0] == pytest.approx(6.0)
+
+
+def test_inner_gradient_of_closure_over_outer_variable():
+    # g(x) = d/dy [sin(x * y)] at y=2 = x cos(2x);  g'(x) = cos(2x) - 2x sin(2x)
+    def g(x):
+        return ad.gradient(lambda y: np.sin(x * y), 2.0)[0]
+
+    x = 0.9
+    assert ad.gradient(g, x)[0] == pytest.approx(np.cos(2 * x) - 2 * x * np.sin(2 * x), rel=1e-12)
+
+
+def _f_vec(x):
+    return np.sum(np.sin(x) * x) + 0.5 * (x @ (A3 @ x))
+
+
+A3 = np.array([[2.0, 1.0, 0.0], [0.5, 3.0, -1.0], [0.0, 2.0, 1.0]])
+
+
+def _hessian_f_vec(x):
+    # d2/dx2 sum(sin(x) x) = diag(2 cos x - x sin x); d2 [0.5 x A x] = (A + A^T) / 2
+    return np.diag(2 * np.cos(x) - x * np.sin(x)) + 0.5 * (A3 + A3.T)
+
+
+def test_forward_over_reverse_hessian_vector_product():
+    x = np.array([0.3, -0.5, 1.2])
+    v = np.array([1.0, 2.0, -1.0])
+    _, hv = ad.jvp(lambda x: ad.gradient(_f_vec, x)[0], (x,), (v,))
+    np.testing.assert_allclose(hv, _hessian_f_vec(x) @ v, rtol=1e-12)
+
+
+def test_reverse_over_forward_hessian_vector_product():
+    x = np.array([0.3, -0.5, 1.2])
+    v = np.array([1.0, 2.0, -1.0])
+    (hv,) = ad.gradient(lambda x: ad.jvp(_f_vec, (x,), (v,))[1], x)
+    np.testing.assert_allclose(hv, _hessian_f_vec(x) @ v, rtol=1e-12)
+
+
+def test_reverse_over_reverse_hessian_vector_product():
+    x = np.array([0.3, -0.5, 1.2])
+    v = np.array([1.0, 2.0, -1.0])
+    (hv,) = ad.gradient(lambda x: np.sum(ad.gradient(_f_vec, x)[0] * v), x)
+    np.testing.assert_allclose(hv, _hessian_f_vec(x) @ v, rtol=1e-12)
+
+
+def test_elementwise_forward_over_reverse_on_arrays():
+    x = np.array([0.3, -0.5, 1.2])
+    v = np.array([1.0, 2.0, -1.0])
+    f = lambda x: np.sum(np.sin(x) * x)  # noqa: E731
+    _, hv = ad.jvp(lambda x: ad.gradient(f, x)[0], (x,), (v,))
+    np.testing.assert_allclose(hv, (2 * np.cos(x) - x * np.sin(x)) * v, rtol=1e-12)
+
+
+def test_pullback_inside_gradient():
+    # d/dx <back(w), u> where back is the pullback of y = x^2 (elementwise): 2 w u
+    u = np.array([1.0, -2.0])
+    w = np.array([3.0, 0.5])
+
+    def f(x):
+        _, back = ad.pullback(lambda z: z * z, x)
+        return np.sum(back(w)[0] * u)
+
+    np.testing.assert_allclose(ad.gradient(f, np.array([0.7, 1.1]))[0], 2 * w * u)
+
+
+def test_values_inside_nested_gradient_are_traced_by_the_outer_one():
+    # the inner gradient's result depends on x, so the outer one differentiates it
+    def f(x):
+        (g,) = ad.gradient(lambda y: y * y * x, x)  # g = 2 y x at y = x, i.e. 2 x^2
+        return g
+
+    assert ad.gradient(f, 1.5)[0] == pytest.approx(4 * 1.5)
