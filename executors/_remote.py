@@ -29,11 +29,12 @@ import collections
 import contextvars
 import hashlib
 import os
+import pickle
 import threading
 
 from . import _context
 from ._blas import blas_pinned, pin_for_process
-from .base import SerializationError
+from .base import RemoteError, SerializationError
 
 __all__ = ["dumps", "loads", "make_blob", "run_task", "init_process_worker"]
 
@@ -58,8 +59,6 @@ def dumps(obj, what: str, backend: str) -> bytes:
 
 def loads(data: bytes):
     """Unpickle bytes made by :func:`dumps`."""
-    import pickle
-
     return pickle.loads(data)
 
 
@@ -126,11 +125,55 @@ def run_task(index, item_data, fn_blob, shared_blobs, origin_pid, chunk_size, ba
         return _run(index, item_data, fn_blob, shared_blobs, chunk_size, backend)
 
 
+def _load_on_worker(loader, blob, what, backend):
+    try:
+        return loader(blob)
+    except Exception as exc:
+        raise SerializationError(
+            f"could not unpickle {what} on a worker of the {backend!r} executor: "
+            f"{type(exc).__name__}: {exc}. Are the same modules importable in the "
+            "workers' environment?"
+        ) from exc
+
+
 def _run(index, item_data, fn_blob, shared_blobs, chunk_size, backend):
-    fn = _load_blob(fn_blob)
-    shared = [_load_blob(b) for b in shared_blobs]
-    item = loads(item_data)
+    fn = _load_on_worker(_load_blob, fn_blob, "fn", backend)
+    shared = [
+        _load_on_worker(_load_blob, b, f"shared arg {j}", backend)
+        for j, b in enumerate(shared_blobs)
+    ]
+    item = _load_on_worker(loads, item_data, f"item {index}", backend)
     ctx = contextvars.Context()
     ctx.run(_context.enter_worker, chunk_size, keep_settings=False)
-    result = ctx.run(fn, item, *shared)
+    try:
+        result = ctx.run(fn, item, *shared)
+    except Exception as exc:
+        reason = _unsendable(exc)
+        if reason is None:
+            raise
+        raise RemoteError(
+            f"{type(exc).__module__}.{type(exc).__qualname__}", str(exc), reason
+        ) from None
     return dumps(result, f"the result of item {index}", backend)
+
+
+def _unsendable(exc):
+    """None if ``exc`` survives a pickle round trip, else the reason it does not."""
+    import cloudpickle
+
+    try:
+        pickle.loads(cloudpickle.dumps(exc))
+    except Exception as why:
+        return f"{type(why).__name__}: {why}"
+    return None
+
+
+def load_result(data: bytes, index: int, backend: str):
+    """Unpickle a result in the parent; a failure names the item."""
+    try:
+        return pickle.loads(data)
+    except Exception as exc:
+        raise SerializationError(
+            f"could not unpickle the result of item {index} sent back by the {backend!r} "
+            f"executor's worker: {type(exc).__name__}: {exc}"
+        ) from exc

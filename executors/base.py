@@ -24,6 +24,7 @@ machine.  Capability flags let callers adapt without knowing the backend:
 
 from __future__ import annotations
 
+import contextvars
 import operator
 import os
 import pickle
@@ -36,6 +37,7 @@ __all__ = [
     "Executor",
     "WorkerError",
     "SerializationError",
+    "RemoteError",
     "usable_cpu_count",
     "register_backend",
     "backend_names",
@@ -62,7 +64,35 @@ class SerializationError(pickle.PicklingError, TypeError):
     Subclasses both ``pickle.PicklingError`` and ``TypeError``; the message
     names the culprit: ``fn``, ``item i``, ``shared arg j`` or ``the result of
     item i``.
+
+    >>> import pickle
+    >>> issubclass(SerializationError, TypeError), issubclass(SerializationError, pickle.PicklingError)
+    (True, True)
     """
+
+
+class RemoteError(Exception):
+    """Stand-in for an exception raised on a worker that could not be sent back.
+
+    Keeps the original type name (``type_name``) and message; raised when the
+    original exception does not survive pickling (e.g. a custom ``__init__``
+    with required arguments).
+
+    >>> str(RemoteError("MyError", "it broke", "no pickle"))
+    'MyError: it broke (the original exception could not be sent back from the worker: no pickle)'
+    """
+
+    def __init__(self, type_name, message, reason=""):
+        super().__init__(type_name, message, reason)
+        self.type_name = type_name
+        self.message = message
+        self.reason = reason
+
+    def __str__(self):
+        return (
+            f"{self.type_name}: {self.message} (the original exception could not be sent "
+            f"back from the worker: {self.reason})"
+        )
 
 
 def usable_cpu_count() -> int:
@@ -78,7 +108,15 @@ def usable_cpu_count() -> int:
 
 
 def check_positive_int(value, what="n_workers"):
-    """Return ``value`` as an int if it is None or a positive integer, else raise ValueError."""
+    """Return ``value`` as an int if it is None or a positive integer, else raise ValueError.
+
+    >>> check_positive_int(4), check_positive_int(None)
+    (4, None)
+    >>> check_positive_int(0, "chunk_size")
+    Traceback (most recent call last):
+    ...
+    ValueError: chunk_size must be a positive integer or None, got 0
+    """
     if value is None:
         return None
     try:
@@ -93,7 +131,15 @@ def check_positive_int(value, what="n_workers"):
 
 
 def annotate(exc: BaseException, index: int, n_items: int, name: str) -> BaseException:
-    """Attach "which item failed" to an exception without changing its type or message."""
+    """Attach "which item failed" to an exception without changing its type or message.
+
+    A note on Python >= 3.11 (``__notes__`` list on 3.10), plus the attribute
+    ``executors_item_index``.
+
+    >>> e = annotate(ValueError("boom"), 3, 8, "threads")
+    >>> e.executors_item_index, str(e)
+    (3, 'boom')
+    """
     note = f"executors: raised by item {index} of {n_items} in a map on the {name!r} executor"
     try:
         exc.executors_item_index = index
@@ -168,7 +214,11 @@ class Executor:
         raise NotImplementedError
 
     def close(self) -> None:
-        """Release pools/clusters owned by this executor (idempotent)."""
+        """Release pools/clusters owned by this executor (idempotent).
+
+        >>> import executors
+        >>> ex = executors.ThreadExecutor(1); ex.close(); ex.close()
+        """
 
     def __enter__(self):
         return self
@@ -183,8 +233,6 @@ class Executor:
 
 def _map_inline(fn, items, shared, on_done, name):
     """Run the map in this thread, each item in a copy of the caller's context."""
-    import contextvars
-
     base = contextvars.copy_context()
     base.run(_context.enter_worker)
     n = len(items)
@@ -207,7 +255,11 @@ _REGISTRY: dict = {}
 
 
 def register_backend(name: str, factory) -> None:
-    """Register ``factory(n_workers) -> Executor`` under ``name``."""
+    """Register ``factory(n_workers) -> Executor`` under ``name``.
+
+    >>> from executors.local import SerialExecutor
+    >>> register_backend("serial", lambda n_workers=None: SerialExecutor())
+    """
     _REGISTRY[name] = factory
 
 
@@ -221,7 +273,11 @@ register_backend("dask", _dask_factory)  # lazy: distributed imported on first u
 
 
 def backend_names() -> tuple:
-    """Names accepted by ``config``/``resolve``/``ADRULES_EXECUTOR``."""
+    """Names accepted by ``config``/``resolve``/``ADRULES_EXECUTOR``.
+
+    >>> backend_names()
+    ('serial', 'threads', 'processes', 'dask')
+    """
     from . import local  # noqa: F401  (registers serial/threads/processes)
 
     order = ["serial", "threads", "processes", "dask"]
@@ -229,7 +285,12 @@ def backend_names() -> tuple:
 
 
 def create_backend(name: str, n_workers=None) -> Executor:
-    """Build a new executor from its registered name."""
+    """Build a new (uncached) executor from its registered name.
+
+    >>> with create_backend("threads", 2) as ex:
+    ...     ex.n_workers
+    2
+    """
     from . import local  # noqa: F401
 
     return _REGISTRY[name](n_workers)

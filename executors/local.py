@@ -57,9 +57,7 @@ class SerialExecutor(Executor):
     shares_memory = True
     dispatch_cost = 0.0
 
-    def __init__(self, n_workers=None):
-        check_positive_int(n_workers)
-        self.n_workers = 1
+    n_workers = 1
 
     def _map(self, fn, items, shared, on_done):
         return _map_inline(fn, items, shared, on_done, self.name)
@@ -218,8 +216,8 @@ class ProcessExecutor(Executor):
                     f"a worker process of the {name!r} executor died while this map of "
                     f"{len(items)} items was running (unfinished items: {_short(unfinished)}); "
                     "it was killed (e.g. by the OS for lack of memory) or crashed "
-                    "(segfault, os._exit). The pool was restarted: the next call starts "
-                    f"fresh workers. Cause: {exc}"
+                    "(segfault, os._exit). The broken pool was shut down; the next call "
+                    f"starts fresh workers. Cause: {exc}"
                 )
             return None
 
@@ -228,10 +226,15 @@ class ProcessExecutor(Executor):
                 self._reset(pool, kill=True)
 
         blobs = collect(futures, on_done, name, translate=translate, on_abort=on_abort)
-        return [_remote.loads(b) for b in blobs]
+        return [_remote.load_result(b, i, name) for i, b in enumerate(blobs)]
 
     def close(self) -> None:
-        """Shut the worker processes down (idempotent); a later map starts new ones."""
+        """Shut the worker processes down (idempotent); a later map starts new ones.
+
+        >>> ex = ProcessExecutor(1)
+        >>> ex.map(abs, [-2]), ex.close(), ex.worker_pids()
+        ([2], None, [])
+        """
         with self._lock:
             self._shutdown_locked(kill=True)
 

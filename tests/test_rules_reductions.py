@@ -167,8 +167,6 @@ def test_gradients_are_fresh_writeable_arrays():
     assert g.flags.writeable and not np.shares_memory(g, M)
 
 
-@pytest.mark.xfail(reason="core: a traced value passed by keyword (weights=w) reaches the rule still "
-                          "boxed; the tracer only unboxes positional arguments", strict=False)
 def test_weighted_average_with_keyword_weights():
     x, w = np.array([1.0, 2.0, 3.0]), np.array([0.2, 0.3, 0.5])
     gx, gw = ad.gradient(lambda x, w: np.average(x, weights=w), x, w)
