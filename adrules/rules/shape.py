@@ -32,8 +32,7 @@ def _fit_slots(rule):
         y, pullback = rule(*args, **kwargs)
         n = len(args) + 1
 
-        @functools.wraps(pullback)
-        def fitted_pullback(g):
+        def fitted_pullback(g):  # (no functools.wraps: it would cost more than the pullback)
             g = unthunk(g)
             slots = pullback([unthunk(gi) for gi in g] if type(g) in (list, tuple) else g)
             return slots[:n] + (NoTangent(),) * (n - len(slots))

@@ -1,0 +1,47 @@
+"""Smoke-run every script in examples/ as a subprocess: each ends with its own self-check
+against an independent computation, so exit code 0 means the example's claims hold.
+
+A script that needs an optional package says so on a line ``# requires: NAME``; it is
+skipped when NAME is not installed.
+"""
+
+import importlib.util
+import os
+import pathlib
+import re
+import subprocess
+import sys
+
+import pytest
+
+EXAMPLES = pathlib.Path(__file__).resolve().parent.parent / "examples"
+SCRIPTS = sorted(p.name for p in EXAMPLES.glob("*.py"))
+TIMEOUT = 180
+
+
+def test_examples_found():
+    assert "ensemble.py" in SCRIPTS
+
+
+def _missing_requirements(path):
+    needed = re.findall(r"^# requires: *([\w.]+)", path.read_text(), flags=re.MULTILINE)
+    return [name for name in needed if importlib.util.find_spec(name) is None]
+
+
+@pytest.mark.parametrize("name", SCRIPTS)
+def test_example_runs(name):
+    path = EXAMPLES / name
+    missing = _missing_requirements(path)
+    if missing:
+        pytest.skip(f"{name} needs {', '.join(missing)}")
+    env = dict(os.environ)
+    env.pop("ADRULES_EXECUTOR", None)  # each example chooses its executors itself
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(EXAMPLES.parent), env.get("PYTHONPATH")]))
+    try:
+        proc = subprocess.run([sys.executable, str(path)], cwd=EXAMPLES.parent, env=env,
+                              capture_output=True, text=True, timeout=TIMEOUT)
+    except subprocess.TimeoutExpired as e:
+        pytest.fail(f"{name} did not finish in {TIMEOUT} s\n--- stdout ---\n{e.stdout}\n"
+                    f"--- stderr ---\n{e.stderr}")
+    assert proc.returncode == 0, (f"{name} exited with {proc.returncode}\n--- stdout ---\n"
+                                  f"{proc.stdout}\n--- stderr ---\n{proc.stderr}")
