@@ -1,0 +1,62 @@
+"""Map functions over chunks on a chosen backend, and reduce deterministically.
+
+``executors`` knows nothing about differentiation.  It provides
+
+* backends with one contract -- :class:`SerialExecutor`,
+  :class:`ThreadExecutor`, :class:`ProcessExecutor` (loky) and
+  :class:`DaskExecutor` (``distributed``, imported lazily);
+* configuration -- :func:`config` (contextvars), the ``ADRULES_EXECUTOR``
+  environment variable and :func:`resolve` applying the precedence
+  per-call argument > ``config`` > environment > default ("threads");
+* deterministic reduction -- :func:`chunk_ranges` (depends only on the number
+  of items and the chunk size), :func:`tree_sum` (fixed pairwise tree),
+  :func:`neumaier_sum` (compensated);
+
+so that ``tree_sum(executor.map(work, chunk_ranges(n, size)))`` has the same
+bits on every backend and worker count::
+
+    caller ── resolve() ──▶ executor ── map(work, chunks) ──▶ workers
+                                                               (BLAS pinned to 1,
+                                                                in_worker() True,
+                                                                nested calls serial)
+    tree_sum(results in chunk order) ◀────────────────────────┘
+
+>>> import executors
+>>> chunks = executors.chunk_ranges(10, 4)
+>>> executors.tree_sum(executors.resolve("threads", 2).map(sum, chunks))
+45
+"""
+
+from .base import Executor, WorkerError
+from .config import config, current_chunk_size, resolve
+from ._context import in_worker
+from .local import ProcessExecutor, SerialExecutor, ThreadExecutor
+from .reduce import chunk_ranges, neumaier_sum, tree_sum
+
+__all__ = [
+    "Executor",
+    "SerialExecutor",
+    "ThreadExecutor",
+    "ProcessExecutor",
+    "DaskExecutor",
+    "config",
+    "resolve",
+    "current_chunk_size",
+    "chunk_ranges",
+    "tree_sum",
+    "neumaier_sum",
+    "in_worker",
+    "WorkerError",
+]
+
+
+def __getattr__(name):
+    if name == "DaskExecutor":
+        from .dask import DaskExecutor
+
+        return DaskExecutor
+    raise AttributeError(f"module 'executors' has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | {"DaskExecutor"})

@@ -1,0 +1,305 @@
+"""The Dask backend: the same chunks on a ``distributed`` cluster.
+
+Imported only when used (``distributed`` is an optional extra).
+
+::
+
+    parent (Client)                       scheduler            workers (processes)
+    ───────────────                       ─────────            ───────────────────
+    fn, shared ─ cloudpickle ─ hash ─┐
+       small: inline in the tasks    │
+       large: scatter(broadcast) ────┼──────────────────────▶ every worker holds
+              once per content hash  │                        (key, bytes); unpickled
+              (LRU of futures)       │                        once per worker (LRU)
+    items ─ cloudpickle ─ client.map ┴──▶ tasks "executors-<token>-<i>" ─▶ run_task
+    as_completed ◀──────── status ────────┘                   result → bytes
+    on_done(i) ; first error: cancel the rest, raise (annotated with item i)
+    gather ◀─────────────────────────────────────────────────── result bytes
+    results in item order
+
+Worker loss: a task whose worker dies is rerun elsewhere by the scheduler (the
+tasks are pure), so the map returns the right answer; after
+``distributed.scheduler.allowed-failures`` deaths the scheduler gives up
+(``KilledWorker``), raised here as :class:`executors.WorkerError`.  Scattered
+data is broadcast to every worker, so losing one worker loses no input.
+"""
+
+from __future__ import annotations
+
+import collections
+import os
+import threading
+import uuid
+
+from . import _context, _remote
+from .base import Executor, WorkerError, annotate, check_positive_int, usable_cpu_count
+
+__all__ = ["DaskExecutor", "Scattered"]
+
+_INSTALL_HINT = (
+    'DaskExecutor needs the optional dependency "distributed": pip install "adrules[dask]"'
+)
+
+
+class Scattered:
+    """Handle to an object sent once to every worker by :meth:`DaskExecutor.scatter`.
+
+    Pass it in ``shared=`` to reuse the copy already on the workers.  The data
+    stays on the cluster while the handle (or the executor's cache) holds it.
+    Only a ``DaskExecutor`` understands it.
+
+    >>> h = ex.scatter(list(range(5)))                     # doctest: +SKIP
+    >>> ex.map(lambda i, xs: xs[i], [1, 3], shared=(h,))   # doctest: +SKIP
+    [1, 3]
+    """
+
+    __slots__ = ("future", "key", "nbytes")
+
+    def __init__(self, future, key, nbytes):
+        self.future = future
+        self.key = key
+        self.nbytes = nbytes
+
+    def __repr__(self):
+        return f"Scattered(key={self.key!r}, nbytes={self.nbytes})"
+
+
+class DaskExecutor(Executor):
+    """Run chunks on a Dask ``distributed`` cluster.
+
+    * ``client=None``: start a ``LocalCluster(n_workers, threads_per_worker=1,
+      processes=True, dashboard_address=":0", **cluster_kwargs)``, shut down
+      by :meth:`close`.
+    * ``client`` a ``distributed.Client`` or a scheduler address string: use
+      that cluster; a user's client is left open on close (a client built here
+      from an address is closed, the cluster is left running).
+
+    ``security`` (a ``distributed.security.Security``) is passed to the
+    cluster and the client.  Shared arguments pickled to at least
+    ``scatter_min_bytes`` are scattered to every worker once and reused across
+    calls, keyed by a content hash (a mutated array gets a new hash, so it is
+    re-sent, never stale); the ``cache_size`` most recent ones are kept.
+    ``retries`` is passed to ``Client.map`` (reruns tasks that *raise*;
+    tasks whose worker dies are rerun by the scheduler anyway).
+
+    >>> import executors
+    >>> with executors.DaskExecutor(n_workers=2) as ex:       # doctest: +SKIP
+    ...     ex.map(lambda x, k: x * k, range(5), shared=(3,))
+    [0, 3, 6, 9, 12]
+    """
+
+    name = "dask"
+    shares_memory = False
+    dispatch_cost = 3e-3
+
+    def __init__(
+        self,
+        client=None,
+        n_workers=None,
+        security=None,
+        *,
+        scatter_min_bytes=16 * 1024,
+        cache_size=8,
+        retries=None,
+        **cluster_kwargs,
+    ):
+        try:
+            import distributed
+        except ImportError as exc:
+            raise ImportError(_INSTALL_HINT) from exc
+        n = check_positive_int(n_workers)
+        self.scatter_min_bytes = int(scatter_min_bytes)
+        self.cache_size = check_positive_int(cache_size, "cache_size")
+        self.retries = retries
+        self._cluster = None
+        self._own_client = False
+        self._cache: collections.OrderedDict = collections.OrderedDict()  # key -> Future
+        self._cache_lock = threading.Lock()
+        self._n_scatters = 0
+        self._closed = False
+        if client is None:
+            kwargs = dict(
+                n_workers=n if n is not None else usable_cpu_count(),
+                threads_per_worker=1,
+                processes=True,
+                # None still opens the scheduler's HTTP endpoint on 8787 (and warns when that
+                # port is taken, e.g. by a second cluster); ":0" takes any free port.
+                dashboard_address=":0",
+            )
+            if security is not None:
+                kwargs["security"] = security
+            kwargs.update(cluster_kwargs)
+            self._cluster = distributed.LocalCluster(**kwargs)
+            try:
+                # the client takes the cluster's own security (also when security=True
+                # made temporary credentials)
+                self._client = distributed.Client(self._cluster, set_as_default=False)
+            except BaseException:
+                self._cluster.close()
+                raise
+            self._own_client = True
+        else:
+            if cluster_kwargs or n is not None:
+                raise TypeError(
+                    "n_workers and cluster keyword arguments only apply when DaskExecutor "
+                    "starts its own LocalCluster (client=None)"
+                )
+            if isinstance(client, str):
+                self._client = distributed.Client(client, security=security, set_as_default=False)
+                self._own_client = True
+            elif isinstance(client, distributed.Client):
+                self._client = client
+            else:
+                raise TypeError(
+                    "client must be None, a distributed.Client or a scheduler address, "
+                    f"got {type(client).__name__}"
+                )
+
+    @property
+    def client(self):
+        """The ``distributed.Client`` in use.
+
+        >>> ex.client.scheduler_info()["type"]          # doctest: +SKIP
+        'Scheduler'
+        """
+        return self._client
+
+    @property
+    def n_workers(self) -> int:
+        """Number of workers currently known to the scheduler (at least 1).
+
+        >>> executors.DaskExecutor(n_workers=2).n_workers    # doctest: +SKIP
+        2
+        """
+        try:
+            info = self._client.scheduler_info()
+            workers = info.get("workers", {})
+            if "n_workers" in info and info["n_workers"] > len(workers):
+                return max(1, int(info["n_workers"]))
+            return max(1, len(workers))
+        except Exception:  # pragma: no cover - closed client
+            return 1
+
+    # ----------------------------------------------------------- shared data
+
+    def _scatter_blob(self, key, data):
+        with self._cache_lock:
+            fut = self._cache.get(key)
+            if fut is not None:
+                self._cache.move_to_end(key)
+                return fut
+        fut = self._client.scatter([(key, data)], broadcast=True, hash=False)[0]
+        with self._cache_lock:
+            self._n_scatters += 1
+            self._cache[key] = fut
+            self._cache.move_to_end(key)
+            while len(self._cache) > self.cache_size:
+                self._cache.popitem(last=False)  # dask frees it once unused
+        return fut
+
+    def scatter(self, obj) -> Scattered:
+        """Send ``obj`` to every worker now; return a handle to pass in ``shared=``.
+
+        Content-addressed: scattering equal content twice sends it once.
+
+        >>> h = ex.scatter(np.ones(10**6))                      # doctest: +SKIP
+        >>> ex.map(lambda i, w: w[i], range(3), shared=(h,))    # doctest: +SKIP
+        [1.0, 1.0, 1.0]
+        """
+        data = _remote.dumps(obj, "the object to scatter", self.name)
+        key = _remote.content_key(data)
+        return Scattered(self._scatter_blob(key, data), key, len(data))
+
+    def _ref(self, obj, what):
+        if isinstance(obj, Scattered):
+            return obj.future
+        data = _remote.dumps(obj, what, self.name)
+        if len(data) < self.scatter_min_bytes:
+            return _remote.make_blob(data)  # inline in every task
+        return self._scatter_blob(_remote.content_key(data), data)
+
+    def _clear_cache(self):
+        with self._cache_lock:
+            self._cache.clear()
+
+    # ------------------------------------------------------------------- map
+
+    def _map(self, fn, items, shared, on_done):
+        import distributed
+        from distributed.scheduler import KilledWorker
+
+        if self._closed:
+            raise RuntimeError("this DaskExecutor is closed")
+        name = self.name
+        n = len(items)
+        fn_ref = self._ref(fn, "fn")
+        shared_refs = [self._ref(a, f"shared arg {j}") for j, a in enumerate(shared)]
+        items_data = [_remote.dumps(x, f"item {i}", name) for i, x in enumerate(items)]
+        token = uuid.uuid4().hex
+        futures = self._client.map(
+            _remote.run_task,
+            range(n),
+            items_data,
+            key=[f"executors-{token}-{i}" for i in range(n)],
+            retries=self.retries,
+            fn_blob=fn_ref,
+            shared_blobs=shared_refs,
+            origin_pid=os.getpid(),
+            chunk_size=_context.SETTINGS.get().chunk_size,
+            backend=name,
+        )
+        index = {f.key: i for i, f in enumerate(futures)}
+        try:
+            for f in distributed.as_completed(futures, loop=self._client.loop):
+                i = index[f.key]
+                if f.status == "finished":
+                    if on_done is not None:
+                        on_done(i)
+                    continue
+                status = f.status
+                if status == "error":
+                    exc, tb = f.exception(), f.traceback()
+                    self._client.cancel(futures)
+                    if isinstance(exc, KilledWorker):
+                        self._clear_cache()
+                        raise WorkerError(
+                            f"dask gave up on item {i} of {n}: the workers running it died "
+                            "repeatedly (distributed.scheduler.allowed-failures). "
+                            f"Cause: {exc}"
+                        ) from exc
+                    annotate(exc, i, n, name)
+                    raise exc.with_traceback(tb)
+                self._client.cancel(futures)
+                self._clear_cache()
+                raise WorkerError(
+                    f"item {i} of {n} was {status} on the dask cluster (workers lost, "
+                    "or the tasks were cancelled from elsewhere)"
+                )
+            blobs = self._client.gather(futures)
+        except BaseException:
+            self._client.cancel(futures)
+            raise
+        return [_remote.load_result(b, i, name) for i, b in enumerate(blobs)]
+
+    def close(self) -> None:
+        """Release cached data; close the client/cluster this executor started.
+
+        A client passed in by the user is left open.
+
+        >>> ex = executors.DaskExecutor(n_workers=1)    # doctest: +SKIP
+        >>> ex.close(); ex.close()                       # doctest: +SKIP
+        """
+        if self._closed:
+            return
+        self._closed = True
+        self._clear_cache()
+        if self._own_client:
+            try:
+                self._client.close()
+            except Exception:  # pragma: no cover
+                pass
+        if self._cluster is not None:
+            self._cluster.close()
+
+    def __repr__(self):
+        return f"DaskExecutor(client={self._client!r})"

@@ -1,0 +1,577 @@
+"""One contract, every backend: serial (the reference), threads, processes, dask.
+
+Real thread pools, real loky processes and a real dask LocalCluster; no mocks.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import pickle
+import random
+import signal
+import threading
+import time
+
+import numpy as np
+import psutil
+import pytest
+import threadpoolctl
+
+import executors
+from executors import (
+    ProcessExecutor,
+    SerialExecutor,
+    ThreadExecutor,
+    WorkerError,
+    chunk_ranges,
+    tree_sum,
+)
+
+# another LocalCluster on this machine (e.g. a parallel test run) holds the scheduler's
+# default HTTP port; distributed then picks a free port and warns
+pytestmark = pytest.mark.filterwarnings("ignore:Port 8787 is already in use:UserWarning")
+
+BACKENDS = ["serial", "threads-1", "threads-2", "processes-1", "processes-2", "dask-2"]
+
+
+# ----------------------------------------------------------------- fixtures
+
+
+@pytest.fixture(scope="module")
+def dask_executor():
+    ex = executors.DaskExecutor(n_workers=2, silence_logs=logging.CRITICAL)
+    yield ex
+    ex.close()
+
+
+@pytest.fixture(scope="module")
+def local_pools():
+    pools = {
+        "serial": SerialExecutor(),
+        "threads-1": ThreadExecutor(1),
+        "threads-2": ThreadExecutor(2),
+        "processes-1": ProcessExecutor(1),
+        "processes-2": ProcessExecutor(2),
+    }
+    yield pools
+    for ex in pools.values():
+        ex.close()
+
+
+@pytest.fixture(params=BACKENDS)
+def ex(request, local_pools):
+    if request.param.startswith("dask"):
+        return request.getfixturevalue("dask_executor")
+    return local_pools[request.param]
+
+
+# ------------------------------------------------------- module-level helpers
+# (defined at module level so process/dask workers import them by reference)
+
+
+class CustomError(Exception):
+    pass
+
+
+class TwoArgError(Exception):
+    """Does not survive pickling: unpickling calls TwoArgError(message)."""
+
+    def __init__(self, a, b):
+        super().__init__(f"{a}/{b}")
+
+
+def explode_on_load():
+    raise ImportError("module missing on the worker")
+
+
+class FailsToUnpickle:
+    """Pickles fine in the parent, fails to unpickle (like a module missing on a worker)."""
+
+    def __reduce__(self):
+        return (explode_on_load, ())
+
+
+def raise_two_arg(x):
+    if x == 1:
+        raise TwoArgError("left", "right")
+    return x
+
+
+def square(x):
+    return x * x
+
+
+def scrambled(x, seed):
+    """Finish in a scrambled order: later items are often faster."""
+    time.sleep(random.Random(seed * 1000 + x).random() * 0.01)
+    return (x, x * x)
+
+
+def fail_at(x, bad):
+    if x == bad:
+        raise CustomError(f"bad item {x}")
+    return x
+
+
+def blas_threads(_):
+    return sorted(
+        {i["num_threads"] for i in threadpoolctl.threadpool_info() if i["user_api"] == "blas"}
+    )
+
+
+def worker_view(_):
+    return (executors.in_worker(), executors.current_chunk_size(), executors.resolve().name)
+
+
+def nested_map(x):
+    inner = executors.resolve()
+    return (inner.name, inner.map(lambda y, x: y + x, range(3), shared=(x,)))
+
+
+def chunk_work(r, xs, mat):
+    """A chunk of a 'psum': a left fold in index order plus BLAS work."""
+    acc = 0.0
+    for i in r:
+        acc += xs[i] * math.sin(xs[i])
+    v = mat @ np.full(mat.shape[1], xs[r.start])
+    return np.array([acc, float(v.sum())])
+
+
+def kill_once(x, marker):
+    """SIGKILL the worker process on the first attempt at item 1."""
+    if x == 1 and not os.path.exists(marker):
+        with open(marker, "w"):
+            pass
+        os.kill(os.getpid(), signal.SIGKILL)
+    return x * 10
+
+
+def pid_of(_):
+    return os.getpid()
+
+
+def sleepy(x, seconds):
+    time.sleep(seconds)
+    return x
+
+
+def interrupt_main_after(seconds):
+    """Deliver a real SIGINT to the main thread (like Ctrl-C) after a delay."""
+    main = threading.main_thread().ident
+    t = threading.Timer(seconds, signal.pthread_kill, args=(main, signal.SIGINT))
+    t.start()
+    return t
+
+
+def loky_children():
+    out = set()
+    for p in psutil.Process().children(recursive=True):
+        try:
+            if "loky" in " ".join(p.cmdline()):
+                out.add(p.pid)
+        except psutil.Error:
+            pass
+    return out
+
+
+def gone(pid):
+    try:
+        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
+
+
+# ------------------------------------------------------------ the contract
+
+
+class TestContract:
+    """Every backend must give the serial executor's answers."""
+
+    def test_item_order_with_scrambled_completion(self, ex):
+        items = list(range(37))
+        out = ex.map(scrambled, items, shared=(5,))
+        assert out == [(x, x * x) for x in items]
+
+    def test_lambdas_and_closures(self, ex):
+        k = 7
+        assert ex.map(lambda x: x * k, range(5)) == [0, 7, 14, 21, 28]
+
+    def test_shared_arguments(self, ex):
+        w = np.arange(6.0)
+        out = ex.map(lambda i, w, b: float(w[i] * b), range(6), shared=(w, 2.5))
+        assert out == [float(v * 2.5) for v in w]
+
+    def test_empty_and_generator_items(self, ex):
+        assert ex.map(square, []) == []
+        assert ex.map(square, (x for x in range(4))) == [0, 1, 4, 9]
+
+    def test_shared_must_be_a_tuple(self, ex):
+        with pytest.raises(TypeError, match="shared"):
+            ex.map(square, [1], shared=np.ones(3))
+
+    def test_on_done_in_parent_once_per_item(self, ex):
+        seen = []
+        main = threading.get_ident()
+
+        def on_done(i):
+            seen.append((i, threading.get_ident(), os.getpid()))
+
+        out = ex.map(scrambled, range(12), shared=(1,), on_done=on_done)
+        assert out == [(x, x * x) for x in range(12)]
+        assert sorted(i for i, _, _ in seen) == list(range(12))
+        assert {(t, p) for _, t, p in seen} == {(main, os.getpid())}
+
+    def test_exception_type_message_and_index(self, ex):
+        with pytest.raises(CustomError, match="bad item 3") as info:
+            ex.map(fail_at, range(8), shared=(3,))
+        notes = getattr(info.value, "__notes__", [])
+        assert any("item 3 of 8" in n and repr(ex.name) in n for n in notes), notes
+        # the pool survives
+        assert ex.map(square, range(5)) == [0, 1, 4, 9, 16]
+
+    def test_builtin_exception_after_error(self, ex):
+        with pytest.raises(ZeroDivisionError):
+            ex.map(lambda x: 1 / (x - 2), range(4))
+        assert ex.map(square, [3]) == [9]
+
+    def test_worker_context(self, ex):
+        assert not executors.in_worker()
+        with executors.config(chunk_size=7):
+            out = ex.map(worker_view, range(3))
+        assert out == [(True, 7, "serial")] * 3
+        assert ex.map(worker_view, range(2)) == [(True, None, "serial")] * 2
+        assert not executors.in_worker()
+
+    def test_nested_map_runs_serially_inside_workers(self, ex):
+        out = ex.map(nested_map, range(4))
+        assert out == [("serial", [x, x + 1, x + 2]) for x in range(4)]
+
+    def test_blas_pinned_inside_chunk_work_and_restored(self, ex):
+        before = blas_threads(None)
+        out = ex.map(blas_threads, range(3))
+        assert out == [[1]] * 3
+        assert blas_threads(None) == before
+
+    def test_identity_of_results(self, ex):
+        obj = {"a": [1, 2]}
+        (res,) = ex.map(lambda i, o: o, [0], shared=(obj,))
+        assert res == obj
+        assert (res is obj) == ex.shares_memory
+
+    def test_closures_can_be_returned(self, ex):
+        fns = ex.map(lambda k: (lambda x: x + k), range(3))
+        assert [f(10) for f in fns] == [10, 11, 12]
+
+    def test_bitwise_identical_chunked_sum(self, ex):
+        rng = np.random.default_rng(0)
+        xs = (rng.standard_normal(1000) * 10.0 ** rng.integers(-8, 8, 1000)).tolist()
+        mat = rng.standard_normal((64, 64))
+        chunks = chunk_ranges(len(xs), 37)
+        ref = tree_sum(SerialExecutor().map(chunk_work, chunks, shared=(xs, mat)))
+        got = tree_sum(ex.map(chunk_work, chunks, shared=(xs, mat)))
+        assert got.tobytes() == ref.tobytes()
+        # and it is not a tautology: another association gives other bits
+        parts = SerialExecutor().map(chunk_work, chunks, shared=(xs, mat))
+        left = parts[0]
+        for p in parts[1:]:
+            left = left + p
+        assert left.tobytes() != ref.tobytes()
+
+    def test_mutated_shared_array_is_resent(self, ex):
+        w = np.arange(10_000, dtype=float)  # large enough to be content-hashed/scattered
+        assert ex.map(lambda i, w: float(w[i]), [0, 1], shared=(w,)) == [0.0, 1.0]
+        w[0] = 42.0
+        assert ex.map(lambda i, w: float(w[i]), [0, 1], shared=(w,)) == [42.0, 1.0]
+
+    def test_concurrent_maps_from_two_threads(self, ex):
+        barrier = threading.Barrier(2)
+        results = {}
+
+        def caller(tag):
+            barrier.wait()
+            results[tag] = ex.map(lambda x, t: (t, x * x), range(20), shared=(tag,))
+
+        threads = [threading.Thread(target=caller, args=(t,)) for t in ("a", "b")]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+        assert results == {t: [(t, x * x) for x in range(20)] for t in ("a", "b")}
+
+    def test_capability_flags(self, ex):
+        assert ex.name in ("serial", "threads", "processes", "dask")
+        assert ex.shares_memory == (ex.name in ("serial", "threads"))
+        assert ex.dispatch_cost >= 0
+        assert ex.n_workers >= 1
+
+
+# ------------------------------------------------------- local backends only
+
+
+def test_threads_run_concurrently():
+    with ThreadExecutor(2) as ex:
+        ex.map(square, [1])  # start the pool
+        t = time.perf_counter()
+        ex.map(sleepy, [0, 1], shared=(0.4,))
+        assert time.perf_counter() - t < 0.75
+
+
+def test_thread_nested_map_on_the_same_pool_does_not_deadlock():
+    with ThreadExecutor(1) as ex:
+        out = ex.map(lambda x: ex.map(lambda y: x * y, range(3)), range(3))
+    assert out == [[x * y for y in range(3)] for x in range(3)]
+
+
+def test_thread_executor_reopens_after_close():
+    ex = ThreadExecutor(2)
+    assert ex.map(square, [2]) == [4]
+    ex.close()
+    assert ex.map(square, [3]) == [9]
+    ex.close()
+
+
+def test_context_manager_closes():
+    with ProcessExecutor(1) as ex:
+        pids = ex.map(pid_of, range(2))
+    assert all(gone(p) for p in pids)
+
+
+def test_serial_cancels_nothing_but_stops_at_error():
+    calls = []
+
+    def fn(x):
+        calls.append(x)
+        if x == 2:
+            raise ValueError("stop")
+        return x
+
+    with pytest.raises(ValueError):
+        SerialExecutor().map(fn, range(6))
+    assert calls == [0, 1, 2]
+
+
+def test_threads_cancel_pending_tasks_after_an_error():
+    started = []
+
+    def fn(x):
+        started.append(x)
+        if x == 0:
+            raise ValueError("first")
+        time.sleep(0.05)
+        return x
+
+    with ThreadExecutor(1) as ex:
+        with pytest.raises(ValueError):
+            ex.map(fn, range(50))
+    assert len(started) < 50
+
+
+# ----------------------------------------------------------- worker death
+
+
+def test_process_worker_killed_raises_worker_error_and_recovers(tmp_path):
+    marker = str(tmp_path / "killed")
+    before = loky_children()
+    ex = ProcessExecutor(2)
+    try:
+        ex.map(square, range(2))
+        t = time.perf_counter()
+        with pytest.raises(WorkerError, match="died") as info:
+            ex.map(kill_once, range(4), shared=(marker,))
+        assert time.perf_counter() - t < 20
+        assert "unfinished items" in str(info.value)
+        assert os.path.exists(marker)
+        # next call works, with fresh workers
+        assert ex.map(kill_once, range(4), shared=(marker,)) == [0, 10, 20, 30]
+        pids = ex.map(pid_of, range(4))
+    finally:
+        ex.close()
+    assert all(gone(p) for p in pids)
+    leaked = {p for p in loky_children() - before if not gone(p)}
+    assert not leaked
+
+
+def test_dask_worker_killed_mid_map_is_recomputed(dask_executor, tmp_path):
+    marker = str(tmp_path / "killed")
+    t = time.perf_counter()
+    try:
+        out = dask_executor.map(kill_once, range(4), shared=(marker,))
+    except WorkerError:  # also allowed by the contract: a clear error, no hang
+        out = None
+    assert time.perf_counter() - t < 60
+    assert os.path.exists(marker)
+    if out is not None:
+        assert out == [0, 10, 20, 30]
+    assert dask_executor.map(square, range(4)) == [0, 1, 4, 9]
+
+
+# --------------------------------------------------------- KeyboardInterrupt
+
+
+def test_keyboard_interrupt_threads():
+    release = threading.Event()
+    with ThreadExecutor(2) as ex:
+        ex.map(square, [1])
+        timer = interrupt_main_after(0.3)
+        t = time.perf_counter()
+        with pytest.raises(KeyboardInterrupt):
+            ex.map(lambda x: release.wait(10), range(20))
+        timer.join()
+        assert time.perf_counter() - t < 5
+        release.set()
+        assert ex.map(square, range(4)) == [0, 1, 4, 9]
+
+
+def test_keyboard_interrupt_processes_terminates_and_recreates_pool():
+    before = loky_children()
+    ex = ProcessExecutor(2)
+    try:
+        old = set(ex.map(pid_of, range(4)))
+        timer = interrupt_main_after(0.3)
+        t = time.perf_counter()
+        with pytest.raises(KeyboardInterrupt):
+            ex.map(sleepy, range(8), shared=(5.0,))
+        timer.join()
+        assert time.perf_counter() - t < 5
+        assert all(gone(p) for p in old)
+        assert ex.map(square, range(4)) == [0, 1, 4, 9]
+    finally:
+        ex.close()
+    leaked = {p for p in loky_children() - before if not gone(p)}
+    assert not leaked
+
+
+def test_keyboard_interrupt_dask(dask_executor):
+    timer = interrupt_main_after(0.3)
+    t = time.perf_counter()
+    with pytest.raises(KeyboardInterrupt):
+        dask_executor.map(sleepy, range(6), shared=(1.0,))
+    timer.join()
+    assert time.perf_counter() - t < 5
+    assert dask_executor.map(square, range(4)) == [0, 1, 4, 9]
+
+
+# ----------------------------------------------------------- pickling errors
+
+
+@pytest.fixture(params=["processes-1", "dask-2"])
+def remote_ex(request, local_pools):
+    if request.param.startswith("dask"):
+        return request.getfixturevalue("dask_executor")
+    return local_pools[request.param]
+
+
+def _is_pickling_error(exc):
+    return isinstance(exc, (TypeError, pickle.PicklingError))
+
+
+def test_unpicklable_fn_is_named(remote_ex):
+    lock = threading.Lock()
+    with pytest.raises((TypeError, pickle.PicklingError), match=r"\bfn\b") as info:
+        remote_ex.map(lambda x: (lock, x), range(3))
+    assert _is_pickling_error(info.value) and "lock" in str(info.value)
+    assert remote_ex.map(square, [2]) == [4]
+
+
+def test_unpicklable_item_is_named(remote_ex):
+    items = [1, (x for x in range(3)), 3]
+    with pytest.raises((TypeError, pickle.PicklingError), match="item 1") as info:
+        remote_ex.map(lambda x: x, items)
+    assert "generator" in str(info.value)
+    assert remote_ex.map(square, [2]) == [4]
+
+
+def test_unpicklable_shared_arg_is_named(remote_ex):
+    with pytest.raises((TypeError, pickle.PicklingError), match="shared arg 1"):
+        remote_ex.map(lambda x, a, b: x, range(3), shared=(1.0, threading.Lock()))
+    assert remote_ex.map(square, [2]) == [4]
+
+
+def test_unpicklable_result_is_named(remote_ex):
+    with pytest.raises((TypeError, pickle.PicklingError), match="result of item 2"):
+        remote_ex.map(lambda x: (y for y in range(x)) if x == 2 else x, range(4))
+    assert remote_ex.map(square, [2]) == [4]
+
+
+def test_unpickling_failure_on_the_worker_is_named(remote_ex):
+    with pytest.raises((TypeError, pickle.PicklingError), match="unpickle item 1") as info:
+        remote_ex.map(lambda x: x, [1, FailsToUnpickle(), 3])
+    assert "module missing on the worker" in str(info.value)
+    with pytest.raises((TypeError, pickle.PicklingError), match="unpickle shared arg 0"):
+        remote_ex.map(lambda x, a: x, [1], shared=(FailsToUnpickle(),))
+    assert remote_ex.map(square, [2]) == [4]
+
+
+def test_unpicklable_exception_is_reported_not_a_broken_pool(remote_ex):
+    from executors.base import RemoteError
+
+    with pytest.raises(RemoteError, match="TwoArgError: left/right") as info:
+        remote_ex.map(raise_two_arg, range(3))
+    assert info.value.type_name.endswith("TwoArgError")
+    assert any("item 1 of 3" in n for n in getattr(info.value, "__notes__", []))
+    assert remote_ex.map(square, [2]) == [4]
+
+
+def test_serial_and_threads_need_no_pickling(local_pools):
+    lock = threading.Lock()
+    for name in ("serial", "threads-2"):
+        out = local_pools[name].map(lambda x, l: (x, l), range(2), shared=(lock,))
+        assert out == [(0, lock), (1, lock)]
+
+
+# ------------------------------------------------------------- dask specifics
+
+
+def test_dask_shared_data_scattered_once_and_reused(dask_executor):
+    w = np.random.default_rng(1).standard_normal(50_000)
+    fn = lambda i, w: float(w[i])  # noqa: E731
+    n0 = dask_executor._n_scatters
+    assert dask_executor.map(fn, range(4), shared=(w,)) == [float(v) for v in w[:4]]
+    assert dask_executor._n_scatters == n0 + 1
+    assert dask_executor.map(fn, range(4), shared=(w,)) == [float(v) for v in w[:4]]
+    assert dask_executor._n_scatters == n0 + 1  # reused, not re-sent
+    w[2] = -1.0
+    assert dask_executor.map(fn, range(4), shared=(w,))[2] == -1.0
+    assert dask_executor._n_scatters == n0 + 2  # new content, re-sent
+
+
+def test_dask_explicit_scatter(dask_executor):
+    w = np.arange(30_000.0)
+    handle = dask_executor.scatter(w)
+    n0 = dask_executor._n_scatters
+    assert dask_executor.map(lambda i, w: float(w[i]), [5, 7], shared=(handle,)) == [5.0, 7.0]
+    assert dask_executor._n_scatters == n0
+
+
+def test_dask_uses_a_given_client_and_leaves_it_open(dask_executor):
+    client = dask_executor.client
+    with executors.DaskExecutor(client) as ex:
+        assert ex.map(square, range(3)) == [0, 1, 4]
+    assert client.status == "running"
+    assert dask_executor.map(square, [5]) == [25]
+
+
+def test_dask_rejects_cluster_kwargs_with_a_client(dask_executor):
+    with pytest.raises(TypeError):
+        executors.DaskExecutor(dask_executor.client, n_workers=3)
+
+
+def test_dask_scheduler_address_string(dask_executor):
+    address = dask_executor.client.scheduler.address
+    with executors.DaskExecutor(address) as ex:
+        assert ex.map(square, range(3)) == [0, 1, 4]
+    # our own client to that address was closed, the cluster still serves
+    assert dask_executor.map(square, [6]) == [36]
+
+
+def test_dask_security_is_passed_through():
+    pytest.importorskip("cryptography")  # Security.temporary() makes a self-signed CA
+    from distributed.security import Security
+
+    with executors.DaskExecutor(
+        n_workers=1, security=Security.temporary(), silence_logs=logging.CRITICAL
+    ) as ex:
+        assert ex.client.scheduler.address.startswith("tls://")
+        assert ex.map(lambda x: x + 1, range(3)) == [1, 2, 3]

@@ -1,0 +1,206 @@
+"""Configuration: precedence arg > config context > ADRULES_EXECUTOR > default."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+
+import pytest
+
+import executors
+from executors import (
+    ProcessExecutor,
+    SerialExecutor,
+    ThreadExecutor,
+    config,
+    current_chunk_size,
+    resolve,
+)
+from executors.base import usable_cpu_count
+
+ENV = "ADRULES_EXECUTOR"
+
+
+@pytest.fixture(autouse=True)
+def no_env(monkeypatch):
+    monkeypatch.delenv(ENV, raising=False)
+
+
+def test_builtin_default_is_threads_with_usable_cpus():
+    ex = resolve()
+    assert isinstance(ex, ThreadExecutor)
+    assert ex.n_workers == usable_cpu_count()
+
+
+def test_env_var_name_and_count(monkeypatch):
+    monkeypatch.setenv(ENV, "serial")
+    assert isinstance(resolve(), SerialExecutor)
+    monkeypatch.setenv(ENV, "threads:3")
+    ex = resolve()
+    assert (ex.name, ex.n_workers) == ("threads", 3)
+    monkeypatch.setenv(ENV, " Processes:2 ")
+    ex = resolve()
+    assert isinstance(ex, ProcessExecutor) and ex.n_workers == 2
+    monkeypatch.setenv(ENV, "")
+    assert resolve().name == "threads"
+
+
+@pytest.mark.parametrize(
+    "value", ["proceses:x", "proceses", "threads:0", "threads:-1", "threads:x", "threads:2:3", ":4"]
+)
+def test_malformed_env_var(monkeypatch, value):
+    monkeypatch.setenv(ENV, value)
+    with pytest.raises(ValueError) as info:
+        resolve()
+    msg = str(info.value)
+    assert ENV in msg and repr(value) in msg
+    for form in ("NAME:N", "'serial'", "'threads'", "'processes'", "'dask'"):
+        assert form in msg
+
+
+def test_env_var_read_at_resolve_time(monkeypatch):
+    assert resolve().name == "threads"
+    monkeypatch.setenv(ENV, "serial")
+    assert resolve().name == "serial"
+
+
+def test_precedence_arg_over_context_over_env_over_default(monkeypatch):
+    assert resolve().name == "threads"  # default
+    monkeypatch.setenv(ENV, "serial")
+    assert resolve().name == "serial"  # env > default
+    with config(executor="threads", n_workers=2):
+        assert (resolve().name, resolve().n_workers) == ("threads", 2)  # context > env
+        assert resolve("serial").name == "serial"  # argument > context
+        assert resolve(n_workers=3).n_workers == 3  # argument n_workers > context
+    assert resolve().name == "serial"
+
+
+def test_env_count_applies_only_to_the_env_name(monkeypatch):
+    monkeypatch.setenv(ENV, "threads:3")
+    with config(executor="threads"):
+        assert resolve().n_workers == usable_cpu_count()
+    with config(n_workers=2):  # env chooses the executor, context the count
+        assert (resolve().name, resolve().n_workers) == ("threads", 2)
+    assert resolve().n_workers == 3
+
+
+def test_context_n_workers_applies_to_a_per_call_name():
+    with config(n_workers=2):
+        assert resolve("threads").n_workers == 2
+
+
+def test_instances_are_used_as_is():
+    mine = ThreadExecutor(1)
+    try:
+        assert resolve(mine) is mine
+        with config(executor=mine):
+            assert resolve() is mine
+            with config(n_workers=4):  # an instance ignores a context count
+                assert resolve() is mine
+        with pytest.raises(ValueError, match="n_workers"):
+            resolve(mine, n_workers=2)
+        with pytest.raises(ValueError, match="n_workers"):
+            with config(executor=mine, n_workers=2):
+                pass
+    finally:
+        mine.close()
+
+
+def test_bad_names_and_values():
+    with pytest.raises(ValueError, match="'proceses'"):
+        resolve("proceses")
+    with pytest.raises(ValueError, match="'proceses'"):
+        with config(executor="proceses"):
+            pass
+    with pytest.raises(TypeError):
+        resolve(3)
+    for bad in (0, -1, 1.5, True, "2"):
+        with pytest.raises(ValueError, match="n_workers"):
+            resolve("threads", n_workers=bad)
+        with pytest.raises(ValueError, match="chunk_size"):
+            with config(chunk_size=bad):
+                pass
+
+
+def test_named_executors_are_cached_per_name_and_count():
+    a = resolve("threads", 2)
+    assert resolve("threads", 2) is a
+    assert resolve("threads", 1) is not a
+    with config(executor="threads", n_workers=2):
+        assert resolve() is a
+    assert resolve("serial") is resolve("serial")
+
+
+def test_nesting_overrides_only_what_is_given():
+    with config(executor="serial", chunk_size=8) as outer:
+        assert (outer.executor, outer.chunk_size) == ("serial", 8)
+        with config(chunk_size=2):
+            assert resolve().name == "serial"
+            assert current_chunk_size() == 2
+        with config(executor="threads", n_workers=1):
+            assert current_chunk_size() == 8
+            assert resolve().name == "threads"
+        assert current_chunk_size() == 8
+        assert resolve().name == "serial"
+    assert current_chunk_size() is None
+
+
+def test_config_restored_after_exception():
+    with pytest.raises(RuntimeError):
+        with config(chunk_size=5):
+            raise RuntimeError
+    assert current_chunk_size() is None
+
+
+def test_contextvars_isolate_threads():
+    barrier = threading.Barrier(3)
+    seen = {}
+
+    def worker(name, size):
+        with config(executor=name, chunk_size=size):
+            barrier.wait()  # all three threads inside their own config at once
+            seen[name] = (resolve().name, current_chunk_size())
+            barrier.wait()
+
+    threads = [
+        threading.Thread(target=worker, args=("serial", 3)),
+        threading.Thread(target=worker, args=("threads", 4)),
+    ]
+    for t in threads:
+        t.start()
+    barrier.wait()
+    seen["main"] = (resolve().name, current_chunk_size())
+    barrier.wait()
+    for t in threads:
+        t.join()
+    assert seen == {"serial": ("serial", 3), "threads": ("threads", 4), "main": ("threads", None)}
+
+
+def test_contextvars_isolate_asyncio_tasks():
+    async def task(size):
+        with config(chunk_size=size):
+            await asyncio.sleep(0.01)
+            return current_chunk_size()
+
+    async def main():
+        return await asyncio.gather(task(1), task(2), task(3))
+
+    assert asyncio.run(main()) == [1, 2, 3]
+
+
+def test_resolve_inside_a_worker_is_serial():
+    with config(executor="threads", n_workers=2):
+        out = resolve().map(lambda _: (resolve().name, resolve("processes").name), range(3))
+    assert out == [("serial", "serial")] * 3
+
+
+def test_worker_threads_see_the_callers_chunk_size():
+    ex = resolve("threads", 2)
+    with config(chunk_size=11):
+        assert ex.map(lambda _: current_chunk_size(), range(4)) == [11] * 4
+
+
+def test_in_worker_flag():
+    assert not executors.in_worker()
+    assert SerialExecutor().map(lambda _: executors.in_worker(), [0]) == [True]
+    assert not executors.in_worker()
