@@ -297,8 +297,9 @@ def frule_via_ad(tangents, f, *args, **kwargs):
     """An frule for ``f`` if registered, otherwise forward-mode tracing of ``f``.
 
     >>> import numpy as np, adrules as ad
-    >>> ad.frule_via_ad((ad.NoTangent(), 1.0), lambda x: x * x, 3.0)
-    (np.float64(9.0), np.float64(6.0))
+    >>> y, dy = ad.frule_via_ad((ad.NoTangent(), 1.0), lambda x: x * x, 3.0)
+    >>> float(y), float(dy)
+    (9.0, 6.0)
     """
     from .registry import frule
 

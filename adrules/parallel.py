@@ -423,11 +423,11 @@ def psum(f, xs, *shared, executor=None, chunk_size=None, vectorized=False, progr
     >>> models = [np.array([1.0, 2.0]), np.array([3.0, 4.0])]
     >>> x = np.array([0.5, -1.0])
     >>> float(ad.psum(lambda w, x: np.sum(w * x) ** 2, models, x, executor="serial"))
-    6.5
+    8.5
     >>> g_models, g_x = ad.gradient(lambda ms, x: ad.psum(lambda w, x: np.sum(w * x) ** 2, ms, x,
     ...                                                   executor="serial"), models, x)
     >>> g_x
-    array([ 7., 14.])
+    array([-18., -26.])
     """
     return _call("psum", f, xs, shared, executor, chunk_size, vectorized, progress)
 
