@@ -275,7 +275,7 @@ def check_frule(f, *args, fkwargs=None, rtol=None, atol=None, seed=0):
     """
     fkwargs = fkwargs or {}
     label = f"check_frule({function_name(f)})"
-    rtol, atol = _tolerances(args, rtol, atol)
+    rtol_given, atol_given = rtol, atol
     rng = np.random.default_rng(seed)
     before = copy.deepcopy(args)
     tangents = [_random_tangent(a, rng) if any(_is_float_leaf(x) for x in flatten(a)[0])
@@ -285,6 +285,7 @@ def check_frule(f, *args, fkwargs=None, rtol=None, atol=None, seed=0):
         raise AssertionError(f"{label}: no frule registered; register one with "
                              f"@adrules.frule.register({function_name(f)}).")
     y, dy = result
+    rtol, atol = _tolerances((args, _to_plain(y)), rtol_given, atol_given)  # a float32 output too
     _check_not_mutated(label, before, args)
     _compare_primal(label, y, f(*before, **fkwargs), rtol, atol)
     fn = _call_fn(f, fkwargs)
