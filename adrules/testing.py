@@ -94,9 +94,13 @@ def _shifted(args, i, direction, h):
 
 def _fd_directional(fn, args, i, direction):
     """Five-point central difference of ``fn(*args)`` along ``direction`` in argument i."""
-    vals = [fn(*_shifted(args, i, direction, k * _STEP)) for k in (-2, -1, 1, 2)]
-    leaves = [flatten(v)[0] for v in vals]
-    tdef = flatten(vals[0])[1]
+    return _stencil([fn(*_shifted(args, i, direction, k * _STEP)) for k in (-2, -1, 1, 2)])
+
+
+def _stencil(vals):
+    """The five-point central difference from outputs at steps -2h, -h, h, 2h (leaf by leaf)."""
+    leaves = [flatten(_to_plain(v))[0] for v in vals]
+    tdef = flatten(_to_plain(vals[0]))[1]
     out = []
     for m2, m1, p1, p2 in zip(*leaves):
         if not _is_number_like(m2) or (isinstance(m2, np.ndarray) and m2.dtype.kind not in "fc"):
@@ -301,17 +305,7 @@ def _fd_jvp(fn, args, tangents):
         return [_shifted(args64, i, tangents[i], t)[i] if not is_zero(tangents[i]) else args64[i]
                 for i in range(len(args))]
 
-    vals = [packed(k * _STEP) for k in (-2, -1, 1, 2)]
-    leaves = [flatten(_to_plain(v))[0] for v in vals]
-    tdef = flatten(_to_plain(vals[0]))[1]
-    out = []
-    for m2, m1, p1, p2 in zip(*leaves):
-        if not _is_number_like(m2) or (isinstance(m2, np.ndarray) and m2.dtype.kind not in "fc"):
-            out.append(NoTangent())
-            continue
-        m2, m1, p1, p2 = (np.asarray(v, dtype=np.float64) for v in (m2, m1, p1, p2))
-        out.append((m2 - 8 * m1 + 8 * p1 - p2) / (12 * _STEP))
-    return unflatten(tdef, out)
+    return _stencil([packed(k * _STEP) for k in (-2, -1, 1, 2)])
 
 
 def _compare_tangent(label, what, got, ref, y, rtol, atol):

@@ -13,18 +13,7 @@ import numpy as np
 from .. import ops
 from ..registry import frule, primitive, rrule
 from ..tangents import NoTangent, ZeroTangent, is_zero, unthunk
-
-
-def _options(given, kwargs, **defaults):
-    """A call's optional arguments by name: positional ``given`` in order, then keywords."""
-    values = dict(defaults, **dict(zip(defaults, given)))
-    values.update((k, kwargs[k]) for k in defaults if k in kwargs)
-    return tuple(values.values())
-
-
-def _no_tangents(options):
-    """One ``NoTangent()`` per optional positional argument (axes, modes...)."""
-    return (NoTangent(),) * len(options)
+from ._options import no_tangents, options_by_name
 
 
 def _has_int_array(index):
@@ -126,19 +115,19 @@ def _diagonal_index(shape, offset, axis1, axis2):
 
 @rrule.register(np.take)
 def take_rrule(a, indices, *options, **kwargs):
-    axis, _, mode = _options(options, kwargs, axis=None, out=None, mode="raise")
+    axis, _, mode = options_by_name(options, kwargs, axis=None, out=None, mode="raise")
     shape, index = np.shape(a), _take_index(np.shape(a), indices, axis, mode)
 
     def take_pullback(g):
         g = unthunk(g)
-        return NoTangent(), scatter_add(shape, index, g), NoTangent(), *_no_tangents(options)
+        return NoTangent(), scatter_add(shape, index, g), NoTangent(), *no_tangents(options)
 
     return np.take(a, indices, *options, **kwargs), take_pullback
 
 
 @frule.register(np.take)
 def take_frule(tangents, a, indices, *options, **kwargs):
-    axis, _, mode = _options(options, kwargs, axis=None, out=None, mode="raise")
+    axis, _, mode = options_by_name(options, kwargs, axis=None, out=None, mode="raise")
     da = tangents[1]
     y = np.take(a, indices, *options, **kwargs)
     return y, ZeroTangent() if is_zero(da) else np.take(da, indices, axis, mode=mode)
@@ -146,19 +135,19 @@ def take_frule(tangents, a, indices, *options, **kwargs):
 
 @rrule.register(np.take_along_axis)
 def take_along_axis_rrule(arr, indices, *options, **kwargs):
-    axis, = _options(options, kwargs, axis=-1)
+    axis, = options_by_name(options, kwargs, axis=-1)
     shape, index = np.shape(arr), _along_axis_index(np.shape(arr), indices, axis)
 
     def take_along_axis_pullback(g):
         g = unthunk(g)
-        return NoTangent(), scatter_add(shape, index, g), NoTangent(), *_no_tangents(options)
+        return NoTangent(), scatter_add(shape, index, g), NoTangent(), *no_tangents(options)
 
     return np.take_along_axis(arr, indices, *options, **kwargs), take_along_axis_pullback
 
 
 @frule.register(np.take_along_axis)
 def take_along_axis_frule(tangents, arr, indices, *options, **kwargs):
-    axis, = _options(options, kwargs, axis=-1)
+    axis, = options_by_name(options, kwargs, axis=-1)
     darr = tangents[1]
     y = np.take_along_axis(arr, indices, *options, **kwargs)
     return y, ZeroTangent() if is_zero(darr) else np.take_along_axis(darr, indices, axis)
@@ -172,39 +161,39 @@ def _sort_index(a, axis):
 
 @rrule.register(np.sort)
 def sort_rrule(a, *options, **kwargs):
-    axis, = _options(options, kwargs, axis=-1)
+    axis, = options_by_name(options, kwargs, axis=-1)
     shape, index = np.shape(a), _sort_index(a, axis)
 
     def sort_pullback(g):
         g = unthunk(g)
-        return NoTangent(), scatter_add(shape, index, g), *_no_tangents(options)
+        return NoTangent(), scatter_add(shape, index, g), *no_tangents(options)
 
     return ops.getitem(a, index), sort_pullback
 
 
 @frule.register(np.sort)
 def sort_frule(tangents, a, *options, **kwargs):
-    axis, = _options(options, kwargs, axis=-1)
+    axis, = options_by_name(options, kwargs, axis=-1)
     da, index = tangents[1], _sort_index(a, axis)
     return ops.getitem(a, index), ZeroTangent() if is_zero(da) else ops.getitem(da, index)
 
 
 @rrule.register(np.diagonal)
 def diagonal_rrule(a, *options, **kwargs):
-    offset, axis1, axis2 = _options(options, kwargs, offset=0, axis1=0, axis2=1)
+    offset, axis1, axis2 = options_by_name(options, kwargs, offset=0, axis1=0, axis2=1)
     shape = np.shape(a)
     index = _diagonal_index(shape, offset, axis1, axis2)
 
     def diagonal_pullback(g):
         g = unthunk(g)
-        return NoTangent(), scatter_add(shape, index, g), *_no_tangents(options)
+        return NoTangent(), scatter_add(shape, index, g), *no_tangents(options)
 
     return np.diagonal(a, *options, **kwargs), diagonal_pullback
 
 
 @frule.register(np.diagonal)
 def diagonal_frule(tangents, a, *options, **kwargs):
-    offset, axis1, axis2 = _options(options, kwargs, offset=0, axis1=0, axis2=1)
+    offset, axis1, axis2 = options_by_name(options, kwargs, offset=0, axis1=0, axis2=1)
     da = tangents[1]
     y = np.diagonal(a, *options, **kwargs)
     return y, ZeroTangent() if is_zero(da) else np.diagonal(da, offset, axis1, axis2)
@@ -230,20 +219,20 @@ def _choose_masks(a, n, mode, ndim):
 
 @rrule.register(np.choose)
 def choose_rrule(a, choices, *options, **kwargs):
-    _, mode = _options(options, kwargs, out=None, mode="raise")
+    _, mode = options_by_name(options, kwargs, out=None, mode="raise")
     y = np.choose(a, choices, *options, **kwargs)
     masks = _choose_masks(a, len(choices), mode, np.ndim(y))
 
     def choose_pullback(g):
         g = unthunk(g)
-        return NoTangent(), NoTangent(), _per_choice(choices, g, masks), *_no_tangents(options)
+        return NoTangent(), NoTangent(), _per_choice(choices, g, masks), *no_tangents(options)
 
     return y, choose_pullback
 
 
 @frule.register(np.choose)
 def choose_frule(tangents, a, choices, *options, **kwargs):
-    _, mode = _options(options, kwargs, out=None, mode="raise")
+    _, mode = options_by_name(options, kwargs, out=None, mode="raise")
     dchoices = tangents[2]
     y = np.choose(a, choices, *options, **kwargs)
     if is_zero(dchoices):

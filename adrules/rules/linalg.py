@@ -19,21 +19,10 @@ import numpy as np
 
 from ..registry import frule, rrule
 from ..tangents import NoTangent, Thunk, ZeroTangent, is_zero, unthunk
+from ._options import no_tangents, options_by_name
 
 _LETTERS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
 _NUMPY2 = np.lib.NumpyVersion(np.__version__) >= "2.0.0"
-
-
-def _options(given, kwargs, **defaults):
-    """A call's optional arguments by name: positional ``given`` in order, then keywords."""
-    values = dict(defaults, **dict(zip(defaults, given)))
-    values.update((k, kwargs[k]) for k in defaults if k in kwargs)
-    return tuple(values.values())
-
-
-def _no_tangents(options):
-    """One ``NoTangent()`` per optional positional argument (axes, ord, modes...)."""
-    return (NoTangent(),) * len(options)
 
 
 def _T(x):
@@ -175,19 +164,19 @@ def _inner_subscripts(na, nb):
 @rrule.register(np.tensordot)
 def tensordot_rrule(a, b, *options, **kwargs):
     _real_only("numpy.tensordot", a, b)
-    axes, = _options(options, kwargs, axes=2)
+    axes, = options_by_name(options, kwargs, axes=2)
     ins, out = _tensordot_subscripts(np.ndim(a), np.ndim(b), axes)
 
     def tensordot_pullback(g):
         g = unthunk(g)
-        return NoTangent(), *_einsum_cotangents(ins, out, (a, b), g, True), *_no_tangents(options)
+        return NoTangent(), *_einsum_cotangents(ins, out, (a, b), g, True), *no_tangents(options)
 
     return np.tensordot(a, b, *options, **kwargs), tensordot_pullback
 
 
 @frule.register(np.tensordot)
 def tensordot_frule(tangents, a, b, *options, **kwargs):
-    axes, = _options(options, kwargs, axes=2)
+    axes, = options_by_name(options, kwargs, axes=2)
     _, da, db = tangents[:3]
     return np.tensordot(a, b, axes), _bilinear_tangent(np.tensordot, a, b, da, db, axes)
 
@@ -254,8 +243,8 @@ def dot_rrule(a, b, *options, **kwargs):
     def dot_pullback(g):
         g = unthunk(g)
         if na >= 1 and 1 <= nb <= 2:  # the same contraction as matmul: BLAS
-            return NoTangent(), *_matmul_cotangents(a, b, g), *_no_tangents(options)
-        return NoTangent(), *_einsum_cotangents(ins, out, (a, b), g, True), *_no_tangents(options)
+            return NoTangent(), *_matmul_cotangents(a, b, g), *no_tangents(options)
+        return NoTangent(), *_einsum_cotangents(ins, out, (a, b), g, True), *no_tangents(options)
 
     return np.dot(a, b, *options, **kwargs), dot_pullback
 
@@ -290,7 +279,7 @@ def outer_rrule(a, b, *options, **kwargs):
         g = unthunk(g)
         ga = Thunk(lambda: np.reshape(g @ np.ravel(b), np.shape(a)))
         gb = Thunk(lambda: np.reshape(np.ravel(a) @ g, np.shape(b)))
-        return NoTangent(), ga, gb, *_no_tangents(options)
+        return NoTangent(), ga, gb, *no_tangents(options)
 
     return np.outer(a, b, *options, **kwargs), outer_pullback
 
@@ -471,7 +460,7 @@ def eigh_rrule(a, *options, **kwargs):
         g = unthunk(g)
         gw, gv = g
         inner = gw[..., None] * np.eye(np.shape(w)[-1]) + _inverse_gaps(w) * (_T(v) @ gv)
-        return NoTangent(), _sym(v @ inner @ _T(v)), *_no_tangents(options)
+        return NoTangent(), _sym(v @ inner @ _T(v)), *no_tangents(options)
 
     return (w, v), eigh_pullback
 
@@ -494,7 +483,7 @@ def eigvalsh_rrule(a, *options, **kwargs):
 
     def eigvalsh_pullback(g):  # ā = v diag(w̄) vᵀ
         g = unthunk(g)
-        return NoTangent(), (v * g[..., None, :]) @ _T(v), *_no_tangents(options)
+        return NoTangent(), (v * g[..., None, :]) @ _T(v), *no_tangents(options)
 
     return w, eigvalsh_pullback
 
@@ -524,7 +513,7 @@ def _solve_right(x, r):
 
 @rrule.register(np.linalg.qr)
 def qr_rrule(a, *options, **kwargs):
-    mode, = _options(options, kwargs, mode="reduced")
+    mode, = options_by_name(options, kwargs, mode="reduced")
     _real_only("numpy.linalg.qr", a)
     _check_qr(a, mode)
     q, r = np.linalg.qr(a)
@@ -535,14 +524,14 @@ def qr_rrule(a, *options, **kwargs):
         gq, gr = g
         qgq, rgr = _T(q) @ gq, r @ _T(gr)
         lower = tril * (qgq - _T(qgq) + rgr - _T(rgr))
-        return NoTangent(), q @ gr + _solve_right(q @ (lower - qgq) + gq, _T(r)), *_no_tangents(options)
+        return NoTangent(), q @ gr + _solve_right(q @ (lower - qgq) + gq, _T(r)), *no_tangents(options)
 
     return (q, r), qr_pullback
 
 
 @frule.register(np.linalg.qr)
 def qr_frule(tangents, a, *options, **kwargs):
-    mode, = _options(options, kwargs, mode="reduced")
+    mode, = options_by_name(options, kwargs, mode="reduced")
     _real_only("numpy.linalg.qr", a)
     _check_qr(a, mode)
     da = tangents[1]
@@ -602,7 +591,7 @@ def _check_svd(a, full_matrices, compute_uv, hermitian):
 
 @rrule.register(np.linalg.svd)
 def svd_rrule(a, *options, **kwargs):
-    full_matrices, compute_uv, hermitian = _options(
+    full_matrices, compute_uv, hermitian = options_by_name(
         options, kwargs, full_matrices=True, compute_uv=True, hermitian=False)
     _check_svd(a, full_matrices, compute_uv, hermitian)
     u, s, vh = np.linalg.svd(a, full_matrices=False)
@@ -610,14 +599,14 @@ def svd_rrule(a, *options, **kwargs):
     def svd_pullback(g):
         g = unthunk(g)
         gu, gs, gvh = g if compute_uv else (ZeroTangent(), g, ZeroTangent())
-        return NoTangent(), _svd_cotangent(u, s, vh, gu, gs, gvh), *_no_tangents(options)
+        return NoTangent(), _svd_cotangent(u, s, vh, gu, gs, gvh), *no_tangents(options)
 
     return ((u, s, vh) if compute_uv else s), svd_pullback
 
 
 @frule.register(np.linalg.svd)
 def svd_frule(tangents, a, *options, **kwargs):
-    full_matrices, compute_uv, hermitian = _options(
+    full_matrices, compute_uv, hermitian = options_by_name(
         options, kwargs, full_matrices=True, compute_uv=True, hermitian=False)
     _check_svd(a, full_matrices, compute_uv, hermitian)
     da = tangents[1]
@@ -679,7 +668,7 @@ def _keep_axes(y, axes, ndim):
 
 @rrule.register(np.linalg.norm)
 def norm_rrule(x, *options, **kwargs):
-    ord, axis, keepdims = _options(options, kwargs, ord=None, axis=None, keepdims=False)
+    ord, axis, keepdims = options_by_name(options, kwargs, ord=None, axis=None, keepdims=False)
     _real_only("numpy.linalg.norm", x)
     axes, matrix = _norm_axes(x, ord, axis)
     y = np.linalg.norm(x, *options, **kwargs)
@@ -688,14 +677,14 @@ def norm_rrule(x, *options, **kwargs):
     def norm_pullback(g):
         g = unthunk(g)
         gk = g if keepdims else _keep_axes(_indexable(g), axes, np.ndim(x))
-        return NoTangent(), gk * _norm_direction(x, yk, ord, axes, matrix), *_no_tangents(options)
+        return NoTangent(), gk * _norm_direction(x, yk, ord, axes, matrix), *no_tangents(options)
 
     return y, norm_pullback
 
 
 @frule.register(np.linalg.norm)
 def norm_frule(tangents, x, *options, **kwargs):
-    ord, axis, keepdims = _options(options, kwargs, ord=None, axis=None, keepdims=False)
+    ord, axis, keepdims = options_by_name(options, kwargs, ord=None, axis=None, keepdims=False)
     _real_only("numpy.linalg.norm", x)
     dx = tangents[1]
     axes, matrix = _norm_axes(x, ord, axis)
