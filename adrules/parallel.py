@@ -172,6 +172,11 @@ def _chunks(xs, chunk_size):
 
 _SERIAL = executors.SerialExecutor()
 
+#: Chunks go to the executor when the first chunk took longer than this many times the
+#: executor's per-task dispatch cost; below that, a plain loop is faster. 0 sends every
+#: chunk to the executor (tests use it to exercise the backends on tiny work).
+DISPATCH_FACTOR = 2.0
+
 
 def _run(executor, fn, items, shared, progress, label):
     """Map ``fn`` over chunk ``items``: the first chunk runs here, timed; the rest go to
@@ -181,6 +186,8 @@ def _run(executor, fn, items, shared, progress, label):
     try:
         if not items:
             return []
+        if DISPATCH_FACTOR == 0:
+            return executor.map(fn, items, shared=shared, on_done=on_done)
         t0 = time.perf_counter()
         first = _SERIAL.map(fn, items[:1], shared=shared)
         if bar is not None:
@@ -189,7 +196,7 @@ def _run(executor, fn, items, shared, progress, label):
         rest = items[1:]
         if not rest:
             return first
-        worth_it = executor.n_workers > 1 and elapsed > 2 * executor.dispatch_cost
+        worth_it = executor.n_workers > 1 and elapsed > DISPATCH_FACTOR * executor.dispatch_cost
         runner = executor if worth_it else _SERIAL
         return first + runner.map(fn, rest, shared=shared, on_done=on_done)
     finally:

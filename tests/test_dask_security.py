@@ -7,6 +7,12 @@ import adrules as ad
 import executors
 
 
+@pytest.fixture(autouse=True)
+def always_dispatch(monkeypatch):
+    """Tiny test work would otherwise run inline; send every chunk to the executor."""
+    monkeypatch.setattr(ad.parallel, "DISPATCH_FACTOR", 0)
+
+
 def test_local_cluster_over_tls_gives_the_serial_answer():
     pytest.importorskip("distributed")
     models = [np.array([0.5, -1.0]), np.array([2.0, 0.1]), np.array([-0.3, 0.7])]

@@ -16,6 +16,12 @@ import pytest
 
 import adrules as ad
 import executors
+
+
+@pytest.fixture(autouse=True)
+def always_dispatch(monkeypatch):
+    """Tiny test work would otherwise run inline; send every chunk to the executor."""
+    monkeypatch.setattr(ad.parallel, "DISPATCH_FACTOR", 0)
 from adrules.testing import check_grads
 from adrules.tracer import TracerError
 
@@ -197,7 +203,9 @@ def _reads_a_global(m, y):
     return loss(m, _HIDDEN["x"], y)
 
 
-@pytest.mark.parametrize("backend", ["threads", "processes"])
+# (on processes a module global is not shipped at all: f sees the worker's own module,
+# the README's "pass data as shared arguments, not through globals")
+@pytest.mark.parametrize("backend", ["serial", "threads"])
 def test_traced_value_hidden_from_psum_raises_with_the_explicit_form(data, backend):
     models, x, y = data
 
@@ -377,3 +385,19 @@ def test_progress_bar_runs(data):
     models, x, y = data
     got = ad.psum(loss, models, x, y, executor="threads", progress=True)
     assert np.isclose(got, sum(loss(m, x, y) for m in models))
+
+
+def _pid(x):
+    return float(os.getpid())
+
+
+def test_chunks_really_run_on_the_backend(pools, dask_pool):
+    for ex in (pools[("processes", 2)], dask_pool):
+        pids = set(ad.pmap(_pid, list(range(6)), executor=ex, chunk_size=1))
+        assert os.getpid() not in pids and len(pids) >= 1
+
+
+def test_tiny_work_runs_inline_by_default(pools, monkeypatch):
+    monkeypatch.setattr(ad.parallel, "DISPATCH_FACTOR", 2.0)
+    pids = set(ad.pmap(_pid, list(range(6)), executor=pools[("processes", 2)], chunk_size=1))
+    assert pids == {os.getpid()}  # a loop is faster than dispatching microseconds of work
