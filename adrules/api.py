@@ -66,9 +66,18 @@ def _zero_like(leaf):
     return np.zeros_like(leaf.value if type(leaf) is Traced else leaf)
 
 
+def _fresh(g, seen):
+    """A gradient the user may write into: no read-only broadcast views, no array shared
+    with another gradient (rules pass cotangents through without copying)."""
+    if type(g) is np.ndarray and (not g.flags.writeable or id(g) in seen):
+        g = g.copy()
+    seen.add(id(g))
+    return g
+
+
 def _gather(plans, cot):
     """Per-argument cotangents, in the structure of each argument."""
-    out = []
+    out, seen = [], set()
     for tdef, leaves, boxes in plans:
         grads = []
         for leaf, box in zip(leaves, boxes):
@@ -81,7 +90,7 @@ def _gather(plans, cot):
             elif isinstance(leaf, float) and type(g) is not Traced:
                 grads.append(float(g))
             else:
-                grads.append(g)
+                grads.append(_fresh(g, seen))
         out.append(grads[0] if tdef is LEAF else unflatten(tdef, grads))
     return tuple(out)
 

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import inspect
 import itertools
+import sys
 import threading
 
 import numpy as np
@@ -488,6 +489,22 @@ def _accumulate(cot, slot, g, primal, entry, position):
 _ndarray = np.ndarray
 
 
+_BIG = 1 << 16  # elements: below this, allocation is cheaper than the checks
+# Python 3.14 may skip reference-count increments for stack references, which would make
+# a shared array look like a temporary: elide only where the count is reliable.
+_ELIDE = sys.version_info < (3, 14)
+
+
+def _times(g, d):
+    """``g * d``, written into ``d`` when ``d`` is a big temporary nobody else holds
+    (refcount 2: the parameter and getrefcount's own argument), saving an allocation and its
+    page faults: the same trick as NumPy's own temporary elision."""
+    if (_ELIDE and type(d) is _ndarray and d.size >= _BIG and sys.getrefcount(d) <= 2 and d.flags.writeable
+            and d.flags.owndata and np.shape(g) == d.shape and np.result_type(g, d) == d.dtype):
+        return np.multiply(d, g, out=d)
+    return g * d
+
+
 def backprop(trace, seeds, consume=True):
     """Propagate cotangents ``seeds`` ({slot: ȳ}) backwards through ``trace``'s tape.
 
@@ -519,7 +536,7 @@ def backprop(trace, seeds, consume=True):
             for i, slot in enumerate(slots):
                 if slot >= 0:
                     d = partials[i]
-                    _accumulate(cot, slot, g if d is ONE else g * d(*values, y), values[i], entry, i)
+                    _accumulate(cot, slot, g if d is ONE else _times(g, d(*values, y)), values[i], entry, i)
             continue
         grads = data(g)
         if type(grads) is not tuple or len(grads) != len(slots) + 1:

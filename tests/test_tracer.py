@@ -574,3 +574,20 @@ def test_values_inside_nested_gradient_are_traced_by_the_outer_one():
         return g
 
     assert ad.gradient(f, 1.5)[0] == pytest.approx(4 * 1.5)
+
+
+def test_big_cotangent_products_never_overwrite_arrays_held_elsewhere():
+    # the backward pass writes g * d into d only when d is a temporary nobody else holds
+    held = np.full(1 << 17, 3.0)
+
+    @ad.primitive
+    def scaled(x):
+        return x * 3.0
+
+    ad.scalar_rule(scaled, lambda x, y: held)  # the partial returns an array it keeps
+    x = np.linspace(0.0, 1.0, 1 << 17)
+    g, = ad.gradient(lambda x: np.sum(scaled(x) * 2.0), x)
+    np.testing.assert_array_equal(g, np.full(1 << 17, 6.0))
+    np.testing.assert_array_equal(held, np.full(1 << 17, 3.0))
+    g, = ad.gradient(lambda x: np.sum(np.sin(x) * 2.0), x)  # temporaries: still right
+    np.testing.assert_allclose(g, 2.0 * np.cos(x))

@@ -21,7 +21,9 @@ def _expand(g, x, axis, keepdims):
     """Cotangent ``g`` of a reduction of ``x`` over ``axis``, spread back to ``x``'s shape."""
     if not keepdims and axis is not None:
         g = np.expand_dims(g, normalize_axes(axis, np.ndim(x)))
-    return g * np.ones_like(x)  # a fresh array, not a read-only broadcast view: users write into gradients
+    # A read-only broadcast view: no pass over memory here. Gradients handed to users are
+    # made fresh and writeable by the API (api._fresh).
+    return np.broadcast_to(g, np.shape(x))
 
 
 def _masked(dx, where):
