@@ -14,7 +14,7 @@ import numpy as np
 import executors
 
 from .api import gradient, jvp, pullback
-from .parallel import _run
+from .schedule import run, work_key
 
 
 def _as_array_arg(fname, i, x):
@@ -84,13 +84,13 @@ def jacobian(f, *args, mode=None, executor=None, chunk_size=None):
         jacs = []
         for i, a in enumerate(args):
             chunks = _ranges(a.size, chunk_size)
-            parts = _run(ex, _columns_forward, chunks, (f, args, i), False, "jacobian")
+            parts = run(ex, _columns_forward, chunks, (f, args, i), work_key(f))
             cols = [c for part in parts for c in part]
             jac = np.stack(cols, axis=-1) if cols else np.zeros(y.shape + (0,))
             jacs.append(jac.reshape(y.shape + a.shape))
         return tuple(jacs)
     chunks = _ranges(y.size, chunk_size)
-    parts = _run(ex, _rows_reverse, chunks, (f, args), False, "jacobian")
+    parts = run(ex, _rows_reverse, chunks, (f, args), work_key(f))
     rows = [r for part in parts for r in part]
     return tuple(np.stack([np.asarray(r[i]) for r in rows]).reshape(y.shape + a.shape)
                  if rows else np.zeros(y.shape + a.shape) for i, a in enumerate(args))
@@ -122,7 +122,7 @@ def hessian(f, x, executor=None, chunk_size=None):
     """
     x = _as_array_arg(f"hessian({getattr(f, '__name__', 'f')})", 0, x)
     ex = executors.resolve(executor)
-    parts = _run(ex, _hessian_columns, _ranges(x.size, chunk_size), (f, x), False, "hessian")
+    parts = run(ex, _hessian_columns, _ranges(x.size, chunk_size), (f, x), work_key(f))
     cols = [c for part in parts for c in part]
     return np.stack(cols, axis=-1).reshape(x.shape + x.shape)
 

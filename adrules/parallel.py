@@ -25,14 +25,13 @@ traced by the outer differentiation.
 
 from __future__ import annotations
 
-import time
-
 import numpy as np
 
 import executors
 
 from .api import jvp, pullback
 from .callables import has_traced as _has_traced, split_callable
+from .schedule import run, work_key
 from .pytrees import flatten, tree_map, unflatten
 from .registry import frule, primitive, rrule
 from .tangents import NoTangent, ZeroTangent, is_zero
@@ -170,53 +169,6 @@ def _chunks(xs, chunk_size):
     return [(_slice(xs, r), r.start) for r in executors.chunk_ranges(len(xs), size)]
 
 
-_SERIAL = executors.SerialExecutor()
-
-#: Chunks go to the executor when the first chunk took longer than this many times the
-#: executor's per-task dispatch cost; below that, a plain loop is faster. 0 sends every
-#: chunk to the executor (tests use it to exercise the backends on tiny work).
-DISPATCH_FACTOR = 2.0
-
-
-def _run(executor, fn, items, shared, progress, label):
-    """Map ``fn`` over chunk ``items``: the first chunk runs here, timed; the rest go to
-    the executor only when the work pays for its dispatch (results do not depend on it)."""
-    bar = _progress_bar(progress, len(items), label)
-    on_done = (lambda i: bar.update(1)) if bar is not None else None
-    try:
-        if not items:
-            return []
-        if DISPATCH_FACTOR == 0:
-            return executor.map(fn, items, shared=shared, on_done=on_done)
-        t0 = time.perf_counter()
-        first = _SERIAL.map(fn, items[:1], shared=shared)
-        if bar is not None:
-            bar.update(1)
-        elapsed = time.perf_counter() - t0
-        rest = items[1:]
-        if not rest:
-            return first
-        worth_it = executor.n_workers > 1 and elapsed > DISPATCH_FACTOR * executor.dispatch_cost
-        runner = executor if worth_it else _SERIAL
-        return first + runner.map(fn, rest, shared=shared, on_done=on_done)
-    finally:
-        if bar is not None:
-            bar.close()
-
-
-def _progress_bar(progress, total, label):
-    if not progress:
-        return None
-    try:
-        from tqdm.auto import tqdm
-    except ImportError:  # a progress bar is a nicety: say once how to get it
-        import warnings
-
-        warnings.warn("psum(progress=True) needs tqdm: pip install tqdm", stacklevel=4)
-        return None
-    return tqdm(total=total, desc=label, leave=False)
-
-
 def _tree_add(a, b):
     if is_zero(a):
         return b
@@ -247,6 +199,7 @@ class Call:
 
     def __init__(self, plan, treedef, active, executor, chunk_size, progress):
         self.plan, self.treedef, self.active = plan, treedef, active
+        self.key = (plan.kind, work_key(plan.f if plan.f is not None else plan.rebuild))
         self.executor, self.chunk_size, self.progress = executor, chunk_size, progress
 
     def unpack(self, leaves):
@@ -262,8 +215,8 @@ def _psum_leaves(call, *leaves):
     state, xs, shared = call.unpack(leaves)
     executor = executors.resolve(call.executor)
     fn = chunk_value
-    results = _run(executor, fn, _chunks(xs, call.chunk_size), (call.plan, state, shared),
-                   call.progress, call.label("forward"))
+    results = run(executor, fn, _chunks(xs, call.chunk_size), (call.plan, state, shared),
+                  call.key, call.progress, call.label("forward"))
     _check_no_escaped_trace(results)
     if call.plan.kind == "sum":
         return executors.tree_sum(results) if results else 0.0
@@ -277,8 +230,8 @@ def _psum_rrule(call, *leaves):
         return _nested_rrule(call, state, xs, shared, leaves)
     executor = executors.resolve(call.executor)
     items = _chunks(xs, call.chunk_size)
-    results = _run(executor, chunk_forward, items, (call.plan, call.active, state, shared, executor.shares_memory),
-                   call.progress, call.label("forward"))
+    results = run(executor, chunk_forward, items, (call.plan, call.active, state, shared, executor.shares_memory),
+                  call.key, call.progress, call.label("forward"))
     _check_no_escaped_trace([r[1] for r in results])
     ys = [r[1] for r in results]
     y = (executors.tree_sum(ys) if ys else 0.0) if call.plan.kind == "sum" else [v for p in ys for v in p]
@@ -288,12 +241,12 @@ def _psum_rrule(call, *leaves):
             grads = [_scale(r[2], ybar) for r in results]
         elif all(r[0] == "tape" for r in results):
             bars = _chunk_bars(call, items, ybar)
-            grads = _run(executor, chunk_pullback, [(r[2], b) for r, b in zip(results, bars)],
-                         (), call.progress, call.label("backward"))
+            grads = run(executor, chunk_pullback, [(r[2], b) for r, b in zip(results, bars)],
+                        (), call.key, call.progress, call.label("backward"))
         else:
             bars = _chunk_bars(call, items, ybar)
-            grads = _run(executor, chunk_backward, list(zip(items, bars)),
-                         (call.plan, call.active, state, shared), call.progress, call.label("backward"))
+            grads = run(executor, chunk_backward, list(zip(items, bars)),
+                        (call.plan, call.active, state, shared), call.key, call.progress, call.label("backward"))
         return (NoTangent(), NoTangent(), *_leaf_cotangents(call, grads, state, xs, shared))
 
     return y, psum_pullback
@@ -375,8 +328,8 @@ def _psum_frule(tangents, call, *leaves):
     if any(type(v) is Traced for v in leaves):
         results = [_jvp_item(p, call.plan, state, shared) for p in pairs]
     else:
-        results = _run(executor, _jvp_item, pairs, (call.plan, state, shared), call.progress,
-                       call.label("forward"))
+        results = run(executor, _jvp_item, pairs, (call.plan, state, shared), call.key, call.progress,
+                      call.label("forward"))
     if call.plan.kind == "sum":
         return executors.tree_sum([r[0] for r in results]), executors.tree_sum([r[1] for r in results])
     return [v for r in results for v in r[0]], [d for r in results for d in r[1]]

@@ -21,9 +21,15 @@ def _expand(g, x, axis, keepdims):
     """Cotangent ``g`` of a reduction of ``x`` over ``axis``, spread back to ``x``'s shape."""
     if not keepdims and axis is not None:
         g = np.expand_dims(g, normalize_axes(axis, np.ndim(x)))
-    # A read-only broadcast view: no pass over memory here. Gradients handed to users are
-    # made fresh and writeable by the API (api._fresh).
-    return np.broadcast_to(g, np.shape(x))
+    shape = np.shape(x)
+    if not isinstance(g, (np.ndarray, np.generic)) or np.size(x) >= _BIG_ELEMENTS:
+        # A read-only broadcast view: no pass over memory. Gradients handed to users are
+        # made fresh and writeable by the API (api._fresh).
+        return np.broadcast_to(g, shape)
+    return np.full(shape, g) if g.ndim == 0 else g * np.ones(shape, g.dtype)  # small: quicker in C
+
+
+_BIG_ELEMENTS = 1 << 16
 
 
 def _masked(dx, where):
