@@ -46,17 +46,23 @@ def _callable(rebuild, state, f):
     return f if rebuild is None else rebuild(state)
 
 
+def _values(fn, xs, shared, start):
+    """fn(x, *shared) for each element of the chunk, in index order; an exception says
+    which element raised it."""
+    for k in range(len(xs)):
+        try:
+            yield fn(xs[k], *shared)
+        except Exception as e:
+            _note(e, f"psum/pmap: raised by f at element {start + k}")
+            raise
+
+
 def _fold(fn, xs, shared, start, vectorized):
     """Sum of fn(x, *shared) over the chunk, a left fold in index order."""
     if vectorized:
         return np.sum(fn(xs, *shared))
     total = None
-    for k in range(len(xs)):
-        try:
-            value = fn(xs[k], *shared)
-        except Exception as e:
-            _note(e, f"psum/pmap: raised by f at element {start + k}")
-            raise
+    for value in _values(fn, xs, shared, start):
         total = value if total is None else total + value
     return total
 
@@ -64,14 +70,7 @@ def _fold(fn, xs, shared, start, vectorized):
 def _map_list(fn, xs, shared, start, vectorized):
     if vectorized:
         return list(fn(xs, *shared))
-    out = []
-    for k in range(len(xs)):
-        try:
-            out.append(fn(xs[k], *shared))
-        except Exception as e:
-            _note(e, f"psum/pmap: raised by f at element {start + k}")
-            raise
-    return out
+    return list(_values(fn, xs, shared, start))
 
 
 def _note(exc, text):
@@ -303,8 +302,7 @@ def _nested_rrule(call, state, xs, shared, leaves):
     body = call.plan.body()
 
     def whole(s, x, *sh):
-        parts = [body(s, _slice(x, r), r.start, *sh)
-                 for r in executors.chunk_ranges(len(x), call.chunk_size or executors.current_chunk_size())]
+        parts = [body(s, chunk, start, *sh) for chunk, start in _chunks(x, call.chunk_size)]
         if call.plan.kind == "sum":
             return executors.tree_sum(parts) if parts else 0.0
         return [v for p in parts for v in p]
