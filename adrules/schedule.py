@@ -3,9 +3,10 @@
     run(executor, fn, items, shared, key=...)
       first call for `key`:  chunk 0 inline, timed ─ worth dispatching the rest?
       later calls:           the estimate for `key` decides at once (no inline probe);
-                             parallel runs are timed against the serial estimate, and a
-                             call site where parallel lost (GIL-bound work on threads,
-                             say) runs inline, with a fresh parallel try now and then
+                             parallel runs are timed against the serial estimate; a call
+                             site where parallel loses twice, around a fresh serial
+                             measurement (GIL-bound work on threads, say), runs inline,
+                             with a parallel try every RETRY_EVERY calls
 
 Only *where* chunks run depends on timing; every chunk does the same operations wherever
 it runs, so results are bitwise identical whatever is decided.
@@ -28,10 +29,35 @@ _SERIAL = executors.SerialExecutor()
 
 
 class _Estimate:
-    __slots__ = ("chunk_seconds", "parallel_lost", "calls")
+    """What one call site has learnt: the serial seconds per chunk, and whether parallel
+    runs pay. A parallel run that looks slower than the serial estimate is checked by one
+    serial run (a fresh estimate) and one more parallel run before parallel is given up."""
+
+    __slots__ = ("chunk_seconds", "state", "calls", "parallel_runs")
 
     def __init__(self, chunk_seconds):
-        self.chunk_seconds, self.parallel_lost, self.calls = chunk_seconds, False, 0
+        self.chunk_seconds, self.state, self.calls, self.parallel_runs = chunk_seconds, "parallel", 0, 0
+
+    def wants_parallel(self):
+        self.calls += 1
+        if self.state == "lost":
+            return self.calls % RETRY_EVERY == 0
+        return self.state != "verify-serial"
+
+    def record(self, parallel, seconds, n_chunks):
+        if not parallel:
+            self.chunk_seconds = seconds / n_chunks
+            if self.state == "verify-serial":
+                self.state = "verify-parallel"
+            return
+        self.parallel_runs += 1
+        if self.parallel_runs == 1:  # the first run warms the workers up: no verdict
+            return
+        slower = seconds > 1.05 * self.chunk_seconds * n_chunks
+        if self.state in ("verify-parallel", "lost"):
+            self.state = "lost" if slower else "parallel"
+        elif slower:
+            self.state = "verify-serial"
 
 
 _estimates: dict = {}
@@ -61,16 +87,10 @@ def run(executor, fn, items, shared=(), key=None, progress=False, label=""):
             estimate = _estimates.get(full_key)
         if estimate is None:
             return _probe(executor, fn, items, shared, on_done, bar, full_key)
-        estimate.calls += 1
-        retry = estimate.parallel_lost and estimate.calls % RETRY_EVERY == 0
-        parallel = _worth_dispatching(executor, estimate) and (not estimate.parallel_lost or retry)
+        parallel = _worth_dispatching(executor, estimate) and estimate.wants_parallel()
         t0 = time.perf_counter()
         out = (executor if parallel else _SERIAL).map(fn, items, shared=shared, on_done=on_done)
-        elapsed = time.perf_counter() - t0
-        if parallel:
-            estimate.parallel_lost = elapsed > 0.95 * estimate.chunk_seconds * len(items)
-        else:
-            estimate.chunk_seconds = elapsed / len(items)
+        estimate.record(parallel, time.perf_counter() - t0, len(items))
         return out
     finally:
         if bar is not None:
