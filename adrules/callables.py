@@ -14,12 +14,15 @@ from __future__ import annotations
 import functools
 import types
 
+from ._state import STATE as _STATE
 from .pytrees import _children, flatten, register_node, unflatten
 from .tangents import add_tangents, is_zero
 
 
 def has_traced(tree) -> bool:
-    """True when any leaf of ``tree`` is a traced value."""
+    """True when any leaf of ``tree`` is a traced value (never while no trace is open)."""
+    if not _STATE.active:
+        return False
     from .tracer import Traced
 
     return any(type(leaf) is Traced for leaf in flatten(tree)[0])

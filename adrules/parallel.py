@@ -84,26 +84,21 @@ class Plan:
     def __init__(self, f, rebuild, kind, vectorized):
         self.f, self.rebuild, self.kind, self.vectorized = f, rebuild, kind, vectorized
 
-    def body(self):
-        """The chunk function ``(state, xs_chunk, *shared) -> sum or list``."""
+    def body(self, state, xs, start, *shared):
+        """The chunk's sum (or list) of ``f(x, *shared)`` for ``x`` in ``xs``."""
         reduce = _fold if self.kind == "sum" else _map_list
-        f, rebuild, vectorized = self.f, self.rebuild, self.vectorized
-
-        def chunk_body(state, xs, start, *shared):
-            return reduce(_callable(rebuild, state, f), xs, shared, start, vectorized)
-
-        return chunk_body
+        return reduce(_callable(self.rebuild, state, self.f), xs, shared, start, self.vectorized)
 
 
 def chunk_value(item, plan, state, shared):
     xs, start = item
-    return plan.body()(state, xs, start, *shared)
+    return plan.body(state, xs, start, *shared)
 
 
 def _active_call(plan, start, active, state, xs, shared):
     """The chunk as a function of its differentiated parts only (``active``: per part of
     (state, xs, *shared), whether it holds traced values): constants are not differentiated."""
-    body = plan.body()
+    body = plan.body
     full = [state, xs, *shared]
     idx = [i for i, a in enumerate(active) if a]
 
@@ -150,7 +145,7 @@ def chunk_pullback(pair):
 
 def chunk_jvp(item, plan, state, shared, tangents):
     (xs, start), (dxs, dstate, dshared) = item, tangents
-    body = plan.body()
+    body = plan.body
     return jvp(lambda s, x, *sh: body(s, x, start, *sh), (state, xs, *shared), (dstate, dxs, *dshared))
 
 
@@ -262,6 +257,8 @@ def _chunk_bars(call, items, ybar):
 
 
 def _scale(grads, ybar):
+    if type(ybar) is not Traced and np.shape(ybar) == () and ybar == 1:
+        return grads  # 1 * g is g, bit for bit: skip a pass over every gradient
     return tuple(tree_map(lambda g: g if is_zero(g) else ybar * g, g_arg) for g_arg in grads)
 
 
@@ -299,7 +296,7 @@ def _check_no_escaped_trace(results):
 
 def _nested_rrule(call, state, xs, shared, leaves):
     """Under a higher derivative: run in this thread, traced by the outer differentiation."""
-    body = call.plan.body()
+    body = call.plan.body
 
     def whole(s, x, *sh):
         parts = [body(s, chunk, start, *sh) for chunk, start in _chunks(x, call.chunk_size)]

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import dataclasses
 
+import numpy as np
+
 _NODES: dict = {}
 
 
@@ -63,9 +65,16 @@ def _is_namedtuple(x):
     return isinstance(x, tuple) and hasattr(type(x), "_fields")
 
 
+#: Types known to be leaves, checked first: most of what is flattened is arrays and numbers.
+LEAF_TYPES = {float, int, bool, complex, str, bytes, type(None), np.ndarray, np.float64,
+              np.float32, np.float16, np.int64, np.int32, np.bool_}
+
+
 def _children(x):
     """(kind, aux, children) for a container, or None for a leaf."""
     t = type(x)
+    if t in LEAF_TYPES:
+        return None
     if t is list or t is tuple:
         return t, None, list(x)
     if t is dict:

@@ -1,12 +1,13 @@
 """Where chunk work runs: on the executor, or inline when parallel would not pay.
 
     run(executor, fn, items, shared, key=...)
-      first call for `key`:  chunk 0 inline, timed ─ worth dispatching the rest?
-      later calls:           the estimate for `key` decides at once (no inline probe);
-                             parallel runs are timed against the serial estimate; a call
-                             site where parallel loses twice, around a fresh serial
-                             measurement (GIL-bound work on threads, say), runs inline,
-                             with a parallel try every RETRY_EVERY calls
+      every chunk reports the CPU seconds it used (time.thread_time, on whichever
+      thread or process ran it): their sum is what a plain loop would cost
+      first call for `key`:  chunk 0 inline ─ worth dispatching the rest?
+      later calls:           decide from the last call's CPU seconds per chunk
+      a parallel call that took longer (wall clock) than its chunks' CPU seconds
+      lost to a loop (GIL-bound work on threads, a busy machine); two such calls in a
+      row send the call site inline, with a parallel try every RETRY_EVERY calls
 
 Only *where* chunks run depends on timing; every chunk does the same operations wherever
 it runs, so results are bitwise identical whatever is decided.
@@ -28,44 +29,47 @@ RETRY_EVERY = 20  # calls: how often a call site that lost in parallel tries aga
 _SERIAL = executors.SerialExecutor()
 
 
-class _Estimate:
-    """What one call site has learnt: the serial seconds per chunk, and whether parallel
-    runs pay. A parallel run that looks slower than the serial estimate is checked by one
-    serial run (a fresh estimate) and one more parallel run before parallel is given up."""
+class _Timed:
+    """``fn`` returning ``(result, CPU seconds)``; CPU time, not wall time, so a thread
+    waiting for the GIL is not counted as working (picklable: a module-level class)."""
 
-    __slots__ = ("chunk_seconds", "state", "calls", "parallel_runs")
+    __slots__ = ("fn",)
+
+    def __init__(self, fn):
+        self.fn = fn
+
+    def __call__(self, item, *shared):
+        t0 = time.thread_time()
+        result = self.fn(item, *shared)
+        return result, time.thread_time() - t0
+
+    def __reduce__(self):
+        return (_Timed, (self.fn,))
+
+
+class _Estimate:
+    """What one call site has learnt: CPU seconds per chunk, and whether parallel pays."""
+
+    __slots__ = ("chunk_seconds", "losses", "calls")
 
     def __init__(self, chunk_seconds):
-        self.chunk_seconds, self.state, self.calls, self.parallel_runs = chunk_seconds, "parallel", 0, 0
+        self.chunk_seconds, self.losses, self.calls = chunk_seconds, 0, 0
 
-    def wants_parallel(self):
+    def wants_parallel(self, executor):
         self.calls += 1
-        if self.state == "lost":
-            return self.calls % RETRY_EVERY == 0
-        return self.state != "verify-serial"
+        if executor.n_workers < 2 or self.chunk_seconds <= DISPATCH_FACTOR * executor.dispatch_cost:
+            return False
+        return self.losses < 2 or self.calls % RETRY_EVERY == 0
 
-    def record(self, parallel, seconds, n_chunks):
-        if not parallel:
-            self.chunk_seconds = seconds / n_chunks
-            if self.state == "verify-serial":
-                self.state = "verify-parallel"
-            return
-        self.parallel_runs += 1
-        if self.parallel_runs == 1:  # the first run warms the workers up: no verdict
-            return
-        slower = seconds > 1.05 * self.chunk_seconds * n_chunks
-        if self.state in ("verify-parallel", "lost"):
-            self.state = "lost" if slower else "parallel"
-        elif slower:
-            self.state = "verify-serial"
+    def record(self, parallel, wall_seconds, cpu_seconds, n_chunks):
+        self.chunk_seconds = cpu_seconds / n_chunks
+        if parallel:
+            lost = wall_seconds > 1.05 * cpu_seconds  # a loop would have been quicker
+            self.losses = self.losses + 1 if lost else 0
 
 
 _estimates: dict = {}
 _lock = threading.Lock()
-
-
-def _worth_dispatching(executor, estimate):
-    return executor.n_workers > 1 and estimate.chunk_seconds > DISPATCH_FACTOR * executor.dispatch_cost
 
 
 def run(executor, fn, items, shared=(), key=None, progress=False, label=""):
@@ -82,37 +86,40 @@ def run(executor, fn, items, shared=(), key=None, progress=False, label=""):
             return []
         if DISPATCH_FACTOR == 0:
             return executor.map(fn, items, shared=shared, on_done=on_done)
+        timed = _Timed(fn)
         full_key = (key, fn, executor.name, executor.n_workers)
         with _lock:
             estimate = _estimates.get(full_key)
         if estimate is None:
-            return _probe(executor, fn, items, shared, on_done, bar, full_key)
-        parallel = _worth_dispatching(executor, estimate) and estimate.wants_parallel()
-        t0 = time.perf_counter()
-        out = (executor if parallel else _SERIAL).map(fn, items, shared=shared, on_done=on_done)
-        estimate.record(parallel, time.perf_counter() - t0, len(items))
-        return out
+            first = _SERIAL.map(timed, items[:1], shared=shared)
+            if bar is not None:
+                bar.update(1)
+            estimate = _Estimate(first[0][1])
+            with _lock:
+                if len(_estimates) > 1024:  # call sites come and go (lambdas): stay bounded
+                    _estimates.clear()
+                _estimates[full_key] = estimate
+            rest = _timed_map(estimate, executor, timed, items[1:], shared, on_done)
+            return [first[0][0]] + rest
+        return _timed_map(estimate, executor, timed, items, shared, on_done)
     finally:
         if bar is not None:
             bar.close()
 
 
-def _probe(executor, fn, items, shared, on_done, bar, full_key):
-    """First call of a call site: time chunk 0 inline, then decide for the rest."""
+def _timed_map(estimate, executor, timed, items, shared, on_done):
+    if not items:
+        return []
+    if not estimate.wants_parallel(executor):  # inline: one clock reading for the lot
+        t0 = time.thread_time()
+        out = _SERIAL.map(timed.fn, items, shared=shared, on_done=on_done)
+        cpu = time.thread_time() - t0
+        estimate.record(False, cpu, cpu, len(items))
+        return out
     t0 = time.perf_counter()
-    first = _SERIAL.map(fn, items[:1], shared=shared)
-    if bar is not None:
-        bar.update(1)
-    estimate = _Estimate(time.perf_counter() - t0)
-    with _lock:
-        if len(_estimates) > 1024:  # call sites come and go (lambdas): keep it bounded
-            _estimates.clear()
-        _estimates[full_key] = estimate
-    rest = items[1:]
-    if not rest:
-        return first
-    runner = executor if _worth_dispatching(executor, estimate) else _SERIAL
-    return first + runner.map(fn, rest, shared=shared, on_done=on_done)
+    out = executor.map(timed, items, shared=shared, on_done=on_done)
+    estimate.record(True, time.perf_counter() - t0, sum(t for _, t in out), len(items))
+    return [r for r, _ in out]
 
 
 def _progress_bar(progress, total, label):

@@ -609,5 +609,8 @@ def _box_forward(y, dy, top):
 
 
 from . import ops  # noqa: E402
+from .pytrees import LEAF_TYPES  # noqa: E402
+
+LEAF_TYPES.add(Traced)
 from .callables import Lifted, _Rebuild, split_callable  # noqa: E402
 from .pytrees import flatten  # noqa: E402  (ops needs `primitive`, which needs the tracer's dispatch hook)

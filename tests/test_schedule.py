@@ -8,25 +8,40 @@ import executors
 from adrules import schedule
 
 
-def test_a_confirmed_loss_sends_the_call_site_inline_and_retries_later():
-    est = schedule._Estimate(chunk_seconds=0.010)  # serial: 10 ms a chunk, 100 ms for 10
-    assert est.wants_parallel()
-    est.record(True, 0.500, 10)            # first parallel run: warm-up, no verdict
-    assert est.state == "parallel"
-    est.record(True, 0.060, 10)            # parallel pays
-    assert est.state == "parallel"
-    est.record(True, 0.150, 10)            # looks slower: check with a serial run
-    assert est.state == "verify-serial" and not est.wants_parallel()
-    est.record(False, 0.200, 10)           # fresh serial estimate: 20 ms a chunk
-    assert est.chunk_seconds == 0.020 and est.state == "verify-parallel" and est.wants_parallel()
-    est.record(True, 0.150, 10)            # 150 ms < 200 ms serial: parallel still pays
-    assert est.state == "parallel"
-    est.record(True, 0.300, 10)
-    est.record(False, 0.200, 10)
-    est.record(True, 0.300, 10)            # slower twice, around a serial run: lost
-    assert est.state == "lost"
-    decisions = [est.wants_parallel() for _ in range(2 * schedule.RETRY_EVERY)]
-    assert sum(decisions) == 2             # a parallel try every RETRY_EVERY calls
+class _Pool:
+    n_workers, dispatch_cost = 2, 1e-3
+
+
+def test_tiny_chunks_run_inline_and_big_ones_in_parallel():
+    assert not schedule._Estimate(chunk_seconds=1e-4).wants_parallel(_Pool())
+    assert schedule._Estimate(chunk_seconds=1e-2).wants_parallel(_Pool())
+    one_worker = type("One", (), {"n_workers": 1, "dispatch_cost": 1e-3})()
+    assert not schedule._Estimate(chunk_seconds=1.0).wants_parallel(one_worker)
+
+
+def test_the_estimate_follows_the_last_call():
+    est = schedule._Estimate(chunk_seconds=5e-3)  # a cold first chunk looked expensive
+    assert est.wants_parallel(_Pool())
+    est.record(True, wall_seconds=2e-3, cpu_seconds=1e-4, n_chunks=10)  # the chunks were tiny
+    assert est.chunk_seconds == 1e-5 and not est.wants_parallel(_Pool())
+
+
+def test_two_lost_parallel_calls_in_a_row_send_the_call_site_inline_with_retries():
+    est = schedule._Estimate(chunk_seconds=0.010)
+    est.record(True, wall_seconds=0.150, cpu_seconds=0.100, n_chunks=10)  # lost once
+    assert est.wants_parallel(_Pool())
+    est.record(True, wall_seconds=0.060, cpu_seconds=0.100, n_chunks=10)  # won: forgiven
+    assert est.losses == 0
+    for _ in range(2):
+        est.record(True, wall_seconds=0.150, cpu_seconds=0.100, n_chunks=10)
+    decisions = [est.wants_parallel(_Pool()) for _ in range(2 * schedule.RETRY_EVERY)]
+    assert sum(decisions) == 2  # inline, but a parallel try every RETRY_EVERY calls
+
+
+def test_chunks_report_cpu_time_not_waiting_time():
+    import time
+    busy, idle = schedule._Timed(lambda i: sum(range(200_000))), schedule._Timed(lambda i: time.sleep(0.05))
+    assert busy(0)[1] > 0 and idle(0)[1] < 0.01
 
 
 def test_results_do_not_depend_on_where_chunks_ran(monkeypatch):
