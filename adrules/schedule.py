@@ -1,13 +1,14 @@
 """Where chunk work runs: on the executor, or inline when parallel would not pay.
 
     run(executor, fn, items, shared, key=...)
-      every chunk reports the CPU seconds it used (time.thread_time, on whichever
-      thread or process ran it): their sum is what a plain loop would cost
-      first call for `key`:  chunk 0 inline ─ worth dispatching the rest?
-      later calls:           decide from the last call's CPU seconds per chunk
-      a parallel call that took longer (wall clock) than its chunks' CPU seconds
-      lost to a loop (GIL-bound work on threads, a busy machine); two such calls in a
-      row send the call site inline, with a parallel try every RETRY_EVERY calls
+      first call for `key`:  chunk 0 inline, timed ─ worth dispatching the rest?
+      second call:           inline, to time a warm loop (CPU seconds per chunk)
+      later calls:           parallel when the work outweighs the dispatch cost, chunks
+                             grouped into tasks that each outweigh it ~10 times; a
+                             parallel call slower (wall clock) than the loop's time lost
+                             (GIL-bound work on threads, a busy machine): two losses in
+                             a row send the call site inline, with a parallel try every
+                             RETRY_EVERY calls
 
 Only *where* chunks run depends on timing; every chunk does the same operations wherever
 it runs, so results are bitwise identical whatever is decided.
@@ -20,9 +21,9 @@ import time
 
 import executors
 
-#: Chunks go to the executor when one chunk takes longer than this many times the
-#: executor's per-task dispatch cost; below that, a plain loop is faster. 0 sends every
-#: chunk to the executor (tests use it to exercise the backends on tiny work).
+#: Chunks go to the executor when their work outweighs this many times the dispatch cost
+#: of the tasks they travel in; below that, a plain loop is faster. 0 sends every chunk to
+#: the executor (tests use it to exercise the backends on tiny work).
 DISPATCH_FACTOR = 2.0
 RETRY_EVERY = 20  # calls: how often a call site that lost in parallel tries again
 
@@ -30,42 +31,64 @@ _SERIAL = executors.SerialExecutor()
 
 
 class _Timed:
-    """``fn`` returning ``(result, CPU seconds)``; CPU time, not wall time, so a thread
-    waiting for the GIL is not counted as working (picklable: a module-level class)."""
+    """``fn`` over a batch of items, returning ``(result, CPU seconds)`` for each
+    (picklable: a module-level class)."""
 
     __slots__ = ("fn",)
 
     def __init__(self, fn):
         self.fn = fn
 
-    def __call__(self, item, *shared):
-        t0 = time.thread_time()
-        result = self.fn(item, *shared)
-        return result, time.thread_time() - t0
+    def __call__(self, batch, *shared):
+        out = []
+        for item in batch:
+            t0 = time.thread_time()
+            result = self.fn(item, *shared)
+            out.append((result, time.thread_time() - t0))
+        return out
 
     def __reduce__(self):
         return (_Timed, (self.fn,))
 
 
-class _Estimate:
-    """What one call site has learnt: CPU seconds per chunk, and whether parallel pays."""
+def _batches(items, n_workers, chunk_seconds, dispatch_cost):
+    """Consecutive items grouped so each task outweighs its dispatch ~10 times, yet every
+    worker gets work. Grouping changes only which process runs a chunk, never the chunk."""
+    n = len(items)
+    per_task = max(1, int(10 * dispatch_cost / max(chunk_seconds, 1e-9)))
+    per_task = min(per_task, -(-n // n_workers))
+    return [items[i:i + per_task] for i in range(0, n, per_task)]
 
-    __slots__ = ("chunk_seconds", "losses", "calls")
+
+class _Estimate:
+    """What one call site has learnt: the CPU seconds a chunk takes when run inline
+    (uncontended: chunks running side by side slow each other, so their own clocks
+    overstate what a loop would cost), and whether parallel runs beat that."""
+
+    __slots__ = ("chunk_seconds", "calibrated", "losses", "calls", "parallel_runs")
 
     def __init__(self, chunk_seconds):
-        self.chunk_seconds, self.losses, self.calls = chunk_seconds, 0, 0
+        self.chunk_seconds, self.calibrated, self.losses, self.calls = chunk_seconds, False, 0, 0
+        self.parallel_runs = 0
 
-    def wants_parallel(self, executor):
+    def wants_parallel(self, executor, n_chunks):
         self.calls += 1
-        if executor.n_workers < 2 or self.chunk_seconds <= DISPATCH_FACTOR * executor.dispatch_cost:
+        work = self.chunk_seconds * n_chunks  # batched, the tasks cost about 2 dispatches a worker
+        if executor.n_workers < 2 or work <= DISPATCH_FACTOR * 2 * executor.n_workers * executor.dispatch_cost:
+            return False
+        if not self.calibrated:  # the first estimate came from one cold chunk: measure a warm loop
             return False
         return self.losses < 2 or self.calls % RETRY_EVERY == 0
 
     def record(self, parallel, wall_seconds, cpu_seconds, n_chunks):
-        self.chunk_seconds = cpu_seconds / n_chunks
-        if parallel:
-            lost = wall_seconds > 1.05 * cpu_seconds  # a loop would have been quicker
-            self.losses = self.losses + 1 if lost else 0
+        if not parallel:
+            self.chunk_seconds, self.calibrated = cpu_seconds / n_chunks, True
+            return
+        self.parallel_runs += 1
+        if self.parallel_runs == 1:  # workers starting up, importing, caching data: no verdict
+            return
+        lost = wall_seconds > 1.05 * self.chunk_seconds * n_chunks  # a loop would have been quicker
+        self.losses = self.losses + 1 if lost else 0
 
 
 _estimates: dict = {}
@@ -91,16 +114,16 @@ def run(executor, fn, items, shared=(), key=None, progress=False, label=""):
         with _lock:
             estimate = _estimates.get(full_key)
         if estimate is None:
-            first = _SERIAL.map(timed, items[:1], shared=shared)
+            (first,), = _SERIAL.map(timed, [items[:1]], shared=shared)
             if bar is not None:
                 bar.update(1)
-            estimate = _Estimate(first[0][1])
+            estimate = _Estimate(first[1])
             with _lock:
                 if len(_estimates) > 1024:  # call sites come and go (lambdas): stay bounded
                     _estimates.clear()
                 _estimates[full_key] = estimate
             rest = _timed_map(estimate, executor, timed, items[1:], shared, on_done)
-            return [first[0][0]] + rest
+            return [first[0]] + rest
         return _timed_map(estimate, executor, timed, items, shared, on_done)
     finally:
         if bar is not None:
@@ -110,14 +133,16 @@ def run(executor, fn, items, shared=(), key=None, progress=False, label=""):
 def _timed_map(estimate, executor, timed, items, shared, on_done):
     if not items:
         return []
-    if not estimate.wants_parallel(executor):  # inline: one clock reading for the lot
+    if not estimate.wants_parallel(executor, len(items)):  # inline: one clock reading for the lot
         t0 = time.thread_time()
         out = _SERIAL.map(timed.fn, items, shared=shared, on_done=on_done)
         cpu = time.thread_time() - t0
         estimate.record(False, cpu, cpu, len(items))
         return out
+    batches = _batches(items, executor.n_workers, estimate.chunk_seconds, executor.dispatch_cost)
+    done = None if on_done is None else (lambda i: [on_done(j) for j in range(len(batches[i]))])
     t0 = time.perf_counter()
-    out = executor.map(timed, items, shared=shared, on_done=on_done)
+    out = [pair for part in executor.map(timed, batches, shared=shared, on_done=done) for pair in part]
     estimate.record(True, time.perf_counter() - t0, sum(t for _, t in out), len(items))
     return [r for r, _ in out]
 
