@@ -1,0 +1,81 @@
+"""Reverse-mode gradients against their primals.
+
+Targets: gradient of ``np.sum(x**2)`` <= 15 us at n=100 and <= 2.5x the primal at
+n=1e6; small ensemble (32 MLPs 16-64-1, batch 256) gradient <= 4x its forward.
+"""
+
+import adrules as ad
+
+from . import common
+
+
+class SumOfSquares:
+    """``np.sum(x ** 2)``: the fixed cost of a gradient (small n) and the cost per element
+    of the pullbacks (large n)."""
+
+    params = [100, 10_000, 1_000_000]
+    param_names = ["n"]
+
+    def setup(self, n):
+        self.x = common.vector(n)
+
+    def time_primal(self, n):
+        common.sum_sq_power(self.x)
+
+    def time_gradient(self, n):
+        ad.gradient(common.sum_sq_power, self.x)
+
+    def time_value_and_gradient(self, n):
+        ad.value_and_gradient(common.sum_sq_power, self.x)
+
+
+class SumOfSquaresRatio:
+    """gradient / primal time, medians timed in alternation."""
+
+    params = [100, 1_000_000]
+    param_names = ["n"]
+    unit = "ratio"
+
+    def setup(self, n):
+        self.x = common.vector(n)
+
+    def track_gradient_over_primal(self, n):
+        t = common.interleaved_medians({
+            "primal": lambda: common.sum_sq_power(self.x),
+            "gradient": lambda: ad.gradient(common.sum_sq_power, self.x),
+        }, repeat=7, budget=0.02)
+        return t["gradient"] / t["primal"]
+
+
+class SmallEnsembleSerial:
+    """32 MLPs 16-64-1 on a batch of 256, differentiated as a plain Python loop."""
+
+    def setup(self):
+        self.models, self.x, self.y = common.ensemble(common.SMALL)
+        x, y = self.x, self.y
+        self.total = lambda models: common.ensemble_loss(models, x, y)
+
+    def time_forward(self):
+        self.total(self.models)
+
+    def time_gradient(self):
+        ad.gradient(self.total, self.models)
+
+    def time_handwritten_gradient(self):
+        common.handwritten_ensemble_gradient(self.models, self.x, self.y)
+
+
+class SmallEnsembleRatio:
+    """gradient / forward time of the small ensemble (serial loop), medians in alternation."""
+
+    unit = "ratio"
+
+    def setup(self):
+        models, x, y = common.ensemble(common.SMALL)
+        self.forward = lambda: common.ensemble_loss(models, x, y)
+        self.gradient = lambda: ad.gradient(lambda ms: common.ensemble_loss(ms, x, y), models)
+
+    def track_gradient_over_forward(self):
+        t = common.interleaved_medians({"forward": self.forward, "gradient": self.gradient},
+                                        repeat=7, budget=0.05)
+        return t["gradient"] / t["forward"]

@@ -1,0 +1,150 @@
+"""psum: the parallel sum whose forward map and pullback run on an executor.
+
+Targets: heavy ensemble psum gradient on 2 processes >= 1.8x the serial psum gradient;
+serial heavy psum gradient within 1.25x of the hand-written gradient
+(``HeavyEnsembleReference.time_handwritten_gradient``); psum of 10 cheap scalars on a
+warm process executor within 10% (or 50 us) of a plain loop; small ensemble faster on
+2 workers than serially.
+
+Every executor is created and warmed (pool started, a psum gradient run once) in
+``setup`` and closed in ``teardown``, outside the timed body.
+"""
+
+import adrules as ad
+
+from . import common
+
+
+def _skip_duplicate(backend, n_workers):
+    if backend == "serial" and n_workers != 1:
+        raise NotImplementedError("serial has one worker")  # asv shows n/a
+
+
+class _EnsemblePsum:
+    """Shared body: forward-only psum and psum gradient of an ensemble's total loss."""
+
+    params = (common.BACKENDS, [1, 2])
+    param_names = ["backend", "n_workers"]
+    spec = common.SMALL
+
+    def setup(self, backend, n_workers):
+        _skip_duplicate(backend, n_workers)
+        self.models, x, y = common.ensemble(self.spec)
+        self.ex = common.make_executor(backend, n_workers)
+        ex, loss = self.ex, common.member_loss(self.spec)
+        self.total = lambda models: ad.psum(loss, models, x, y, executor=ex)
+
+    def teardown(self, backend, n_workers):
+        common.close_executor(self)
+
+    def time_forward(self, backend, n_workers):
+        self.total(self.models)
+
+    def time_gradient(self, backend, n_workers):
+        ad.gradient(self.total, self.models)
+
+
+class PsumSmallEnsemble(_EnsemblePsum):
+    """32 MLPs 16-64-1, batch 256 (~0.1 ms forward per model)."""
+
+    spec = common.SMALL
+
+
+class PsumHeavyEnsemble(_EnsemblePsum):
+    """32 MLPs 16-512-1, batch 4096 (~8 ms forward per model)."""
+
+    spec = common.HEAVY
+    timeout = 300
+
+
+class HeavyEnsembleReference:
+    """The heavy ensemble without psum: a Python loop forward, its tape gradient, and
+    hand-written backprop (the reference for the serial psum gradient)."""
+
+    timeout = 300
+
+    def setup(self):
+        self.models, self.x, self.y = common.ensemble(common.HEAVY)
+        x, y = self.x, self.y
+        self.total = lambda models: common.ensemble_loss(models, x, y)
+
+    def time_forward_loop(self):
+        self.total(self.models)
+
+    def time_gradient_loop(self):
+        ad.gradient(self.total, self.models)
+
+    def time_handwritten_gradient(self):
+        common.handwritten_ensemble_gradient(self.models, self.x, self.y)
+
+
+class CheapScalars:
+    """psum of 10 cheap scalars on a warm 2-process executor against a plain loop: work too
+    small to pay for dispatch must run serially, so the two should cost the same."""
+
+    def setup(self):
+        self.xs = [float(v) for v in common.vector(10)]
+        self.ex = common.make_executor("processes", 2)
+
+    def teardown(self):
+        common.close_executor(self)
+
+    def time_loop_value(self):
+        sum(common.cheap_scalar(x) for x in self.xs)
+
+    def time_psum_value(self):
+        ad.psum(common.cheap_scalar, self.xs, executor=self.ex)
+
+    def time_loop_gradient(self):
+        ad.gradient(lambda xs: sum(common.cheap_scalar(x) for x in xs), self.xs)
+
+    def time_psum_gradient(self):
+        ad.gradient(lambda xs: ad.psum(common.cheap_scalar, xs, executor=self.ex), self.xs)
+
+
+class CheapScalarsOverhead:
+    """Extra microseconds of psum over the loop (medians in alternation)."""
+
+    unit = "us"
+
+    def setup(self):
+        self.xs = [float(v) for v in common.vector(10)]
+        self.ex = common.make_executor("processes", 2)
+
+    def teardown(self):
+        common.close_executor(self)
+
+    def track_value_overhead_us(self):
+        t = common.interleaved_medians({
+            "loop": lambda: sum(common.cheap_scalar(x) for x in self.xs),
+            "psum": lambda: ad.psum(common.cheap_scalar, self.xs, executor=self.ex),
+        }, repeat=9, budget=0.02)
+        return (t["psum"] - t["loop"]) * 1e6
+
+    def track_gradient_overhead_us(self):
+        t = common.interleaved_medians({
+            "loop": lambda: ad.gradient(lambda xs: sum(common.cheap_scalar(x) for x in xs), self.xs),
+            "psum": lambda: ad.gradient(
+                lambda xs: ad.psum(common.cheap_scalar, xs, executor=self.ex), self.xs),
+        }, repeat=9, budget=0.02)
+        return (t["psum"] - t["loop"]) * 1e6
+
+
+class PeakMemPsumGradient:
+    """Peak memory of a psum gradient over 512 small models (16-64-1, batch 256): chunk
+    tapes must be released as chunks finish, not all kept until the end."""
+
+    params = [["serial", "threads"]]
+    param_names = ["backend"]
+
+    def setup(self, backend):
+        self.models, x, y = common.ensemble(common.MANY)
+        self.ex = common.make_executor(backend, 2 if backend != "serial" else 1)
+        ex, loss = self.ex, common.member_loss(common.MANY)
+        self.total = lambda models: ad.psum(loss, models, x, y, executor=ex)
+
+    def teardown(self, backend):
+        common.close_executor(self)
+
+    def peakmem_psum_gradient(self, backend):
+        ad.gradient(self.total, self.models)
