@@ -77,6 +77,8 @@ class DaskExecutor(Executor):
     ``scatter_min_bytes`` are scattered to every worker once and reused across
     calls, keyed by a content hash (a mutated array gets a new hash, so it is
     re-sent, never stale); the ``cache_size`` most recent ones are kept.
+    ``reuse_shared=False`` sends them afresh with every call instead (to measure
+    what the reuse saves).
     ``retries`` is passed to ``Client.map`` (reruns tasks that *raise*;
     tasks whose worker dies are rerun by the scheduler anyway).
 
@@ -102,6 +104,7 @@ class DaskExecutor(Executor):
         scatter_min_bytes=16 * 1024,
         cache_size=8,
         retries=None,
+        reuse_shared=True,
         **cluster_kwargs,
     ):
         try:
@@ -110,6 +113,7 @@ class DaskExecutor(Executor):
             raise ImportError(_INSTALL_HINT) from exc
         n = check_positive_int(n_workers)
         self.scatter_min_bytes = int(scatter_min_bytes)
+        self.reuse_shared = bool(reuse_shared)
         self.cache_size = check_positive_int(cache_size, "cache_size")
         self.retries = retries
         self._cluster = None
@@ -206,6 +210,8 @@ class DaskExecutor(Executor):
         data = _remote.dumps(obj, what, self.name)
         if len(data) < self.scatter_min_bytes:
             return _remote.make_blob(data)  # inline in every task
+        if not self.reuse_shared:  # sent afresh with every call (for comparison)
+            return self._client.scatter([(_remote.content_key(data), data)], broadcast=True, hash=False)[0]
         return self._scatter_blob(_remote.content_key(data), data)
 
     def _clear_cache(self):

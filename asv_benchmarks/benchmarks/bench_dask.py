@@ -1,0 +1,73 @@
+"""Dask backend: per-call overhead against the process backend, and the per-step time of
+a training loop whose large shared array is sent once (reused) or with every task.
+
+Chunks are forced onto the executor (``adrules.schedule.DISPATCH_FACTOR = 0``): tiny
+work would otherwise run inline and these benchmarks would measure nothing.
+"""
+
+import sys
+
+import cloudpickle
+import numpy as np
+
+import adrules as ad
+import executors
+from adrules import schedule
+
+# Dask workers cannot import asv's benchmark package: send this module's functions by value.
+cloudpickle.register_pickle_by_value(sys.modules[__name__])
+
+
+def _cheap(w, x):
+    return np.sum(w * x[:4])
+
+
+class Overhead:
+    """psum of 8 cheap elements (2 chunks): the cost of a round trip through a backend."""
+
+    params = ["processes", "dask"]
+    param_names = ["backend"]
+    timeout = 180
+
+    def setup(self, backend):
+        self.factor, schedule.DISPATCH_FACTOR = schedule.DISPATCH_FACTOR, 0
+        self.ex = (executors.ProcessExecutor(2) if backend == "processes"
+                   else executors.DaskExecutor(n_workers=2))
+        rng = np.random.default_rng(0)
+        self.ws, self.x = [rng.normal(size=4) for _ in range(8)], rng.normal(size=4)
+        self.time_psum_value()  # workers up, code imported, data cached
+
+    def teardown(self, backend):
+        schedule.DISPATCH_FACTOR = self.factor
+        self.ex.close()
+
+    def time_psum_value(self, backend=None):
+        ad.psum(_cheap, self.ws, self.x, executor=self.ex, chunk_size=4)
+
+
+class SharedDataReuse:
+    """One gradient step of 8 small models on a 16 MB shared data set: sent to the Dask
+    workers once and reused (the default), or sent afresh with every step."""
+
+    params = [True, False]
+    param_names = ["reuse"]
+    timeout = 240
+
+    def setup(self, reuse):
+        self.factor, schedule.DISPATCH_FACTOR = schedule.DISPATCH_FACTOR, 0
+        self.ex = executors.DaskExecutor(n_workers=2, reuse_shared=reuse)
+        rng = np.random.default_rng(0)
+        self.data = rng.normal(size=(2**18, 8))  # 16 MB
+        self.models = [rng.normal(size=8) for _ in range(8)]
+        self.time_step()
+
+    def teardown(self, reuse):
+        schedule.DISPATCH_FACTOR = self.factor
+        self.ex.close()
+
+    def time_step(self, reuse=None):
+        ad.gradient(lambda ms: ad.psum(_fit, ms, self.data, executor=self.ex, chunk_size=2), self.models)
+
+
+def _fit(w, data):
+    return np.mean((data[:, :4] @ w[:4] - data[:, 4]) ** 2)
