@@ -204,6 +204,8 @@ def _matmul_cotangents(a, b, g):
     """Lazy (ā, b̄) of ``a @ b``; a 1-D operand is promoted as matmul does (a row on the
     left, a column on the right) and the promoted axis is dropped again."""
     a_vector, b_vector = np.ndim(a) == 1, np.ndim(b) == 1
+    if a_vector and b_vector:  # an inner product: g is a scalar, no promotion needed
+        return Thunk(lambda: g * b), Thunk(lambda: g * a)
     g = _indexable(g)
     if b_vector:
         g, b = g[..., None], b[..., None]
