@@ -598,6 +598,8 @@ def _apply_forward(f, args, kwargs, top):
 
 
 def _box_forward(y, dy, top):
+    if type(dy) is _ndarray and type(y) is _ndarray and dy.shape == y.shape and dy.dtype == y.dtype:
+        return Traced(y, top, dy)  # the common case: nothing to check or fix
     if isinstance(y, (tuple, list)):
         dys = [ZeroTangent()] * len(y) if is_zero(dy) else dy
         return _same_sequence(y, [_box_forward(v, unthunk(d), top) for v, d in zip(y, dys)])
