@@ -107,8 +107,9 @@ def usable_cpu_count() -> int:
         return max(1, os.cpu_count() or 1)
 
 
-def check_positive_int(value, what="n_workers"):
-    """Return ``value`` as an int if it is None or a positive integer, else raise ValueError.
+def check_positive_int(value, what="n_workers", minimum=1):
+    """Return ``value`` as an int if it is None or an integer >= ``minimum``, else raise
+    ValueError naming ``what``.
 
     >>> check_positive_int(4), check_positive_int(None)
     (4, None)
@@ -119,14 +120,15 @@ def check_positive_int(value, what="n_workers"):
     """
     if value is None:
         return None
+    kind = "a positive integer or None" if minimum == 1 else "a non-negative integer"
     try:
         if isinstance(value, bool):
             raise TypeError
         out = operator.index(value)
     except TypeError:
-        raise ValueError(f"{what} must be a positive integer or None, got {value!r}") from None
-    if out < 1:
-        raise ValueError(f"{what} must be a positive integer or None, got {value!r}")
+        raise ValueError(f"{what} must be {kind}, got {value!r}") from None
+    if out < minimum:
+        raise ValueError(f"{what} must be {kind}, got {value!r}")
     return out
 
 

@@ -21,6 +21,8 @@ from __future__ import annotations
 import math
 import operator
 
+from .base import check_positive_int
+
 __all__ = ["chunk_ranges", "tree_sum", "neumaier_sum", "DEFAULT_N_CHUNKS"]
 
 #: without an explicit chunk_size, items are split into (at most) this many chunks
@@ -30,15 +32,9 @@ _MISSING = object()
 
 
 def _check_count(n_items):
-    try:
-        if isinstance(n_items, bool):
-            raise TypeError
-        n = operator.index(n_items)
-    except TypeError:
-        raise ValueError(f"n_items must be a non-negative integer, got {n_items!r}") from None
-    if n < 0:
-        raise ValueError(f"n_items must be a non-negative integer, got {n_items!r}")
-    return n
+    if n_items is None:
+        raise ValueError("n_items must be a non-negative integer, got None")
+    return check_positive_int(n_items, "n_items", minimum=0)
 
 
 def chunk_ranges(n_items, chunk_size=None) -> list:
