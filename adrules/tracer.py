@@ -489,7 +489,7 @@ def _accumulate(cot, slot, g, primal, entry, position):
 _ndarray = np.ndarray
 
 
-_BIG = 1 << 16  # elements: below this, allocation is cheaper than the checks
+_BIG = 1 << 12  # elements: below this, allocation is cheaper than the checks
 # Python 3.14 may skip reference-count increments for stack references, which would make
 # a shared array look like a temporary: elide only where the count is reliable.
 _ELIDE = sys.version_info < (3, 14)
