@@ -37,6 +37,21 @@ def _leaf_is_differentiable(leaf, fname, where):
         f"differentiated, or pass it through a closure (functools.partial) if it is data.")
 
 
+class _Name:
+    """``"gradient(f)"`` for error messages, formatted only if an error needs it."""
+
+    __slots__ = ("api", "f")
+
+    def __init__(self, api, f):
+        self.api, self.f = api, f
+
+    def __str__(self):
+        return f"{self.api}({getattr(self.f, '__name__', 'f')})"
+
+    def __format__(self, spec):
+        return format(str(self), spec)
+
+
 def _box_args(fname, args, trace):
     """Box the float leaves of ``args`` on ``trace``; returns (boxed args, per-arg leaf plans)."""
     boxed, plans = [], []
@@ -107,14 +122,14 @@ def value_and_gradient(f, *args):
     >>> ad.value_and_gradient(lambda x: np.sum(x ** 2), np.array([1.0, 2.0]))
     (np.float64(5.0), (array([2., 4.]),))
     """
-    fname = f"gradient({getattr(f, '__name__', 'f')})"
+    fname = _Name("gradient", f)
     trace = Trace()
     with tracing():
         boxed, plans = _box_args(fname, args, trace)
         out = f(*boxed)
     if type(out) is Traced and out._trace is trace:
         value = out.value
-        if np.shape(value) != ():
+        if getattr(value, "shape", ()) != ():
             raise TracerError(
                 f"{fname}: f returned an array of shape {np.shape(value)}, but gradient needs a "
                 f"scalar. Reduce it (np.sum, np.mean), or use adrules.pullback / adrules.jacobian.")
@@ -157,7 +172,7 @@ def pullback(f, *args):
     >>> y, back(np.array([1.0, 10.0]))
     (array([3., 6.]), (array([ 3., 30.]),))
     """
-    fname = f"pullback({getattr(f, '__name__', 'f')})"
+    fname = _Name("pullback", f)
     trace = Trace()
     with tracing():
         boxed, plans = _box_args(fname, args, trace)
