@@ -284,6 +284,15 @@ for _name, _uf in (("add", np.add), ("sub", np.subtract), ("mul", np.multiply),
     setattr(Traced, f"__{_name}__", _op)
     if _name not in ("lt", "le", "gt", "ge", "eq", "ne"):
         setattr(Traced, f"__r{_name}__", _rop)
+def _pow(self, other):
+    if type(other) in (int, float) and other == 2:  # as ndarray.__pow__ does: square is quicker
+        return apply(np.square, (self,), {})
+    if type(other) in _ZEROS:
+        return NotImplemented
+    return apply(np.power, (self, other), {})
+
+
+Traced.__pow__ = _pow
 Traced.__neg__ = lambda self: apply(np.negative, (self,), {})
 Traced.__abs__ = lambda self: apply(np.absolute, (self,), {})
 Traced.__pos__ = lambda self: self
