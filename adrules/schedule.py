@@ -52,11 +52,12 @@ class _Timed:
 
 
 def _batches(items, n_workers, chunk_seconds, dispatch_cost):
-    """Consecutive items grouped so each task outweighs its dispatch ~10 times, yet every
-    worker gets work. Grouping changes only which process runs a chunk, never the chunk."""
+    """Consecutive items grouped so each task outweighs its dispatch ~10 times and each
+    worker gets at most ~4 tasks (each task carries the shared data), yet every worker
+    gets work. Grouping changes only which process runs a chunk, never the chunk."""
     n = len(items)
-    per_task = max(1, int(10 * dispatch_cost / max(chunk_seconds, 1e-9)))
-    per_task = min(per_task, -(-n // n_workers))
+    per_task = max(1, int(10 * dispatch_cost / max(chunk_seconds, 1e-9)), -(-n // (4 * n_workers)))
+    per_task = min(per_task, -(-n // n_workers))  # at most 4 tasks a worker, at least 1
     return [items[i:i + per_task] for i in range(0, n, per_task)]
 
 

@@ -28,6 +28,17 @@ import threading
 
 from . import _context, _remote
 from ._blas import PIN_ENV, blas_pinned
+
+# Worker processes are dedicated to array work: glibc keeps freed memory for reuse
+# (arrays up to 32 MB come from the heap, which is never trimmed) instead of returning
+# every large temporary to the kernel and faulting its pages in again on the next one.
+# Measured on this project's machine: the ensemble demo's gradient on 2 processes went
+# from 1.14x to 1.47x serial with it. The caller's own process is left alone; a user's
+# own MALLOC_* settings win.
+WORKER_MALLOC_ENV = {
+    "MALLOC_MMAP_THRESHOLD_": os.environ.get("MALLOC_MMAP_THRESHOLD_", str(32 * 2**20)),
+    "MALLOC_TRIM_THRESHOLD_": os.environ.get("MALLOC_TRIM_THRESHOLD_", str(2**30)),
+}
 from ._futures import collect
 from .base import (
     Executor,
@@ -154,7 +165,7 @@ class ProcessExecutor(Executor):
                     max_workers=self.n_workers,
                     timeout=self.idle_timeout,
                     initializer=_remote.init_process_worker,
-                    env=dict(PIN_ENV),
+                    env={**PIN_ENV, **WORKER_MALLOC_ENV},
                 )
             return self._pool
 
