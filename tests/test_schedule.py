@@ -56,7 +56,9 @@ def test_chunks_report_cpu_time_not_waiting_time():
 def test_cheap_chunks_travel_in_batches_and_every_worker_gets_some():
     items = list(range(16))
     assert schedule._batches(items, 2, chunk_seconds=1e-4, dispatch_cost=1e-3) == [items[:8], items[8:]]
-    assert schedule._batches(items, 2, chunk_seconds=1.0, dispatch_cost=1e-3) == [[i] for i in items]
+    assert schedule._batches(items, 2, chunk_seconds=1.0, dispatch_cost=1e-3) == [
+        items[i:i + 2] for i in range(0, 16, 2)]  # heavy chunks: at most 4 tasks a worker
+    assert schedule._batches(items[:4], 2, chunk_seconds=1.0, dispatch_cost=1e-3) == [[i] for i in range(4)]
     assert sum(schedule._batches(items, 4, chunk_seconds=5e-3, dispatch_cost=1e-2), []) == items
 
 
