@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from .pytrees import LEAF, _children, flatten, unflatten
-from .registry import function_name, rrule
+from .registry import rrule
 from .tangents import NoTangent, Tangent, ZeroTangent, is_zero, unthunk
 from .tracer import Trace, Traced, TracerError, backprop, tracing
 
@@ -336,5 +336,4 @@ def frule_via_ad(tangents, f, *args, **kwargs):
     return jvp(_call, (f, *args), (ZeroTangent() if is_zero(tf) else tf, *targs))
 
 
-__all__ = ["gradient", "value_and_gradient", "pullback", "rrule_via_ad", "jvp", "frule_via_ad",
-           "function_name"]
+__all__ = ["gradient", "value_and_gradient", "pullback", "rrule_via_ad", "jvp", "frule_via_ad"]

@@ -214,14 +214,6 @@ rrule = ReverseRules("rrule")
 frule = ForwardRules("frule")
 
 
-def scalar_partial_cotangents(partials, args, y, g):
-    """``g * d(args, y)`` for each float argument (projected onto it), else ``NoTangent()``."""
-    out = []
-    for arg, d in zip(args, partials):
-        out.append(project_like(_times_partial(g, d, args, y), arg) if _is_float(arg) else NoTangent())
-    return out
-
-
 def _times_partial(g, d, args, y):
     return g if d is ONE else g * d(*args, y)
 

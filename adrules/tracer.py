@@ -33,7 +33,7 @@ import numpy as np
 from . import _state
 from .projection import ProjectionError, project_like
 from .registry import NONDIFF, ONE, RULE, SCALAR, DEFAULT_CONFIG, frule as _frules, function_name, rrule as _rrules
-from .tangents import NoTangent, ZeroTangent, _AbstractZero, is_zero, unthunk
+from .tangents import NoTangent, ZeroTangent, is_zero, unthunk
 
 _next_level = itertools.count(1).__next__
 _active_lock = threading.Lock()

@@ -287,8 +287,6 @@ def main(argv=None):
     args = parser.parse_args(argv)
     common.reexec_with_measurement_env(__file__, sys.argv[1:], not args.no_malloc_env)
 
-    import numpy as np
-
     import adrules as ad
     import executors
 
@@ -447,7 +445,7 @@ def main(argv=None):
         "",
         f"- date: {datetime.datetime.now().strftime('%Y-%m-%d %H:%M')}",
         f"- machine: {machine_line()}; Python {platform.python_version()}",
-        f"- versions: " + ", ".join(f"{k} {v}" for k, v in versions.items()),
+        "- versions: " + ", ".join(f"{k} {v}" for k, v in versions.items()),
         f"- run: {'--quick' if args.quick else 'full'}; medians of {repeat} interleaved samples "
         f"({heavy_repeat} for the heavy ensemble), {elapsed:.0f} s in all",
         f"- shared machine: 2 busy processes got {cores_before:.2f} cores before the run and "
