@@ -28,7 +28,7 @@ bits on every backend and worker count::
 """
 
 from .base import Executor, WorkerError
-from .config import config, current_chunk_size, resolve
+from .config import config, current_chunk_size, register_backend, resolve, resolve_dispatch
 from ._context import in_worker
 from .local import ProcessExecutor, SerialExecutor, ThreadExecutor
 from .reduce import chunk_ranges, neumaier_sum, tree_sum
@@ -41,6 +41,8 @@ __all__ = [
     "DaskExecutor",
     "config",
     "resolve",
+    "resolve_dispatch",
+    "register_backend",
     "current_chunk_size",
     "chunk_ranges",
     "tree_sum",

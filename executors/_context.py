@@ -4,7 +4,7 @@ Two context variables live here so that every other module can import them
 without import cycles:
 
 * ``SETTINGS`` -- the values set by :func:`executors.config` (executor,
-  n_workers, chunk_size).  A ``contextvars.ContextVar``: each thread and each
+  n_workers, chunk_size, dispatch).  A ``contextvars.ContextVar``: each thread and each
   asyncio task sees its own value, nested ``config`` blocks restore the outer
   value on exit.
 * the *in-worker* flag -- True while chunk work runs.  Set in a per-task copy
@@ -35,6 +35,7 @@ class Settings:
     executor: object = None
     n_workers: int | None = None
     chunk_size: int | None = None
+    dispatch: str | None = None
 
 
 SETTINGS: contextvars.ContextVar[Settings] = contextvars.ContextVar(

@@ -1,4 +1,4 @@
-"""The ``Executor`` base class, its errors, and the backend registry.
+"""The ``Executor`` base class and its errors.
 
 An executor maps ``fn`` over ``items`` and returns the results *in item
 order*, whatever order the tasks finish in::
@@ -39,9 +39,6 @@ __all__ = [
     "SerializationError",
     "RemoteError",
     "usable_cpu_count",
-    "register_backend",
-    "backend_names",
-    "create_backend",
 ]
 
 
@@ -254,50 +251,3 @@ def _run_items(fn, items, shared, on_done, name):
         if on_done is not None:
             on_done(i)
     return out
-
-
-# ---------------------------------------------------------------- registry
-
-_REGISTRY: dict = {}
-
-
-def register_backend(name: str, factory) -> None:
-    """Register ``factory(n_workers) -> Executor`` under ``name``.
-
-    >>> from executors.local import SerialExecutor
-    >>> register_backend("serial", lambda n_workers=None: SerialExecutor())
-    """
-    _REGISTRY[name] = factory
-
-
-def _dask_factory(n_workers):
-    from .dask import DaskExecutor
-
-    return DaskExecutor(n_workers=n_workers)
-
-
-register_backend("dask", _dask_factory)  # lazy: distributed imported on first use
-
-
-def backend_names() -> tuple:
-    """Names accepted by ``config``/``resolve``/``ADRULES_EXECUTOR``.
-
-    >>> backend_names()
-    ('serial', 'threads', 'processes', 'dask')
-    """
-    from . import local  # noqa: F401  (registers serial/threads/processes)
-
-    order = ["serial", "threads", "processes", "dask"]
-    return tuple(sorted(_REGISTRY, key=lambda k: (order.index(k) if k in order else len(order), k)))
-
-
-def create_backend(name: str, n_workers=None) -> Executor:
-    """Build a new (uncached) executor from its registered name.
-
-    >>> with create_backend("threads", 2) as ex:
-    ...     ex.n_workers
-    2
-    """
-    from . import local  # noqa: F401
-
-    return _REGISTRY[name](n_workers)

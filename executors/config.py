@@ -8,12 +8,18 @@
       ├─ config(executor=...) in this context (contextvars: per thread, nestable)
       ├─ ADRULES_EXECUTOR = NAME | NAME:N  (read now, at resolve time)
       └─ built-in default: "threads" with the usable CPU count
-    name ──▶ cache[(name, n_workers)] ──▶ one executor per key, pools kept alive,
-                                          closed at interpreter exit (atexit)
+    name ──▶ BACKENDS[name](n_workers) ──▶ cache[(name, n_workers)] ──▶ one executor per
+                                          key, pools kept alive, closed at interpreter exit
 
 ``n_workers`` comes from the argument, else from ``config``, else from the
 ``:N`` of the environment variable (only when the variable also chose the
 executor), else the usable CPU count.  An ``Executor`` instance is used as is.
+
+``dispatch`` ("auto" or "always") follows the same precedence, with the
+``ADRULES_DISPATCH`` variable and "auto" as the default: see :func:`resolve_dispatch`.
+
+The backend table lives here, beside its only user: ``register_backend(name,
+factory)`` adds a name; the Dask factory imports ``distributed`` only when called.
 """
 
 from __future__ import annotations
@@ -24,12 +30,81 @@ import os
 import threading
 
 from . import _context
-from .base import Executor, backend_names, check_positive_int, create_backend, usable_cpu_count
+from .base import Executor, check_positive_int, usable_cpu_count
+from .local import ProcessExecutor, SerialExecutor, ThreadExecutor
 
-__all__ = ["config", "resolve", "current_chunk_size", "ENV_VAR", "DEFAULT_EXECUTOR"]
+__all__ = [
+    "config",
+    "resolve",
+    "resolve_dispatch",
+    "current_chunk_size",
+    "register_backend",
+    "backend_names",
+    "create_backend",
+    "ENV_VAR",
+    "DISPATCH_ENV_VAR",
+    "DEFAULT_EXECUTOR",
+    "DISPATCH_CHOICES",
+]
+
+# ---------------------------------------------------------------- backend table
+
+
+def _dask_factory(n_workers=None):
+    from .dask import DaskExecutor  # distributed is an optional extra: import on use
+
+    return DaskExecutor(n_workers=n_workers)
+
+
+#: name -> ``factory(n_workers) -> Executor``, in the order names are listed to users
+BACKENDS: dict = {
+    "serial": lambda n_workers=None: SerialExecutor(),
+    "threads": ThreadExecutor,
+    "processes": ProcessExecutor,
+    "dask": _dask_factory,
+}
+
+
+def register_backend(name: str, factory) -> None:
+    """Register ``factory(n_workers) -> Executor`` under ``name`` (a new name or a
+    replacement), so ``config``, ``resolve`` and ``ADRULES_EXECUTOR`` accept it.
+
+    >>> register_backend("serial", lambda n_workers=None: SerialExecutor())
+    >>> resolve("serial").name
+    'serial'
+    """
+    if not isinstance(name, str) or not name or ":" in name:
+        raise ValueError(f"register_backend: name must be a non-empty string without ':', got {name!r}")
+    if not callable(factory):
+        raise TypeError(f"register_backend: factory must be callable, got {type(factory).__name__}")
+    BACKENDS[name] = factory
+
+
+def backend_names() -> tuple:
+    """Names accepted by ``config``/``resolve``/``ADRULES_EXECUTOR``.
+
+    >>> backend_names()[:4]
+    ('serial', 'threads', 'processes', 'dask')
+    """
+    return tuple(BACKENDS)
+
+
+def create_backend(name: str, n_workers=None) -> Executor:
+    """Build a new (uncached) executor from its registered name.
+
+    >>> with create_backend("threads", 2) as ex:
+    ...     ex.n_workers
+    2
+    """
+    return BACKENDS[name](n_workers)
+
 
 ENV_VAR = "ADRULES_EXECUTOR"
 DEFAULT_EXECUTOR = "threads"
+DISPATCH_ENV_VAR = "ADRULES_DISPATCH"
+#: "auto": chunks whose work cannot pay for dispatch run inline; "always": every chunk
+#: goes to the executor (to check that work runs and pickles there, or to benchmark it)
+DISPATCH_CHOICES = ("auto", "always")
 
 
 def _valid_forms() -> str:
@@ -52,26 +127,40 @@ def _check_executor(executor, where="executor"):
     )
 
 
+def _check_dispatch(dispatch, where="dispatch"):
+    if dispatch is None or dispatch in DISPATCH_CHOICES:
+        return dispatch
+    raise ValueError(
+        f"{where}={dispatch!r} is not valid: use one of "
+        f"{', '.join(repr(c) for c in DISPATCH_CHOICES)} ('auto': chunks too small to pay "
+        "for dispatch run inline; 'always': every chunk goes to the executor)"
+    )
+
+
 @contextlib.contextmanager
-def config(executor=None, n_workers=None, chunk_size=None):
-    """Set the executor, worker count and/or chunk size for the enclosed code.
+def config(executor=None, n_workers=None, chunk_size=None, dispatch=None):
+    """Set the executor, worker count, chunk size and/or dispatch policy for the enclosed code.
 
     Based on ``contextvars``: each thread (and asyncio task) has its own
     setting, nested blocks override only what they give and restore the outer
     values on exit.  ``executor`` is an :class:`Executor` instance or a name
-    ("serial", "threads", "processes", "dask").  Yields the merged settings.
+    ("serial", "threads", "processes", "dask").  ``dispatch`` is "auto" (work
+    too small to pay for dispatch runs inline) or "always" (every chunk goes to
+    the executor).  Yields the merged settings.
 
     >>> import executors
     >>> with executors.config(executor="serial", chunk_size=8):
-    ...     with executors.config(chunk_size=2):
-    ...         print(executors.resolve().name, executors.current_chunk_size())
-    ...     print(executors.current_chunk_size())
-    serial 2
-    8
+    ...     with executors.config(chunk_size=2, dispatch="always"):
+    ...         print(executors.resolve().name, executors.current_chunk_size(),
+    ...               executors.resolve_dispatch())
+    ...     print(executors.current_chunk_size(), executors.resolve_dispatch())
+    serial 2 always
+    8 auto
     """
     executor = _check_executor(executor)
     n_workers = check_positive_int(n_workers, "n_workers")
     chunk_size = check_positive_int(chunk_size, "chunk_size")
+    dispatch = _check_dispatch(dispatch)
     if isinstance(executor, Executor) and n_workers is not None:
         raise ValueError("give n_workers only with an executor name, not with an Executor instance")
     outer = _context.SETTINGS.get()
@@ -79,12 +168,36 @@ def config(executor=None, n_workers=None, chunk_size=None):
         executor=executor if executor is not None else outer.executor,
         n_workers=n_workers if n_workers is not None else outer.n_workers,
         chunk_size=chunk_size if chunk_size is not None else outer.chunk_size,
+        dispatch=dispatch if dispatch is not None else outer.dispatch,
     )
     token = _context.SETTINGS.set(new)
     try:
         yield new
     finally:
         _context.SETTINGS.reset(token)
+
+
+def resolve_dispatch(dispatch=None) -> str:
+    """The dispatch policy in force: argument > ``config(dispatch=...)`` >
+    ``ADRULES_DISPATCH`` > "auto".
+
+    >>> import executors
+    >>> executors.resolve_dispatch(), executors.resolve_dispatch("always")
+    ('auto', 'always')
+    >>> executors.resolve_dispatch("sometimes")
+    Traceback (most recent call last):
+    ...
+    ValueError: dispatch='sometimes' is not valid: use one of 'auto', 'always' ('auto': chunks too small to pay for dispatch run inline; 'always': every chunk goes to the executor)
+    """
+    if dispatch is not None:
+        return _check_dispatch(dispatch)
+    ctx = _context.SETTINGS.get().dispatch
+    if ctx is not None:
+        return ctx
+    raw = os.environ.get(DISPATCH_ENV_VAR)
+    if raw is None or not raw.strip():
+        return "auto"
+    return _check_dispatch(raw.strip().lower(), DISPATCH_ENV_VAR)
 
 
 def current_chunk_size():
@@ -124,15 +237,10 @@ def _parse_env():
 _cache: dict = {}
 _cache_lock = threading.Lock()
 _atexit_registered = False
-_SERIAL = None
+_SERIAL = SerialExecutor()
 
 
 def _serial():
-    global _SERIAL
-    if _SERIAL is None:
-        from .local import SerialExecutor
-
-        _SERIAL = SerialExecutor()
     return _SERIAL
 
 

@@ -45,7 +45,6 @@ from .base import (
     WorkerError,
     _map_inline,
     check_positive_int,
-    register_backend,
     usable_cpu_count,
 )
 
@@ -255,7 +254,3 @@ def _short(indices, limit=10):
         return str(indices)
     return f"[{', '.join(map(str, indices[:limit]))}, ...] ({len(indices)} in all)"
 
-
-register_backend("serial", lambda n_workers=None: SerialExecutor())
-register_backend("threads", ThreadExecutor)
-register_backend("processes", ProcessExecutor)

@@ -23,6 +23,8 @@ PUBLIC = [
     "DaskExecutor",
     "config",
     "resolve",
+    "resolve_dispatch",
+    "register_backend",
     "current_chunk_size",
     "chunk_ranges",
     "tree_sum",
