@@ -84,13 +84,15 @@ def jacobian(f, *args, mode=None, executor=None, chunk_size=None):
         jacs = []
         for i, a in enumerate(args):
             chunks = _ranges(a.size, chunk_size)
-            parts = run(ex, _columns_forward, chunks, (f, args, i), work_key(f))
+            parts = run(ex, _columns_forward, chunks, (f, args, i), key=work_key(f),
+                        dispatch=executors.resolve_dispatch(), label="jacobian columns", about=f)
             cols = [c for part in parts for c in part]
             jac = np.stack(cols, axis=-1) if cols else np.zeros(y.shape + (0,))
             jacs.append(jac.reshape(y.shape + a.shape))
         return tuple(jacs)
     chunks = _ranges(y.size, chunk_size)
-    parts = run(ex, _rows_reverse, chunks, (f, args), work_key(f))
+    parts = run(ex, _rows_reverse, chunks, (f, args), key=work_key(f),
+                dispatch=executors.resolve_dispatch(), label="jacobian rows", about=f)
     rows = [r for part in parts for r in part]
     return tuple(np.stack([np.asarray(r[i]) for r in rows]).reshape(y.shape + a.shape)
                  if rows else np.zeros(y.shape + a.shape) for i, a in enumerate(args))
@@ -122,7 +124,8 @@ def hessian(f, x, executor=None, chunk_size=None):
     """
     x = _as_array_arg(f"hessian({getattr(f, '__name__', 'f')})", 0, x)
     ex = executors.resolve(executor)
-    parts = run(ex, _hessian_columns, _ranges(x.size, chunk_size), (f, x), work_key(f))
+    parts = run(ex, _hessian_columns, _ranges(x.size, chunk_size), (f, x), key=work_key(f),
+                dispatch=executors.resolve_dispatch(), label="hessian columns", about=f)
     cols = [c for part in parts for c in part]
     return np.stack(cols, axis=-1).reshape(x.shape + x.shape)
 

@@ -29,6 +29,7 @@ import numpy as np
 
 import executors
 
+from . import sending
 from .api import jvp, pullback
 from .callables import has_traced as _has_traced, split_callable
 from .schedule import run, work_key
@@ -62,9 +63,23 @@ def _fold(fn, xs, shared, start, vectorized):
     if vectorized:
         return np.sum(fn(xs, *shared))
     total = None
-    for value in _values(fn, xs, shared, start):
-        total = value if total is None else total + value
+    for k, value in enumerate(_values(fn, xs, shared, start)):
+        if total is None:
+            total = value
+            continue
+        try:
+            total = total + value
+        except (ValueError, TypeError) as e:
+            raise type(e)(
+                f"psum: f's value at element {start + k} ({_what(value)}) does not add to the "
+                f"sum of elements {start}..{start + k - 1} ({_what(total)}): every element "
+                "must give a value of the same shape") from e
     return total
+
+
+def _what(value):
+    shape = getattr(value, "shape", None)
+    return f"shape {shape}" if shape is not None else f"a {type(value).__name__}"
 
 
 def _map_list(fn, xs, shared, start, vectorized):
@@ -150,7 +165,7 @@ def chunk_jvp(item, plan, state, shared, tangents):
 
 
 # ---------------------------------------------------------------------------
-# scheduling
+# chunks and their reduction
 # ---------------------------------------------------------------------------
 
 
@@ -171,6 +186,15 @@ def _tree_add(a, b):
     return tree_map(lambda u, v: v if is_zero(u) else (u if is_zero(v) else u + v), a, b)
 
 
+def _add_into(partial, value):
+    """``partial + value`` written into ``partial`` when it is an array a reduction
+    allocated itself (``executors.TreeSum`` passes only those); same bits as ``+``."""
+    if (type(partial) is np.ndarray and type(value) is np.ndarray and partial.shape == value.shape
+            and partial.dtype == np.result_type(partial, value)):
+        return np.add(partial, value, out=partial)
+    return _tree_add(partial, value)
+
+
 def _gather_elements(parts, xs):
     """Concatenate per-chunk element cotangents back into the structure of ``xs``."""
     if isinstance(xs, np.ndarray):
@@ -183,38 +207,127 @@ def _gather_elements(parts, xs):
     return type(xs)(out) if isinstance(xs, tuple) else out
 
 
+class _Values:
+    """The chunks' values, combined as they arrive in chunk order: a streaming
+    ``tree_sum`` for psum, a concatenation for pmap."""
+
+    def __init__(self, kind, items):
+        self.kind, self.items = kind, items
+        self.sum = executors.TreeSum(add=self._add)
+        self.list = []
+
+    def take(self, i, y):
+        if self.kind == "sum":
+            self._chunk = i
+            self.sum.push(y)
+        else:
+            self.list.extend(y)
+
+    def _add(self, a, b):
+        try:
+            return a + b
+        except (ValueError, TypeError) as e:
+            xs, start = self.items[self._chunk]
+            raise type(e)(
+                f"psum: the sum of f over elements {start}..{start + len(xs) - 1} ({_what(b)}) "
+                f"does not add to the sum over the elements before them ({_what(a)}): every "
+                "element must give a value of the same shape") from e
+
+    def result(self):
+        if self.kind == "sum":
+            return self.sum.result(zero=0.0)
+        return self.list
+
+
+class _Cotangents:
+    """Per-chunk cotangents of ``(state, xs chunk, *shared)`` reduced as they arrive:
+    state and shared leaves by a streaming tree sum each (O(log chunks) partial sums
+    alive, not one dense cotangent per chunk), element cotangents kept in order."""
+
+    def __init__(self, call, state, xs, shared):
+        self.call, self.xs = call, xs
+        self.parts = [state, xs, *shared]
+        self.sizes = [len(flatten(p)[0]) for p in self.parts]
+        self.sums = {j: [executors.TreeSum(add=_tree_add, add_into=_add_into) for _ in range(self.sizes[j])]
+                     for j in range(len(self.parts)) if j != 1}
+        self.elements = []
+
+    def take(self, grads):
+        for j, sums in self.sums.items():
+            g = grads[j]
+            leaves = [ZeroTangent()] * self.sizes[j] if is_zero(g) else flatten(g)[0]
+            for acc, leaf in zip(sums, leaves):
+                acc.push(leaf)
+        if self.call.active[1]:
+            self.elements.append(grads[1])
+
+    def leaves(self, ybar=None):
+        """Flat leaf cotangents aligned with ``flatten((state, xs, list(shared)))``,
+        scaled by ``ybar`` when given."""
+        out = []
+        for j, part in enumerate(self.parts):
+            if j == 1:
+                g = _gather_elements(self.elements, self.xs) if self.elements else NoTangent()
+                leaves = [ZeroTangent()] * self.sizes[1] if is_zero(g) else flatten(g)[0]
+            else:
+                leaves = [acc.result(zero=ZeroTangent()) for acc in self.sums[j]]
+            out.extend(leaves if ybar is None else [_scale(v, ybar) for v in leaves])
+        return out
+
+
+def _scale(g, ybar):
+    return g if is_zero(g) else ybar * g
+
+
+def _is_one(ybar):
+    return type(ybar) is not Traced and np.shape(ybar) == () and ybar == 1
+
+
 # ---------------------------------------------------------------------------
 # the primitive over flat leaves, and its rules
 # ---------------------------------------------------------------------------
 
 
 class Call:
-    """One psum/pmap call: how to rebuild (state, xs, shared) from the flat leaves."""
+    """One psum/pmap call: how to rebuild (state, xs, shared) from the flat leaves,
+    and where its chunks run."""
 
-    def __init__(self, plan, treedef, active, executor, chunk_size, progress):
-        self.plan, self.treedef, self.active = plan, treedef, active
+    def __init__(self, plan, treedef, active, about, executor, chunk_size, progress, dispatch):
+        self.plan, self.treedef, self.active, self.about = plan, treedef, active, about
         self.key = (plan.kind, work_key(plan.f if plan.f is not None else plan.rebuild))
         self.executor, self.chunk_size, self.progress = executor, chunk_size, progress
+        self.dispatch = dispatch
 
     def unpack(self, leaves):
         state, xs, shared = unflatten(self.treedef, leaves)
         return state, xs, tuple(shared)
 
-    def label(self, phase):
-        return f"{self.plan.kind} {phase}"
+    def resolve(self, state, xs, shared):
+        """The executor, once what its workers would receive is known to travel."""
+        executor = executors.resolve(self.executor)
+        if not executor.shares_memory:
+            sending.check(self.plan.kind, self.about, self.plan, state, xs, shared, executor, self.key)
+        return executor
+
+    def run(self, executor, phase, fn, items, shared, on_result=None):
+        return run(executor, fn, items, shared, key=self.key, dispatch=self.dispatch,
+                   on_result=on_result, progress=self.progress,
+                   label=f"{'psum' if self.plan.kind == 'sum' else 'pmap'} {phase}", about=self.about)
 
 
 @primitive
 def _psum_leaves(call, *leaves):
     state, xs, shared = call.unpack(leaves)
-    executor = executors.resolve(call.executor)
-    fn = chunk_value
-    results = run(executor, fn, _chunks(xs, call.chunk_size), (call.plan, state, shared),
-                  call.key, call.progress, call.label("forward"))
-    _check_no_escaped_trace(results)
-    if call.plan.kind == "sum":
-        return executors.tree_sum(results) if results else 0.0
-    return [y for part in results for y in part]
+    executor = call.resolve(state, xs, shared)
+    items = _chunks(xs, call.chunk_size)
+    values = _Values(call.plan.kind, items)
+
+    def take(i, y):
+        _check_no_escaped_trace(y)
+        values.take(i, y)
+
+    call.run(executor, "forward", chunk_value, items, (call.plan, state, shared), take)
+    return values.result()
 
 
 @rrule.register(_psum_leaves)
@@ -222,26 +335,39 @@ def _psum_rrule(call, *leaves):
     state, xs, shared = call.unpack(leaves)
     if any(type(v) is Traced for v in leaves):
         return _nested_rrule(call, state, xs, shared, leaves)
-    executor = executors.resolve(call.executor)
+    executor = call.resolve(state, xs, shared)
     items = _chunks(xs, call.chunk_size)
-    results = run(executor, chunk_forward, items, (call.plan, call.active, state, shared, executor.shares_memory),
-                  call.key, call.progress, call.label("forward"))
-    _check_no_escaped_trace([r[1] for r in results])
-    ys = [r[1] for r in results]
-    y = (executors.tree_sum(ys) if ys else 0.0) if call.plan.kind == "sum" else [v for p in ys for v in p]
+    values = _Values(call.plan.kind, items)
+    eager = _Cotangents(call, state, xs, shared)
+
+    def take(i, result):
+        kind, y, grads = result
+        _check_no_escaped_trace(y)
+        values.take(i, y)
+        if kind == "eager":  # reduce the gradients now: nothing of the chunk is kept
+            eager.take(grads)
+            return kind, None
+        return kind, grads
+
+    kinds = call.run(executor, "forward", chunk_forward, items,
+                     (call.plan, call.active, state, shared, executor.shares_memory), take)
+    y = values.result()
 
     def psum_pullback(ybar):
-        if call.plan.kind == "sum" and results and all(r[0] == "eager" for r in results):
-            grads = [_scale(r[2], ybar) for r in results]
-        elif all(r[0] == "tape" for r in results):
-            bars = _chunk_bars(call, items, ybar)
-            grads = run(executor, chunk_pullback, [(r[2], b) for r, b in zip(results, bars)],
-                        (), call.key, call.progress, call.label("backward"))
+        if kinds and all(k == "eager" for k, _ in kinds):
+            leaf_bars = eager.leaves(None if _is_one(ybar) else ybar)
         else:
             bars = _chunk_bars(call, items, ybar)
-            grads = run(executor, chunk_backward, list(zip(items, bars)),
-                        (call.plan, call.active, state, shared), call.key, call.progress, call.label("backward"))
-        return (NoTangent(), NoTangent(), *_leaf_cotangents(call, grads, state, xs, shared))
+            grads = _Cotangents(call, state, xs, shared)
+            take_grads = lambda i, g: grads.take(g)  # noqa: E731
+            if all(k == "tape" for k, _ in kinds):
+                call.run(executor, "backward", chunk_pullback,
+                         [(back, b) for (_, back), b in zip(kinds, bars)], (), take_grads)
+            else:
+                call.run(executor, "backward", chunk_backward, list(zip(items, bars)),
+                         (call.plan, call.active, state, shared), take_grads)
+            leaf_bars = grads.leaves()
+        return (NoTangent(), NoTangent(), *leaf_bars)
 
     return y, psum_pullback
 
@@ -256,25 +382,6 @@ def _chunk_bars(call, items, ybar):
     return bars
 
 
-def _scale(grads, ybar):
-    if type(ybar) is not Traced and np.shape(ybar) == () and ybar == 1:
-        return grads  # 1 * g is g, bit for bit: skip a pass over every gradient
-    return tuple(tree_map(lambda g: g if is_zero(g) else ybar * g, g_arg) for g_arg in grads)
-
-
-def _leaf_cotangents(call, grads, state, xs, shared):
-    """Reduce per-chunk (state, xs_chunk, *shared) cotangents into flat leaf cotangents."""
-    parts = [state, xs, *shared]
-    if grads:
-        reduced = [executors.tree_sum([g[0] for g in grads], add=_tree_add),
-                   _gather_elements([g[1] for g in grads], xs) if call.active[1] else NoTangent(),
-                   *(executors.tree_sum([g[2 + j] for g in grads], add=_tree_add)
-                     for j in range(len(shared)))]
-    else:
-        reduced = [NoTangent()] * len(parts)
-    return _flat_cotangents(parts, reduced)
-
-
 def _flat_cotangents(parts, cotangents):
     """Leaf cotangents aligned with ``flatten((state, xs, list(shared)))``."""
     out = []
@@ -284,14 +391,13 @@ def _flat_cotangents(parts, cotangents):
     return out
 
 
-def _check_no_escaped_trace(results):
-    for r in results:
-        if _has_traced(r):
-            raise TracerError(
-                "psum/pmap: f uses a traced value it did not receive as an argument (captured "
-                "through a global or an object psum cannot see into), so its gradient would be "
-                "lost. Pass it explicitly as a shared argument: psum(loss, models, x) calls "
-                "loss(model, x) for each model.")
+def _check_no_escaped_trace(value):
+    if _has_traced(value):
+        raise TracerError(
+            "psum/pmap: f uses a traced value it did not receive as an argument (captured "
+            "through a global or an object psum cannot see into), so its gradient would be "
+            "lost. Pass it explicitly as a shared argument: psum(loss, models, x) calls "
+            "loss(model, x) for each model.")
 
 
 def _nested_rrule(call, state, xs, shared, leaves):
@@ -316,15 +422,14 @@ def _nested_rrule(call, state, xs, shared, leaves):
 def _psum_frule(tangents, call, *leaves):
     state, xs, shared = call.unpack(leaves)
     dstate, dxs, dshared = unflatten(call.treedef, [_dense_tangent(t, v) for t, v in zip(tangents[2:], leaves)])
-    executor = executors.resolve(call.executor)
     items = _chunks(xs, call.chunk_size)
     d_items = _chunks(dxs, call.chunk_size)
     pairs = [(item, (d[0], dstate, tuple(dshared))) for item, d in zip(items, d_items)]
     if any(type(v) is Traced for v in leaves):
         results = [_jvp_item(p, call.plan, state, shared) for p in pairs]
     else:
-        results = run(executor, _jvp_item, pairs, (call.plan, state, shared), call.key, call.progress,
-                      call.label("forward"))
+        executor = call.resolve(state, xs, shared)
+        results = call.run(executor, "forward (jvp)", _jvp_item, pairs, (call.plan, state, shared))
     if call.plan.kind == "sum":
         return executors.tree_sum([r[0] for r in results]), executors.tree_sum([r[1] for r in results])
     return [v for r in results for v in r[0]], [d for r in results for d in r[1]]
@@ -346,7 +451,7 @@ def _dense_tangent(t, v):
 # ---------------------------------------------------------------------------
 
 
-def _call(kind, f, xs, shared, executor, chunk_size, vectorized, progress):
+def _call(kind, f, xs, shared, executor, chunk_size, vectorized, progress, dispatch):
     if not callable(f):
         raise TypeError(f"{kind}: f must be callable, got {type(f).__name__}; the form is "
                         f"{kind}(f, xs, *shared).")
@@ -356,23 +461,41 @@ def _call(kind, f, xs, shared, executor, chunk_size, vectorized, progress):
     if vectorized and not isinstance(xs, np.ndarray):
         raise TypeError(f"{kind}(vectorized=True): xs must be a NumPy array whose chunks "
                         f"(slices along the first axis) f receives; got {type(xs).__name__}.")
+    try:
+        dispatch = executors.resolve_dispatch(dispatch)
+    except ValueError as e:
+        raise ValueError(f"{kind}: {e}") from None
     state, rebuild = split_callable(f)
     plan = Plan(f if rebuild is None else None, rebuild, "sum" if kind == "psum" else "map", vectorized)
     leaves, treedef = flatten((state, xs, list(shared)))
     active = (state is not None, _has_traced(xs), *(_has_traced(s) for s in shared))
-    call = Call(plan, treedef, active, executor, chunk_size, progress)
+    call = Call(plan, treedef, active, f, executor, chunk_size, progress, dispatch)
     return _psum_leaves(call, *leaves)
 
 
-def psum(f, xs, *shared, executor=None, chunk_size=None, vectorized=False, progress=False):
+def psum(f, xs, *shared, executor=None, chunk_size=None, dispatch=None, vectorized=False,
+         progress=False):
     """``sum(f(x, *shared) for x in xs)``, with the forward map and the pullback on an executor.
 
     Differentiable with respect to the elements of ``xs`` (arrays, dicts, dataclass
     models...), the ``shared`` arguments and the state of ``f`` (a callable model's
-    parameters, values captured by a closure). Chunks depend only on ``len(xs)`` and
-    ``chunk_size``, so the value and every gradient are bitwise identical on every
-    backend and worker count. With ``vectorized=True``, ``f`` receives a whole chunk
-    (a slice of the array ``xs``) and returns its per-element values.
+    parameters, values captured by a closure).
+
+    - ``executor``: an ``executors.Executor`` or a name ("serial", "threads",
+      "processes", "dask"); by default ``executors.config(...)``, then the
+      ``ADRULES_EXECUTOR`` environment variable, then "threads".
+    - ``chunk_size``: elements per chunk (one tape per chunk); by default
+      ``executors.config(chunk_size=...)``, else ``len(xs) / 16`` rounded up. Chunks
+      depend only on ``len(xs)`` and ``chunk_size``, so the value and every gradient
+      are bitwise identical on every backend and worker count.
+    - ``dispatch``: "auto" (default: chunks whose work cannot pay for dispatch run
+      inline, decided from chunk 0's time on a call site's first call) or "always".
+      The ``adrules.schedule`` logger says, at DEBUG level, where each phase ran and why.
+    - ``vectorized=True``: ``f`` receives a whole chunk (a slice of the array ``xs``)
+      and returns its per-element values.
+    - ``progress=True``: a tqdm progress bar over chunks (needs tqdm).
+
+    ``f`` must be pure: the same element gives the same value wherever it runs.
 
     >>> import numpy as np, adrules as ad
     >>> models = [np.array([1.0, 2.0]), np.array([3.0, 4.0])]
@@ -384,14 +507,16 @@ def psum(f, xs, *shared, executor=None, chunk_size=None, vectorized=False, progr
     >>> g_x
     array([-18., -26.])
     """
-    return _call("psum", f, xs, shared, executor, chunk_size, vectorized, progress)
+    return _call("psum", f, xs, shared, executor, chunk_size, vectorized, progress, dispatch)
 
 
-def pmap(f, xs, *shared, executor=None, chunk_size=None, vectorized=False, progress=False):
-    """``[f(x, *shared) for x in xs]`` on an executor; differentiable like ``psum``.
+def pmap(f, xs, *shared, executor=None, chunk_size=None, dispatch=None, vectorized=False,
+         progress=False):
+    """``[f(x, *shared) for x in xs]`` on an executor; differentiable like ``psum``,
+    with the same arguments.
 
     >>> import numpy as np, adrules as ad
     >>> [float(v) for v in ad.pmap(lambda w: np.sum(w ** 2), [np.ones(2), np.ones(3)], executor="serial")]
     [2.0, 3.0]
     """
-    return _call("pmap", f, xs, shared, executor, chunk_size, vectorized, progress)
+    return _call("pmap", f, xs, shared, executor, chunk_size, vectorized, progress, dispatch)

@@ -309,4 +309,36 @@ def primitive(fn):
         return fn(*args, **kwargs)
 
     wrapper.__adrules_primitive__ = fn
+    wrapper.__adrules_rules__ = _RulesTravel(wrapper)
     return wrapper
+
+
+class _RulesTravel:
+    """Carries a primitive's rules wherever the primitive is pickled by value.
+
+    A primitive defined in ``__main__`` (or a module workers cannot import) reaches
+    process and Dask workers as a copy, made by cloudpickle from its code; the script
+    that registered its rules never runs there. This object sits in the primitive's
+    ``__dict__``, which cloudpickle sends along: pickling it captures the rules
+    registered at that moment, and unpickling registers them for the copy. Primitives
+    importable by name travel by reference, without their ``__dict__``: their module
+    registers their rules when the worker imports it.
+    """
+
+    __slots__ = ("primitive",)
+
+    def __init__(self, primitive):
+        self.primitive = primitive
+
+    def __reduce__(self):
+        f = self.primitive
+        return (_adopt_rules, (f, rrule.rules.get(f), frule.rules.get(f)))
+
+
+def _adopt_rules(f, reverse, forward):
+    """Register rules that travelled with primitive ``f`` (see ``_RulesTravel``)."""
+    if reverse is not None:
+        rrule.rules[f] = reverse
+    if forward is not None:
+        frule.rules[f] = forward
+    return _RulesTravel(f)

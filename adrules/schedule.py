@@ -1,31 +1,40 @@
 """Where chunk work runs: on the executor, or inline when parallel would not pay.
 
-    run(executor, fn, items, shared, key=...)
-      first call for `key`:  chunk 0 inline, timed ─ worth dispatching the rest?
-      second call:           inline, to time a warm loop (CPU seconds per chunk)
-      later calls:           parallel when the work outweighs the dispatch cost, chunks
-                             grouped into tasks that each outweigh it ~10 times; a
-                             parallel call slower (wall clock) than the loop's time lost
-                             (GIL-bound work on threads, a busy machine): two losses in
-                             a row send the call site inline, with a parallel try every
-                             RETRY_EVERY calls
+    run(executor, fn, items, shared, site=..., dispatch="auto")
+      dispatch="always"       every chunk on the executor
+      first call of a site    chunk 0 inline, timed ─ would the rest gain on the executor?
+                              yes: the rest of this same call goes there
+      later calls             decided from what the site measured: CPU seconds per chunk
+                              (inline loops, or the workers' own clocks)
+      worth it  ⟺  work / workers + dispatch (per task, per call, start-up) < work / MARGIN
+      a parallel run slower (wall clock) than the loop it replaced is a loss: two in a
+      row send the site inline, with a parallel try every RETRY_EVERY calls
 
-Only *where* chunks run depends on timing; every chunk does the same operations wherever
-it runs, so results are bitwise identical whatever is decided.
+Processes that are not up yet count their start-up in the estimate; when only the
+start-up stands in the way, they are started in the background for the next call.
+Every decision is logged on the ``adrules.schedule`` logger at DEBUG level, one record
+per phase (see ``describe``). Only *where* chunks run depends on timing: every chunk
+does the same operations wherever it runs, so results are bitwise identical whatever
+is decided.
 """
 
 from __future__ import annotations
 
+import logging
+import math
+import os
+import sys
 import threading
 import time
 
 import executors
 
-#: Chunks go to the executor when their work outweighs this many times the dispatch cost
-#: of the tasks they travel in; below that, a plain loop is faster. 0 sends every chunk to
-#: the executor (tests use it to exercise the backends on tiny work).
-DISPATCH_FACTOR = 2.0
+logger = logging.getLogger("adrules.schedule")
+
+COLD_MARGIN = 2.0  # chunk 0 of a first call may take this much longer than a warm chunk
+MARGIN = 1.25  # parallel must beat the loop by this factor before it is chosen
 RETRY_EVERY = 20  # calls: how often a call site that lost in parallel tries again
+PRELOAD = ("adrules",)  # what starting worker processes import ahead of the first chunk
 
 _SERIAL = executors.SerialExecutor()
 
@@ -51,101 +60,223 @@ class _Timed:
         return (_Timed, (self.fn,))
 
 
-def _batches(items, n_workers, chunk_seconds, dispatch_cost):
-    """Consecutive items grouped so each task outweighs its dispatch ~10 times and each
-    worker gets at most ~4 tasks (each task carries the shared data), yet every worker
-    gets work. Grouping changes only which process runs a chunk, never the chunk."""
-    n = len(items)
+def _tasks(n, n_workers, chunk_seconds, dispatch_cost):
+    """How many consecutive chunks go in one task: enough that a task outweighs its
+    dispatch ~10 times, at most ~4 tasks a worker (each carries the shared data), yet
+    every worker gets work. Grouping changes only which process runs a chunk."""
     per_task = max(1, int(10 * dispatch_cost / max(chunk_seconds, 1e-9)), -(-n // (4 * n_workers)))
-    per_task = min(per_task, -(-n // n_workers))  # at most 4 tasks a worker, at least 1
-    return [items[i:i + per_task] for i in range(0, n, per_task)]
+    return min(per_task, -(-n // n_workers))
 
 
-class _Estimate:
-    """What one call site has learnt: the CPU seconds a chunk takes when run inline
-    (uncontended: chunks running side by side slow each other, so their own clocks
-    overstate what a loop would cost), and whether parallel runs beat that."""
+def parallel_seconds(executor, chunk_seconds, n):
+    """Estimated wall clock of ``n`` chunks on ``executor``: the work shared by the
+    workers, plus dispatch per task (tasks spread over the workers), per call, and
+    the workers' start-up while they are not up."""
+    workers = executor.n_workers
+    n_tasks = -(-n // _tasks(n, workers, chunk_seconds, executor.dispatch_cost))
+    startup = 0.0 if executor.ready() else executor.startup_cost
+    return (chunk_seconds * n / workers + executor.dispatch_cost * math.ceil(n_tasks / workers)
+            + executor.call_cost + startup)
 
-    __slots__ = ("chunk_seconds", "calibrated", "losses", "calls", "parallel_runs")
 
-    def __init__(self, chunk_seconds):
-        self.chunk_seconds, self.calibrated, self.losses, self.calls = chunk_seconds, False, 0, 0
-        self.parallel_runs = 0
+class _Site:
+    """What one call site has learnt about its chunks on one executor."""
 
-    def wants_parallel(self, executor, n_chunks):
-        self.calls += 1
-        work = self.chunk_seconds * n_chunks  # batched, the tasks cost about 2 dispatches a worker
-        if executor.n_workers < 2 or work <= DISPATCH_FACTOR * 2 * executor.n_workers * executor.dispatch_cost:
-            return False
-        if not self.calibrated:  # the first estimate came from one cold chunk: measure a warm loop
-            return False
-        return self.losses < 2 or self.calls % RETRY_EVERY == 0
+    __slots__ = ("chunk_seconds", "measured_inline", "losses", "calls", "parallel_runs")
 
-    def record(self, parallel, wall_seconds, cpu_seconds, n_chunks):
-        if not parallel:
-            self.chunk_seconds, self.calibrated = cpu_seconds / n_chunks, True
-            return
+    def __init__(self):
+        self.chunk_seconds = None  # CPU seconds of one chunk
+        self.measured_inline = False  # chunk_seconds comes from an uncontended loop
+        self.losses = self.calls = self.parallel_runs = 0
+
+    def record_inline(self, cpu_seconds, n):
+        self.chunk_seconds, self.measured_inline = cpu_seconds / n, True
+
+    def record_parallel(self, wall, cpu_seconds, n, first_on_workers):
+        """Judge a parallel run against the loop it replaced."""
         self.parallel_runs += 1
-        if self.parallel_runs == 1:  # workers starting up, importing, caching data: no verdict
+        if not self.measured_inline:  # the workers' clocks are the best estimate there is
+            self.chunk_seconds = cpu_seconds / n
+        if first_on_workers:  # workers unpickling, importing, caching data: no verdict
             return
-        lost = wall_seconds > 1.05 * self.chunk_seconds * n_chunks  # a loop would have been quicker
-        self.losses = self.losses + 1 if lost else 0
+        loop = self.chunk_seconds * n if self.measured_inline else cpu_seconds
+        self.losses = self.losses + 1 if wall > 1.05 * loop else 0
 
 
-_estimates: dict = {}
+_sites: dict = {}
 _lock = threading.Lock()
 
 
-def run(executor, fn, items, shared=(), key=None, progress=False, label=""):
+def forget() -> None:
+    """Forget what every call site has learnt (the next call of each is a first call).
+
+    >>> forget()
+    """
+    with _lock:
+        _sites.clear()
+
+
+def _site(key):
+    with _lock:
+        site = _sites.get(key)
+        if site is None:
+            if len(_sites) > 1024:  # call sites come and go (lambdas): stay bounded
+                _sites.clear()
+            site = _sites[key] = _Site()
+        return site
+
+
+def run(executor, fn, items, shared=(), *, key=None, dispatch="auto", on_result=None,
+        progress=False, label="", about=None):
     """``[fn(item, *shared) for item in items]`` on ``executor`` or inline, whichever is
     faster for this call site (``key``), in item order.
+
+    ``on_result(i, result)`` is called in item order as results arrive, and what it
+    returns is kept instead (see ``Executor.map``). ``label`` and ``about`` (the user's
+    function) name the phase in the log.
 
     >>> run(executors.SerialExecutor(), lambda i, k: i * k, [1, 2, 3], (10,))
     [10, 20, 30]
     """
     bar = _progress_bar(progress, len(items), label)
     on_done = (lambda i: bar.update(1)) if bar is not None else None
+    log = logger.isEnabledFor(logging.DEBUG)
+    t0 = time.perf_counter()
     try:
         if not items:
             return []
-        if DISPATCH_FACTOR == 0:
-            return executor.map(fn, items, shared=shared, on_done=on_done)
-        timed = _Timed(fn)
-        full_key = (key, fn, executor.name, executor.n_workers)
-        with _lock:
-            estimate = _estimates.get(full_key)
-        if estimate is None:
-            (first,), = _SERIAL.map(timed, [items[:1]], shared=shared)
-            if bar is not None:
-                bar.update(1)
-            estimate = _Estimate(first[1])
-            with _lock:
-                if len(_estimates) > 1024:  # call sites come and go (lambdas): stay bounded
-                    _estimates.clear()
-                _estimates[full_key] = estimate
-            rest = _timed_map(estimate, executor, timed, items[1:], shared, on_done)
-            return [first[0]] + rest
-        return _timed_map(estimate, executor, timed, items, shared, on_done)
+        if dispatch == "always" or executor.n_workers < 2 and executor.shares_memory is False:
+            out = executor.map(fn, items, shared=shared, on_done=on_done, on_result=on_result)
+            where, why = _placement(executor, len(items)), f"dispatch={dispatch!r}"
+        else:
+            site = _site((key, fn, executor.name, executor.n_workers, id(executor)))
+            out, where, why = _auto(site, executor, _Timed(fn), items, shared, on_done, on_result)
+        if log:
+            _log(label, about, len(items), where, why, time.perf_counter() - t0)
+        return out
     finally:
         if bar is not None:
             bar.close()
 
 
-def _timed_map(estimate, executor, timed, items, shared, on_done):
-    if not items:
-        return []
-    if not estimate.wants_parallel(executor, len(items)):  # inline: one clock reading for the lot
+def _auto(site, executor, timed, items, shared, on_done, on_result):
+    """Run on the executor or inline as the site's estimate says; learn from it."""
+    site.calls += 1
+    done = []
+    if site.chunk_seconds is None:  # first call: time chunk 0 inline, then decide the rest
         t0 = time.thread_time()
-        out = _SERIAL.map(timed.fn, items, shared=shared, on_done=on_done)
-        cpu = time.thread_time() - t0
-        estimate.record(False, cpu, cpu, len(items))
+        done = _SERIAL.map(timed.fn, items[:1], shared=shared, on_done=on_done, on_result=on_result)
+        site.chunk_seconds = (time.thread_time() - t0) / COLD_MARGIN
+        items, first = items[1:], "chunk 0 inline, then "
+        if not items:
+            return done, "inline", "one chunk"
+    else:
+        first = ""
+    offset = len(done)
+    parallel, why = _wants_parallel(site, executor, len(items))
+    if not parallel:
+        t0 = time.thread_time()
+        shifted = None if on_result is None else (lambda i, r: on_result(i + offset, r))
+        rest = _SERIAL.map(timed.fn, items, shared=shared, on_done=_shift(on_done, offset), on_result=shifted)
+        site.record_inline(time.thread_time() - t0, len(items))
+        return done + rest, (first + "inline" if first else "inline"), why
+    per_task = _tasks(len(items), executor.n_workers, site.chunk_seconds, executor.dispatch_cost)
+    batches = [items[i:i + per_task] for i in range(0, len(items), per_task)]
+    first_on_workers = site.parallel_runs == 0 and not executor.shares_memory
+    cpu = [0.0]
+
+    def batch_result(b, pairs):
+        out = []
+        for k, (result, seconds) in enumerate(pairs):
+            cpu[0] += seconds
+            out.append(result if on_result is None else on_result(offset + b * per_task + k, result))
         return out
-    batches = _batches(items, executor.n_workers, estimate.chunk_seconds, executor.dispatch_cost)
-    done = None if on_done is None else (lambda i: [on_done(j) for j in range(len(batches[i]))])
+
+    def batch_done(b):
+        if on_done is not None:
+            for k in range(len(batches[b])):
+                on_done(offset + b * per_task + k)
+
     t0 = time.perf_counter()
-    out = [pair for part in executor.map(timed, batches, shared=shared, on_done=done) for pair in part]
-    estimate.record(True, time.perf_counter() - t0, sum(t for _, t in out), len(items))
-    return [r for r, _ in out]
+    parts = executor.map(timed, batches, shared=shared, on_done=batch_done, on_result=batch_result)
+    site.record_parallel(time.perf_counter() - t0, cpu[0], len(items), first_on_workers)
+    where = first + _placement(executor, len(items), len(batches))
+    return done + [r for part in parts for r in part], where, why
+
+
+def _wants_parallel(site, executor, n):
+    """(parallel?, why) for ``n`` chunks of ``site.chunk_seconds`` each."""
+    work = site.chunk_seconds * n
+    if executor.n_workers < 2:
+        return False, f"{executor.name} has 1 worker"
+    if site.losses >= 2 and site.calls % RETRY_EVERY:
+        return False, (f"lost in parallel {site.losses} times in a row (retrying every "
+                       f"{RETRY_EVERY} calls)")
+    par = parallel_seconds(executor, site.chunk_seconds, n)
+    estimate = f"est. {_seconds(work)} inline vs {_seconds(par)} on {executor.name}"
+    if par * MARGIN < work:
+        return True, estimate
+    if not executor.ready():
+        warm = par - executor.startup_cost
+        if warm * MARGIN < work:  # only the start-up stands in the way: start it for next time
+            executor.start(preload=PRELOAD)
+            return False, estimate + " (workers starting in the background for the next call)"
+    return False, estimate
+
+
+def _shift(on_done, offset):
+    if on_done is None or offset == 0:
+        return on_done
+    return lambda i: on_done(i + offset)
+
+
+def _placement(executor, n, n_tasks=None):
+    tasks = f", {n_tasks} tasks" if n_tasks is not None and n_tasks != n else ""
+    return f"{n} chunks on {executor.name}:{executor.n_workers}{tasks}"
+
+
+def _seconds(s):
+    return f"{s * 1e3:.3g} ms" if s >= 1e-3 else f"{s * 1e6:.3g} µs"
+
+
+# ------------------------------------------------------------------------- log
+
+
+def describe(f) -> str:
+    """``name (file:line)`` of a user's function, for log lines and messages.
+
+    >>> def loss(w):
+    ...     return w
+    >>> describe(loss).startswith("loss (")
+    True
+    """
+    code = getattr(f, "__code__", None)
+    if code is None:
+        call = getattr(type(f), "__call__", None)
+        code = getattr(call, "__code__", None)
+    name = getattr(f, "__qualname__", None) or type(f).__qualname__
+    if code is None:
+        return name
+    return f"{name} ({os.path.basename(code.co_filename)}:{code.co_firstlineno})"
+
+
+_OWN_DIRS = tuple(os.path.dirname(m.__file__) + os.sep for m in (executors, sys.modules[__package__]))
+
+
+def _caller():
+    """``file:line`` of the first frame outside adrules and executors: where the user called."""
+    frame = sys._getframe(2)
+    while frame is not None and frame.f_code.co_filename.startswith(_OWN_DIRS):
+        frame = frame.f_back
+    if frame is None:
+        return "?"
+    return f"{os.path.basename(frame.f_code.co_filename)}:{frame.f_lineno}"
+
+
+def _log(label, about, n, where, why, wall):
+    f = describe(about) if about is not None else "?"
+    logger.debug("%s of %s, called at %s: %d chunks, %s (%s); took %s",
+                 label or "map", f, _caller(), n, where, why, _seconds(wall))
 
 
 def _progress_bar(progress, total, label):

@@ -31,7 +31,7 @@ from .base import Executor, WorkerError
 from .config import config, current_chunk_size, register_backend, resolve, resolve_dispatch
 from ._context import in_worker
 from .local import ProcessExecutor, SerialExecutor, ThreadExecutor
-from .reduce import chunk_ranges, neumaier_sum, tree_sum
+from .reduce import TreeSum, chunk_ranges, neumaier_sum, tree_sum
 
 __all__ = [
     "Executor",
@@ -46,6 +46,7 @@ __all__ = [
     "current_chunk_size",
     "chunk_ranges",
     "tree_sum",
+    "TreeSum",
     "neumaier_sum",
     "in_worker",
     "WorkerError",

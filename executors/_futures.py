@@ -8,8 +8,8 @@
     add_done_callback(queue.put) ──────────▶   future finishes → queue.put(future)
     loop n times:  f = queue.get()   ◀──────────┘
         error?  cancel pending futures, raise (annotated with the item index)
-        else    results[index[f]] = f.result();  on_done(index[f])
-    return results                  # item order
+        else    on_done(index[f]); results.put(index[f], convert(f.result()))
+                (InOrder hands results on in item order)
 
 The parent blocks only in ``SimpleQueue.get``, which a real SIGINT interrupts,
 so Ctrl-C reaches the caller; ``on_abort`` then lets the backend clean up
@@ -26,17 +26,17 @@ from .base import annotate
 __all__ = ["collect"]
 
 
-def collect(futures, on_done, name, *, translate=None, on_abort=None) -> list:
-    """Wait for ``futures``; return their results in list order.
+def collect(futures, on_done, name, results, *, convert=None, translate=None, on_abort=None) -> None:
+    """Wait for ``futures``; hand each result to ``results.put(i, value)`` (an
+    ``InOrder``), after ``convert(i, raw)`` when given (e.g. unpickling).
 
-    ``translate(exc, pending_indices) -> exception or None`` may replace an
+    ``translate(exc, i, pending_indices) -> exception or None`` may replace an
     infrastructure error (e.g. a dead worker) before it is raised; user errors
     are annotated with the item index and re-raised unchanged.
     """
     n = len(futures)
     index = {f: i for i, f in enumerate(futures)}
     done_q: queue.SimpleQueue = queue.SimpleQueue()
-    results = [None] * n
     finished = [False] * n
     failure = None
     try:
@@ -49,11 +49,12 @@ def collect(futures, on_done, name, *, translate=None, on_abort=None) -> list:
             if exc is not None:
                 failure = (exc, i)
                 break
-            results[i] = f.result()
             finished[i] = True
             if on_done is not None:
                 on_done(i)
-    except BaseException as exc:  # KeyboardInterrupt, or an error from on_done
+            value = f.result()
+            results.put(i, value if convert is None else convert(i, value))
+    except BaseException as exc:  # KeyboardInterrupt, or an error from on_done/on_result
         _cancel(futures)
         if on_abort is not None:
             on_abort(exc)
@@ -67,7 +68,6 @@ def collect(futures, on_done, name, *, translate=None, on_abort=None) -> list:
             raise new from exc
         annotate(exc, i, n, name)
         raise exc
-    return results
 
 
 def _cancel(futures):

@@ -111,6 +111,14 @@ def init_process_worker() -> None:
     pin_for_process()
 
 
+def warm_up(modules=()) -> None:
+    """A task run when the pool starts: the worker is up and has imported ``modules``."""
+    import importlib
+
+    for name in modules:
+        importlib.import_module(name)
+
+
 def run_task(index, item_data, fn_blob, shared_blobs, origin_pid, chunk_size, backend="processes"):
     """Run one item on a worker; return the pickled result.
 

@@ -18,8 +18,9 @@ machine.  Capability flags let callers adapt without knowing the backend:
 
 * ``shares_memory`` -- results are the very objects ``fn`` built (serial,
   threads); otherwise they are copies that went through pickle.
-* ``dispatch_cost`` -- rough seconds of overhead per task, so callers can run
-  tiny work serially.
+* ``dispatch_cost`` -- rough seconds of overhead per task, ``call_cost`` per
+  map, ``startup_cost`` to start workers (when ``ready()`` is False), so
+  callers can run tiny work serially.
 """
 
 from __future__ import annotations
@@ -175,14 +176,22 @@ class Executor:
     shares_memory: bool = False
     #: rough overhead in seconds per task; callers run tiny work serially
     dispatch_cost: float = 0.0
+    #: rough overhead in seconds per map, besides its tasks
+    call_cost: float = 0.0
+    #: rough seconds to start the workers while ``ready()`` is False
+    startup_cost: float = 0.0
     #: number of tasks that can run at once
     n_workers: int = 1
 
-    def map(self, fn, items, *, shared=(), on_done=None) -> list:
+    def map(self, fn, items, *, shared=(), on_done=None, on_result=None) -> list:
         """Return ``[fn(item, *shared) for item in items]``, in item order.
 
         ``on_done(i)`` is called in the calling thread as item ``i`` completes
-        (completion order; handy for progress bars).  An exception raised by
+        (completion order; handy for progress bars).  ``on_result(i, result)``
+        is called in the calling thread in *item order* as soon as results
+        ``0..i`` are in, and what it returns is stored instead of the result:
+        a caller can reduce results as they arrive instead of holding them all
+        (results that finish early wait for the ones before them).  An exception raised by
         ``fn`` reaches the caller with its type and message, plus a note naming
         the failing item; the not-yet-started tasks are cancelled and the
         executor stays usable.  Called from inside chunk work, the map runs
@@ -199,18 +208,40 @@ class Executor:
                 "shared must be a tuple (or list) of extra positional arguments, "
                 f"e.g. shared=(w,); got {type(shared).__name__}"
             )
-        if on_done is not None and not callable(on_done):
-            raise TypeError(f"on_done must be callable or None, got {type(on_done).__name__}")
+        for name, hook in (("on_done", on_done), ("on_result", on_result)):
+            if hook is not None and not callable(hook):
+                raise TypeError(f"{name} must be callable or None, got {type(hook).__name__}")
         items = list(items)
         shared = tuple(shared)
         if not items:
             return []
+        results = InOrder(len(items), on_result)
         if _context.in_worker():
-            return _map_inline(fn, items, shared, on_done, self.name)
-        return self._map(fn, items, shared, on_done)
+            _map_inline(fn, items, shared, on_done, self.name, results)
+        else:
+            self._map(fn, items, shared, on_done, results)
+        return results.values
 
-    def _map(self, fn, items, shared, on_done):  # pragma: no cover - abstract
+    def _map(self, fn, items, shared, on_done, results):  # pragma: no cover - abstract
+        """Run the items; hand each result to ``results.put(i, result)``."""
         raise NotImplementedError
+
+    def start(self, preload=()) -> None:
+        """Start workers in the background, if this backend has any to start (returns
+        at once); worker processes import the modules named in ``preload``.
+
+        >>> import executors
+        >>> executors.SerialExecutor().start()
+        """
+
+    def ready(self) -> bool:
+        """True when a map would not wait for workers to start.
+
+        >>> import executors
+        >>> executors.ThreadExecutor(2).ready()
+        True
+        """
+        return True
 
     def close(self) -> None:
         """Release pools/clusters owned by this executor (idempotent).
@@ -230,24 +261,44 @@ class Executor:
         return f"{type(self).__name__}(n_workers={self.n_workers})"
 
 
-def _map_inline(fn, items, shared, on_done, name):
+class InOrder:
+    """Results of a map, handed to ``on_result(i, result)`` in item order whatever
+    order they complete in; ``values`` holds what it returned (or the results)."""
+
+    __slots__ = ("values", "_on_result", "_next", "_early")
+
+    def __init__(self, n, on_result=None):
+        self.values = [None] * n
+        self._on_result, self._next, self._early = on_result, 0, {}
+
+    def put(self, i, result):
+        if self._on_result is None:
+            self.values[i] = result
+            return
+        self._early[i] = result
+        while self._next in self._early:
+            j = self._next
+            self.values[j] = self._on_result(j, self._early.pop(j))
+            self._next += 1
+
+
+def _map_inline(fn, items, shared, on_done, name, results):
     """Run the map in this thread, in one copy of the caller's context marked as
     worker context (one copy for all items: a copy per item cost more than tiny items)."""
     context = contextvars.copy_context()
     context.run(_context.enter_worker)
     with blas_pinned():
-        return context.run(_run_items, fn, items, shared, on_done, name)
+        context.run(_run_items, fn, items, shared, on_done, name, results)
 
 
-def _run_items(fn, items, shared, on_done, name):
+def _run_items(fn, items, shared, on_done, name, results):
     n = len(items)
-    out = []
     for i, item in enumerate(items):
         try:
-            out.append(fn(item, *shared))
+            value = fn(item, *shared)
         except Exception as exc:
             annotate(exc, i, n, name)
             raise
         if on_done is not None:
             on_done(i)
-    return out
+        results.put(i, value)

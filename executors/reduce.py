@@ -23,7 +23,7 @@ import operator
 
 from .base import check_positive_int
 
-__all__ = ["chunk_ranges", "tree_sum", "neumaier_sum", "DEFAULT_N_CHUNKS"]
+__all__ = ["chunk_ranges", "tree_sum", "TreeSum", "neumaier_sum", "DEFAULT_N_CHUNKS"]
 
 #: without an explicit chunk_size, items are split into (at most) this many chunks
 DEFAULT_N_CHUNKS = 16
@@ -101,6 +101,59 @@ def tree_sum(values, add=operator.add, *, zero=_MISSING):
             nxt.append(level[-1])
         level = nxt
     return level[0]
+
+
+class TreeSum:
+    """:func:`tree_sum` computed as values arrive in index order, holding only
+    O(log n) partial sums: equal-sized blocks merge as soon as both exist, the
+    leftovers merge from the right at the end. Same association, same bits.
+
+    ``add_into(partial, value)`` (optional) may add ``value`` into a partial sum
+    in place and return it; it is only ever given partial sums that ``add``
+    allocated here, never a value that was pushed.
+
+    >>> acc = TreeSum(add=lambda a, b: f"({a}+{b})")
+    >>> for v in "abcde":
+    ...     acc.push(v)
+    >>> acc.result(), tree_sum("abcde", add=lambda a, b: f"({a}+{b})")
+    ('(((a+b)+(c+d))+e)', '(((a+b)+(c+d))+e)')
+    """
+
+    __slots__ = ("_add", "_add_into", "_blocks", "count")
+
+    def __init__(self, add=operator.add, add_into=None):
+        self._add, self._add_into = add, add_into
+        self._blocks: list = []  # [size, value, owned] with sizes strictly decreasing
+        self.count = 0
+
+    def _merge(self, left, left_owned, right):
+        if left_owned and self._add_into is not None:
+            return self._add_into(left, right), True
+        out = self._add(left, right)
+        return out, out is not left and out is not right
+
+    def push(self, value) -> None:
+        """Add the next value (index ``self.count``)."""
+        size, owned = 1, False
+        while self._blocks and self._blocks[-1][0] == size:
+            _, left, left_owned = self._blocks.pop()
+            value, owned = self._merge(left, left_owned, value)
+            size *= 2
+        self._blocks.append((size, value, owned))
+        self.count += 1
+
+    def result(self, zero=_MISSING):
+        """The sum of every value pushed (``zero`` when none was, if given)."""
+        if not self._blocks:
+            if zero is _MISSING:
+                raise ValueError("TreeSum.result() of no values: pass zero= to allow it")
+            return zero
+        _, value, owned = self._blocks.pop()
+        while self._blocks:
+            _, left, left_owned = self._blocks.pop()
+            value, owned = self._merge(left, left_owned, value)
+        self._blocks.append((self.count, value, owned))  # result() may be asked again
+        return value
 
 
 def neumaier_sum(values, *, zero=_MISSING):

@@ -15,7 +15,7 @@ def _fit(w, data):
 
 @pytest.fixture(autouse=True)
 def always_dispatch(monkeypatch):
-    monkeypatch.setattr(schedule, "DISPATCH_FACTOR", 0)
+    monkeypatch.setenv("ADRULES_DISPATCH", "always")
 
 
 def test_unchanged_shared_data_is_sent_once_and_a_changed_array_again():

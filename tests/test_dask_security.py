@@ -10,7 +10,7 @@ import executors
 @pytest.fixture(autouse=True)
 def always_dispatch(monkeypatch):
     """Tiny test work would otherwise run inline; send every chunk to the executor."""
-    monkeypatch.setattr(ad.schedule, "DISPATCH_FACTOR", 0)
+    monkeypatch.setenv("ADRULES_DISPATCH", "always")
 
 
 def test_local_cluster_over_tls_gives_the_serial_answer():

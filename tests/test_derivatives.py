@@ -11,7 +11,7 @@ import executors
 @pytest.fixture(autouse=True)
 def always_dispatch(monkeypatch):
     """Tiny test work would otherwise run inline; send every chunk to the executor."""
-    monkeypatch.setattr(ad.schedule, "DISPATCH_FACTOR", 0)
+    monkeypatch.setenv("ADRULES_DISPATCH", "always")
 
 W = np.random.default_rng(0).normal(size=(4, 3))
 B = np.random.default_rng(1).normal(size=4)

@@ -28,6 +28,7 @@ PUBLIC = [
     "current_chunk_size",
     "chunk_ranges",
     "tree_sum",
+    "TreeSum",
     "neumaier_sum",
     "in_worker",
     "WorkerError",

@@ -21,7 +21,7 @@ import executors
 @pytest.fixture(autouse=True)
 def always_dispatch(monkeypatch):
     """Tiny test work would otherwise run inline; send every chunk to the executor."""
-    monkeypatch.setattr(ad.schedule, "DISPATCH_FACTOR", 0)
+    monkeypatch.setenv("ADRULES_DISPATCH", "always")
 from adrules.testing import check_grads
 from adrules.tracer import TracerError
 
@@ -398,6 +398,6 @@ def test_chunks_really_run_on_the_backend(pools, dask_pool):
 
 
 def test_tiny_work_runs_inline_by_default(pools, monkeypatch):
-    monkeypatch.setattr(ad.schedule, "DISPATCH_FACTOR", 2.0)
+    monkeypatch.delenv("ADRULES_DISPATCH")
     pids = set(ad.pmap(_pid, list(range(6)), executor=pools[("processes", 2)], chunk_size=1))
     assert pids == {os.getpid()}  # a loop is faster than dispatching microseconds of work

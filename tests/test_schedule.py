@@ -1,7 +1,13 @@
-"""Where chunk work runs: the decision logic (fed with timings, so no clock is involved)
-and the guarantee that results never depend on it."""
+"""Where chunk work runs: the decision logic (fed with timings, so no clock is involved),
+the first call of a call site, the log, and the guarantee that results never depend on
+where chunks ran."""
+
+import logging
+import os
+import time
 
 import numpy as np
+import pytest
 
 import adrules as ad
 import executors
@@ -9,69 +15,162 @@ from adrules import schedule
 
 
 class _Pool:
-    n_workers, dispatch_cost = 2, 1e-3
+    """Stands in for an executor in the decision logic: only its cost figures are read."""
+
+    name, shares_memory = "fake", True
+    dispatch_cost, call_cost, startup_cost = 1e-3, 1e-3, 1.0
+
+    def __init__(self, n_workers=2, ready=True):
+        self.n_workers, self._ready, self.started = n_workers, ready, False
+
+    def ready(self):
+        return self._ready
+
+    def start(self, preload=()):
+        self.started = True
 
 
-def _calibrated(chunk_seconds):
-    est = schedule._Estimate(chunk_seconds)
-    est.record(False, chunk_seconds * 10, chunk_seconds * 10, 10)  # one warm inline run
-    return est
+@pytest.fixture(scope="module")
+def processes():
+    return executors.resolve("processes", n_workers=2)
+
+
+def _site(chunk_seconds, inline=True):
+    site = schedule._Site()
+    site.chunk_seconds, site.measured_inline = chunk_seconds, inline
+    return site
 
 
 def test_tiny_work_runs_inline_and_big_work_in_parallel():
-    assert not _calibrated(1e-4).wants_parallel(_Pool(), 10)   # 1 ms of work in all
-    assert _calibrated(1e-3).wants_parallel(_Pool(), 16)       # 16 ms
-    assert _calibrated(1e-2).wants_parallel(_Pool(), 2)
-    one_worker = type("One", (), {"n_workers": 1, "dispatch_cost": 1e-3})()
-    assert not _calibrated(1.0).wants_parallel(one_worker, 10)
+    assert not schedule._wants_parallel(_site(1e-4), _Pool(), 10)[0]  # 1 ms of work in all
+    assert schedule._wants_parallel(_site(1e-3), _Pool(), 16)[0]  # 16 ms
+    assert schedule._wants_parallel(_site(1e-2), _Pool(), 2)[0]
+    assert not schedule._wants_parallel(_site(1.0), _Pool(n_workers=1), 10)[0]
 
 
-def test_a_cold_first_estimate_is_checked_by_a_warm_inline_run():
-    est = schedule._Estimate(chunk_seconds=5e-3)  # the probe: one cold chunk looked expensive
-    assert not est.wants_parallel(_Pool(), 10)        # so the next call runs inline, timed
-    est.record(False, wall_seconds=1e-3, cpu_seconds=1e-3, n_chunks=10)
-    assert est.chunk_seconds == 1e-4 and not est.wants_parallel(_Pool(), 10)  # tiny after all
+def test_break_even_follows_work_over_workers_plus_dispatch():
+    # 4 chunks of 30 ms on a backend costing 12 ms a call: 120 ms inline against about
+    # 60 + 12 ms in parallel, so parallel (the old rule kept this inline)
+    dask_like = _Pool()
+    dask_like.call_cost, dask_like.dispatch_cost = 10e-3, 2e-3
+    assert schedule._wants_parallel(_site(0.030), dask_like, 4)[0]
+    assert not schedule._wants_parallel(_site(0.005), dask_like, 4)[0]  # 20 ms: not worth 12
+
+
+def test_workers_not_up_count_their_start_up_and_are_started_for_next_time():
+    cold = _Pool(ready=False)
+    parallel, why = schedule._wants_parallel(_site(0.050), cold, 8)  # 0.4 s of work, 1 s start-up
+    assert not parallel and cold.started and "starting" in why
+    heavy = _Pool(ready=False)
+    assert schedule._wants_parallel(_site(1.0), heavy, 8)[0]  # 8 s of work pays for start-up
+    tiny = _Pool(ready=False)
+    assert not schedule._wants_parallel(_site(1e-5), tiny, 8)[0] and not tiny.started
 
 
 def test_two_lost_parallel_calls_in_a_row_send_the_call_site_inline_with_retries():
-    est = _calibrated(0.010)                       # a loop: 100 ms for 10 chunks
-    est.record(True, wall_seconds=5.0, cpu_seconds=0.200, n_chunks=10)    # cold pool: no verdict
-    assert est.losses == 0
-    est.record(True, wall_seconds=0.150, cpu_seconds=0.200, n_chunks=10)  # lost once
-    assert est.wants_parallel(_Pool(), 10)
-    est.record(True, wall_seconds=0.060, cpu_seconds=0.120, n_chunks=10)  # won: forgiven
-    assert est.losses == 0
-    for _ in range(2):  # contended chunks report more CPU than a loop needs: not a win
-        est.record(True, wall_seconds=0.110, cpu_seconds=0.200, n_chunks=10)
-    decisions = [est.wants_parallel(_Pool(), 10) for _ in range(2 * schedule.RETRY_EVERY)]
+    site = _site(0.010)  # a loop: 100 ms for 10 chunks
+    site.record_parallel(wall=5.0, cpu_seconds=0.2, n=10, first_on_workers=True)  # no verdict
+    assert site.losses == 0
+    site.record_parallel(wall=0.150, cpu_seconds=0.2, n=10, first_on_workers=False)  # lost once
+    assert site.losses == 1
+    site.record_parallel(wall=0.060, cpu_seconds=0.12, n=10, first_on_workers=False)  # won
+    assert site.losses == 0
+    for _ in range(2):
+        site.record_parallel(wall=0.110, cpu_seconds=0.2, n=10, first_on_workers=False)
+    decisions = []
+    for _ in range(2 * schedule.RETRY_EVERY):
+        site.calls += 1
+        decisions.append(schedule._wants_parallel(site, _Pool(), 10)[0])
     assert sum(decisions) == 2  # inline, but a parallel try every RETRY_EVERY calls
 
 
+def test_without_an_inline_loop_the_workers_clocks_judge_a_parallel_run():
+    site = _site(0.010, inline=False)  # from chunk 0 of a first call
+    site.record_parallel(wall=0.3, cpu_seconds=0.2, n=10, first_on_workers=False)  # GIL-bound
+    assert site.losses == 1 and site.chunk_seconds == pytest.approx(0.02)
+
+
 def test_chunks_report_cpu_time_not_waiting_time():
-    import time
-    busy, idle = schedule._Timed(lambda i: sum(range(200_000))), schedule._Timed(lambda i: time.sleep(0.05))
+    busy = schedule._Timed(lambda i: sum(range(200_000)))
+    idle = schedule._Timed(lambda i: time.sleep(0.05))
     assert busy([0])[0][1] > 0 and idle([0])[0][1] < 0.01
 
 
 def test_cheap_chunks_travel_in_batches_and_every_worker_gets_some():
-    items = list(range(16))
-    assert schedule._batches(items, 2, chunk_seconds=1e-4, dispatch_cost=1e-3) == [items[:8], items[8:]]
-    assert schedule._batches(items, 2, chunk_seconds=1.0, dispatch_cost=1e-3) == [
-        items[i:i + 2] for i in range(0, 16, 2)]  # heavy chunks: at most 4 tasks a worker
-    assert schedule._batches(items[:4], 2, chunk_seconds=1.0, dispatch_cost=1e-3) == [[i] for i in range(4)]
-    assert sum(schedule._batches(items, 4, chunk_seconds=5e-3, dispatch_cost=1e-2), []) == items
+    assert schedule._tasks(16, 2, chunk_seconds=1e-4, dispatch_cost=1e-3) == 8  # 2 tasks
+    assert schedule._tasks(16, 2, chunk_seconds=1.0, dispatch_cost=1e-3) == 2  # <= 4 a worker
+    assert schedule._tasks(4, 2, chunk_seconds=1.0, dispatch_cost=1e-3) == 1
 
 
-def test_results_do_not_depend_on_where_chunks_ran(monkeypatch):
+def _burn(seconds):
+    end = time.thread_time() + seconds
+    while time.thread_time() < end:
+        np.sqrt(np.arange(100.0))
+
+
+def _busy_pid(i):
+    _burn(0.03)
+    return os.getpid()
+
+
+def test_the_first_call_of_a_call_site_sends_heavy_work_to_the_workers(processes, monkeypatch):
+    """No earlier call has taught the schedule anything: chunk 0 runs inline, timed, and
+    the rest of the same call goes to the (started) process pool."""
+    monkeypatch.delenv("ADRULES_DISPATCH", raising=False)
+    schedule.forget()
+    ex = processes
+    ex.map(abs, [1, 2])  # the pool is up, as after a first call
+    pids = ad.pmap(_busy_pid, list(range(8)), executor=ex, chunk_size=1)
+    assert pids[0] == os.getpid() and os.getpid() not in pids[1:]
+
+
+def test_tiny_work_stays_inline_on_its_first_call(processes, monkeypatch):
+    monkeypatch.delenv("ADRULES_DISPATCH", raising=False)
+    schedule.forget()
+    pids = ad.pmap(lambda i: os.getpid(), list(range(8)), executor=processes, chunk_size=1)
+    assert set(pids) == {os.getpid()}
+
+
+def test_each_phase_logs_where_it_ran_and_why(caplog, monkeypatch):
+    monkeypatch.delenv("ADRULES_DISPATCH", raising=False)
+    schedule.forget()
+    models = [np.full(3, float(i)) for i in range(4)]
+
+    def loss(w):
+        return np.sum(w ** 2)
+
+    with caplog.at_level(logging.DEBUG, logger="adrules.schedule"):
+        ad.gradient(lambda ms: ad.psum(loss, ms, executor="serial"), models)
+        ad.psum(loss, models, executor="serial", dispatch="always")
+    lines = [r.getMessage() for r in caplog.records if r.name == "adrules.schedule"]
+    assert len(lines) == 2, lines  # scalar f: one forward phase carries the gradients
+    assert lines[0].startswith("psum forward of test_each_phase_logs_where_it_ran_and_why.<locals>.loss (test_schedule.py:")
+    assert "called at test_schedule.py:" in lines[0] and "4 chunks" in lines[0] and "inline" in lines[0]
+    assert "4 chunks on serial:1" in lines[1] and "dispatch='always'" in lines[1]
+
+
+def test_results_do_not_depend_on_where_chunks_ran():
     models = [np.array([0.1 * i, -0.2, 0.3]) for i in range(9)]
     x = np.array([1.0, 0.5, -2.0])
 
-    def grad(executor):
+    def grad(executor, dispatch):
         return ad.gradient(lambda x: ad.psum(lambda w, x: np.sum(np.sin(w * x)) ** 2, models, x,
-                                             executor=executor, chunk_size=2), x)[0]
+                                             executor=executor, chunk_size=2, dispatch=dispatch), x)[0]
 
-    inline = grad("serial").tobytes()
-    monkeypatch.setattr(schedule, "DISPATCH_FACTOR", 0)  # everything on the pool
-    assert grad(executors.resolve("threads", n_workers=2)).tobytes() == inline
-    monkeypatch.setattr(schedule, "DISPATCH_FACTOR", 1e9)  # everything inline
-    assert grad(executors.resolve("threads", n_workers=2)).tobytes() == inline
+    inline = grad("serial", "auto").tobytes()
+    threads = executors.resolve("threads", n_workers=2)
+    assert grad(threads, "always").tobytes() == inline
+    assert grad(threads, "auto").tobytes() == inline
+    with executors.config(dispatch="always"):
+        assert grad(threads, None).tobytes() == inline
+
+
+def test_dispatch_choices_are_checked(monkeypatch):
+    with pytest.raises(ValueError, match="psum: dispatch='sometimes' is not valid: use one of 'auto', 'always'"):
+        ad.psum(np.sin, [1.0], dispatch="sometimes")
+    with pytest.raises(ValueError, match="dispatch='sometimes' is not valid"):
+        with executors.config(dispatch="sometimes"):
+            pass
+    monkeypatch.setenv("ADRULES_DISPATCH", "bogus")
+    with pytest.raises(ValueError, match="ADRULES_DISPATCH='bogus' is not valid: use one of 'auto', 'always'"):
+        ad.psum(np.sin, [1.0])

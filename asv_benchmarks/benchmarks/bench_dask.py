@@ -1,8 +1,8 @@
 """Dask backend: per-call overhead against the process backend, and the per-step time of
 a training loop whose large shared array is sent once (reused) or with every task.
 
-Chunks are forced onto the executor (``adrules.schedule.DISPATCH_FACTOR = 0``): tiny
-work would otherwise run inline and these benchmarks would measure nothing.
+Chunks are forced onto the executor (``dispatch="always"``): tiny work would otherwise
+run inline and these benchmarks would measure nothing.
 """
 
 import sys
@@ -12,7 +12,6 @@ import numpy as np
 
 import adrules as ad
 import executors
-from adrules import schedule
 
 # Dask workers cannot import asv's benchmark package: send this module's functions by value.
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
@@ -30,7 +29,6 @@ class Overhead:
     timeout = 180
 
     def setup(self, backend):
-        self.factor, schedule.DISPATCH_FACTOR = schedule.DISPATCH_FACTOR, 0
         self.ex = (executors.ProcessExecutor(2) if backend == "processes"
                    else executors.DaskExecutor(n_workers=2))
         rng = np.random.default_rng(0)
@@ -38,11 +36,10 @@ class Overhead:
         self.time_psum_value()  # workers up, code imported, data cached
 
     def teardown(self, backend):
-        schedule.DISPATCH_FACTOR = self.factor
         self.ex.close()
 
     def time_psum_value(self, backend=None):
-        ad.psum(_cheap, self.ws, self.x, executor=self.ex, chunk_size=4)
+        ad.psum(_cheap, self.ws, self.x, executor=self.ex, chunk_size=4, dispatch="always")
 
 
 class SharedDataReuse:
@@ -54,7 +51,6 @@ class SharedDataReuse:
     timeout = 240
 
     def setup(self, reuse):
-        self.factor, schedule.DISPATCH_FACTOR = schedule.DISPATCH_FACTOR, 0
         self.ex = executors.DaskExecutor(n_workers=2, reuse_shared=reuse)
         rng = np.random.default_rng(0)
         self.data = rng.normal(size=(2**18, 8))  # 16 MB
@@ -62,11 +58,11 @@ class SharedDataReuse:
         self.time_step()
 
     def teardown(self, reuse):
-        schedule.DISPATCH_FACTOR = self.factor
         self.ex.close()
 
     def time_step(self, reuse=None):
-        ad.gradient(lambda ms: ad.psum(_fit, ms, self.data, executor=self.ex, chunk_size=2), self.models)
+        ad.gradient(lambda ms: ad.psum(_fit, ms, self.data, executor=self.ex, chunk_size=2,
+                                                dispatch="always"), self.models)
 
 
 def _fit(w, data):

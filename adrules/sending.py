@@ -1,0 +1,117 @@
+"""Can psum's work be sent to worker processes? Checked before any chunk runs.
+
+Process and Dask workers receive ``f`` (with what it captures), each shared argument
+and the elements of ``xs`` by cloudpickle. Something that cannot be pickled (a lock,
+an open file, a generator) would otherwise fail late — on the call that first
+dispatches, which the schedule may put several calls after the first — and be
+reported under internal names. ``check`` pickles each of them once per call site and
+executor, before the call runs (also when the schedule then runs it inline), and names
+the user's object::
+
+    check(kind, f, plan, state, xs, shared, executor)
+      f ─────────── the user's function, or the model it is; the first captured
+                    variable (closure cell, global it reads, attribute) that fails
+      shared[k] ─── "shared argument k of psum(f, xs, *shared)"
+      xs[i] ─────── "element i of xs"
+
+Rules registered for primitives defined in ``__main__`` travel with the primitives
+themselves (see ``registry._RulesTravel``).
+"""
+
+from __future__ import annotations
+
+import threading
+
+from executors.base import SerializationError
+
+from .schedule import describe
+
+_checked: set = set()
+_lock = threading.Lock()
+
+
+def _dumps(obj):
+    import cloudpickle
+
+    return cloudpickle.dumps(obj, protocol=5)
+
+
+def _fails(obj):
+    """The exception pickling ``obj`` raises, or None."""
+    try:
+        _dumps(obj)
+    except Exception as exc:  # whatever the object's __reduce__ raises
+        return exc
+    return None
+
+
+def check(kind, f, plan, state, xs, shared, executor, key) -> None:
+    """Raise ``SerializationError`` naming the first of ``f``, the shared arguments and
+    the elements of ``xs`` that cannot be sent to ``executor``'s workers."""
+    site = (key, executor.name)
+    with _lock:
+        if site in _checked:
+            return
+    where = f"the {executor.name!r} executor's worker processes"
+    advice = (f"Create it inside f instead, or use executor='threads' or 'serial', which "
+              f"send nothing.")
+    exc = _fails(plan) or _fails(state)
+    if exc is not None:
+        raise SerializationError(
+            f"{kind}: f ({describe(f)}) cannot be sent to {where}{_culprit(f)}: "
+            f"{type(exc).__name__}: {exc}. {advice}") from exc
+    for k, arg in enumerate(shared):
+        exc = _fails(arg)
+        if exc is not None:
+            raise SerializationError(
+                f"{kind}: shared argument {k} of {kind}(f, xs, *shared) (a {type(arg).__name__}) "
+                f"cannot be sent to {where}: {type(exc).__name__}: {exc}. {advice}") from exc
+    for i in range(len(xs)):
+        exc = _fails(xs[i])
+        if exc is not None:
+            raise SerializationError(
+                f"{kind}: element {i} of xs (a {type(xs[i]).__name__}) cannot be sent to "
+                f"{where}: {type(exc).__name__}: {exc}. {advice}") from exc
+    with _lock:
+        if len(_checked) > 1024:
+            _checked.clear()
+        _checked.add(site)
+
+
+def _captured(f):
+    """``(description, value)`` of what ``f`` carries: closure cells, the globals its
+    code reads, a callable object's attributes, a partial's arguments."""
+    code = getattr(f, "__code__", None)
+    if code is not None:
+        for name, cell in zip(code.co_freevars, getattr(f, "__closure__", None) or ()):
+            try:
+                yield f"captured variable {name!r}", cell.cell_contents
+            except ValueError:  # an empty cell
+                continue
+        scope = getattr(f, "__globals__", {})
+        for name in _names_read(code):
+            if name in scope:
+                yield f"global variable {name!r}", scope[name]
+        return
+    for name in ("func", "args", "keywords"):  # functools.partial
+        if hasattr(f, name) and callable(getattr(f, "func", None)):
+            yield f"partial's {name}", getattr(f, name)
+    for name, value in getattr(f, "__dict__", {}).items():
+        yield f"attribute {name!r}", value
+
+
+def _names_read(code):
+    """Global names read by ``code`` and the functions nested in it."""
+    names = list(code.co_names)
+    for const in code.co_consts:
+        if hasattr(const, "co_names"):
+            names.extend(_names_read(const))
+    return names
+
+
+def _culprit(f):
+    for what, value in _captured(f):
+        exc = _fails(value)
+        if exc is not None:
+            return f" (its {what}, a {type(value).__name__}, cannot be pickled)"
+    return ""
