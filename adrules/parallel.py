@@ -297,6 +297,7 @@ class Call:
         self.key = (plan.kind, work_key(plan.f if plan.f is not None else plan.rebuild))
         self.executor, self.chunk_size, self.progress = executor, chunk_size, progress
         self.dispatch = dispatch
+        self.name = "psum" if plan.kind == "sum" else "pmap"
 
     def unpack(self, leaves):
         state, xs, shared = unflatten(self.treedef, leaves)
@@ -306,13 +307,13 @@ class Call:
         """The executor, once what its workers would receive is known to travel."""
         executor = executors.resolve(self.executor)
         if not executor.shares_memory:
-            sending.check(self.plan.kind, self.about, self.plan, state, xs, shared, executor, self.key)
+            sending.check(self.name, self.about, self.plan, state, xs, shared, executor, self.key)
         return executor
 
     def run(self, executor, phase, fn, items, shared, on_result=None):
         return run(executor, fn, items, shared, key=self.key, dispatch=self.dispatch,
                    on_result=on_result, progress=self.progress,
-                   label=f"{'psum' if self.plan.kind == 'sum' else 'pmap'} {phase}", about=self.about)
+                   label=f"{self.name} {phase}", about=self.about)
 
 
 @primitive

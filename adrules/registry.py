@@ -42,6 +42,15 @@ class RuleEntry:
     def __init__(self, fn, kind, config=False, partials=(), name=""):
         self.fn, self.kind, self.config, self.partials, self.name = fn, kind, config, partials, name
 
+    def __reduce__(self):
+        # the tracer compares kinds by identity: a copy from another process must get the
+        # module's own strings back, not equal ones
+        return (_entry, (self.fn, self.kind, self.config, self.partials, self.name))
+
+
+def _entry(fn, kind, config, partials, name):
+    return RuleEntry(fn, {RULE: RULE, SCALAR: SCALAR, NONDIFF: NONDIFF}[kind], config, partials, name)
+
 
 def function_name(f) -> str:
     """A readable dotted name for a primitive, for error messages.

@@ -1,0 +1,121 @@
+"""Bad input and faults around psum: what cannot be sent is named before any work runs,
+values that do not combine name their elements, a worker that died while idle is
+replaced, and a LocalCluster we start is reachable from this machine only."""
+
+import os
+import pickle
+import signal
+import threading
+import time
+import urllib.request
+
+import numpy as np
+import pytest
+
+import adrules as ad
+import executors
+from adrules import schedule
+
+
+@pytest.fixture(scope="module")
+def processes():
+    return executors.resolve("processes", n_workers=2)
+
+
+@pytest.fixture(scope="module")
+def dask_ex():
+    pytest.importorskip("distributed")
+    ex = executors.DaskExecutor(n_workers=1)
+    yield ex
+    ex.close()
+
+
+@pytest.fixture(params=["processes", "dask"])
+def remote(request):
+    return request.getfixturevalue("processes" if request.param == "processes" else "dask_ex")
+
+
+@pytest.fixture(autouse=True)
+def fresh_call_sites():
+    schedule.forget()
+    ad.sending._checked.clear()
+
+
+def _models():
+    return [np.full(3, float(i)) for i in range(4)]
+
+
+def test_an_unpicklable_capture_of_f_is_named_before_any_work(remote):
+    lock, calls = threading.Lock(), []
+
+    def locked_loss(w):
+        calls.append(1)  # chunk 0 would run inline, here, if the check came late
+        with lock:
+            return np.sum(w ** 2)
+
+    with pytest.raises(TypeError, match=r"psum: f \(test_an_unpicklable_capture_of_f_is_named_before_any_work"
+                                        r"\.<locals>\.locked_loss \(test_psum_faults\.py:\d+\)\) cannot be sent "
+                                        r"to the '(processes|dask)' executor's worker processes \(its captured "
+                                        r"variable 'lock', a lock, cannot be pickled\)") as info:
+        ad.gradient(lambda ms: ad.psum(locked_loss, ms, executor=remote), _models())
+    assert isinstance(info.value, pickle.PicklingError) and calls == []
+    assert "executor='threads'" in str(info.value)
+
+
+def test_an_unpicklable_shared_argument_is_named(remote):
+    with pytest.raises(TypeError, match=r"psum: shared argument 1 of psum\(f, xs, \*shared\) \(a lock\)"):
+        ad.psum(lambda w, a, b: np.sum(w) * a, _models(), 2.0, threading.Lock(), executor=remote)
+
+
+def test_an_unpicklable_element_is_named(remote):
+    xs = [np.ones(2), (i for i in range(3)), np.ones(2)]
+    with pytest.raises(TypeError, match=r"pmap: element 1 of xs \(a generator\)"):
+        ad.pmap(lambda x: x, xs, executor=remote)
+
+
+def test_threads_need_nothing_pickled():
+    lock = threading.Lock()
+    assert ad.psum(lambda w, l: np.sum(w), _models(), lock, executor="threads") == 18.0
+
+
+def test_values_that_do_not_add_name_their_elements():
+    with pytest.raises(ValueError, match=r"psum: f's value at element 1 \(shape \(4,\)\) does not add to "
+                                         r"the sum of elements 0\.\.0 \(shape \(3,\)\)"):
+        ad.psum(lambda w: w * 2, [np.ones(3), np.ones(4)], executor="serial", chunk_size=2)
+    with pytest.raises(ValueError, match=r"psum: the sum of f over elements 2\.\.3 \(shape \(4,\)\) does not "
+                                         r"add to the sum over the elements before them \(shape \(3,\)\)"):
+        ad.psum(lambda w: w * 2, [np.ones(3)] * 2 + [np.ones(4)] * 2, executor="threads", chunk_size=2)
+
+
+def test_a_worker_that_died_while_idle_is_replaced(processes):
+    for _ in range(3):
+        assert processes.map(abs, [-1, -2, -3, -4]) == [1, 2, 3, 4]
+        os.kill(processes.worker_pids()[0], signal.SIGKILL)
+        time.sleep(0.05)
+        assert processes.map(abs, [-1, -2, -3, -4]) == [1, 2, 3, 4]
+
+
+def _listening(pids):
+    import psutil
+
+    return {(c.laddr.ip, c.laddr.port) for c in psutil.net_connections(kind="inet")
+            if c.status == psutil.CONN_LISTEN and c.pid in pids}
+
+
+@pytest.mark.parametrize("dashboard", [False, True])
+def test_a_local_cluster_listens_on_loopback_only(dashboard):
+    pytest.importorskip("distributed")
+    psutil = pytest.importorskip("psutil")
+    me = psutil.Process()
+    before = _listening({me.pid})
+    with executors.DaskExecutor(n_workers=1, dashboard=dashboard) as ex:
+        pids = {me.pid} | {p.pid for p in me.children(recursive=True)}
+        opened = _listening(pids) - before
+        assert opened and {ip for ip, _ in opened} == {"127.0.0.1"}, opened
+        link = ex.client.dashboard_link
+        assert link.startswith("http://127.0.0.1:")
+        try:
+            status = urllib.request.urlopen(link, timeout=10).status
+        except urllib.error.HTTPError as e:
+            status = e.code
+        assert (status == 200) == dashboard

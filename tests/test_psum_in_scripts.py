@@ -1,0 +1,128 @@
+"""psum as a user's first script meets it: ``python script.py``, rules registered in
+``__main__``, the executor chosen by environment variable, every chunk dispatched.
+
+Each script checks its gradients and jvps against hand-derived formulas and prints the
+bits of its results, so the test can also check they are identical on every backend.
+"""
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+USER_RULES = textwrap.dedent('''
+    import os
+    import numpy as np
+    import adrules as ad
+
+    @ad.primitive
+    def sq(x):
+        return x * x
+
+    @ad.rrule.register(sq)
+    def sq_rrule(x):
+        return sq(x), lambda g: (ad.NoTangent(), 2 * g * x)
+
+    @ad.frule.register(sq)
+    def sq_frule(tangents, x):
+        return sq(x), 2 * x * tangents[1]
+
+    @ad.primitive
+    def softplus(x):
+        return np.logaddexp(0.0, x)
+
+    ad.scalar_rule(softplus, lambda x, y: 1 / (1 + np.exp(-x)))
+
+    @ad.primitive
+    def step(x):
+        return np.floor(x)
+
+    ad.non_differentiable(step)
+
+    def f(w, x):
+        return np.sum(sq(w) * x) + np.sum(softplus(w)) + np.sum(step(w) * w)
+
+    def where(w, x):
+        return float(os.getpid())
+
+    if __name__ == "__main__":
+        rng = np.random.default_rng(0)
+        ws, x = [rng.normal(size=5) for _ in range(6)], rng.normal(size=5)
+        total = lambda ws, x: ad.psum(f, ws, x, chunk_size=1)
+        value, (g_ws, g_x) = ad.value_and_gradient(total, ws, x)
+        want_ws = [2 * w * x + 1 / (1 + np.exp(-w)) + np.floor(w) for w in ws]
+        assert all(np.allclose(g, want) for g, want in zip(g_ws, want_ws)), (g_ws, want_ws)
+        assert np.allclose(g_x, sum(w * w for w in ws))
+        ones = [np.ones(5)] * len(ws)
+        _, dy = ad.jvp(lambda ws: total(ws, x), (ws,), (ones,))
+        assert np.isclose(dy, sum(np.sum(g) for g in want_ws)), dy
+        elsewhere = os.getpid() not in set(ad.pmap(where, ws, x, chunk_size=1))
+        print("ELSEWHERE", elsewhere)
+        print("BITS", np.float64(value).tobytes().hex(), np.concatenate(g_ws + [g_x]).tobytes().hex(),
+              np.float64(dy).tobytes().hex())
+''')
+
+
+def run_script(tmp_path, text, env_extra, timeout=240):
+    script = tmp_path / "script.py"
+    script.write_text(text)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ADRULES_")}
+    env.update(env_extra)
+    env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
+    return subprocess.run([sys.executable, str(script)], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def _lines(result, tag):
+    return [line.split(" ", 1)[1] for line in result.stdout.splitlines() if line.startswith(tag + " ")]
+
+
+@pytest.fixture(scope="module")
+def serial_bits(tmp_path_factory):
+    r = run_script(tmp_path_factory.mktemp("serial"), USER_RULES, {"ADRULES_EXECUTOR": "serial"})
+    assert r.returncode == 0, r.stderr
+    return _lines(r, "BITS")
+
+
+@pytest.mark.parametrize("backend", ["processes:2", "dask:2"])
+def test_rules_registered_in_main_reach_the_workers(tmp_path, backend, serial_bits):
+    if backend.startswith("dask"):
+        pytest.importorskip("distributed")
+    r = run_script(tmp_path, USER_RULES, {"ADRULES_EXECUTOR": backend, "ADRULES_DISPATCH": "always"})
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert _lines(r, "ELSEWHERE") == ["True"]  # the chunks really ran in worker processes
+    assert _lines(r, "BITS") == serial_bits
+
+
+CLOSE_AFTER_FAILURE = textwrap.dedent('''
+    import time
+    import executors
+
+    def boom(x):
+        if x == 1:
+            raise ValueError("boom")
+        time.sleep(0.05)
+        return x
+
+    if __name__ == "__main__":
+        for _ in range(3):
+            ex = executors.ProcessExecutor(2)
+            ex.map(abs, [1, 2])
+            try:
+                ex.map(boom, range(20))
+            except ValueError:
+                pass
+            ex.close()
+        print("CLOSED")
+''')
+
+
+def test_close_right_after_a_failed_map_is_quiet(tmp_path):
+    r = run_script(tmp_path, CLOSE_AFTER_FAILURE, {})
+    assert r.returncode == 0 and "CLOSED" in r.stdout, r.stderr
+    assert "Traceback" not in r.stderr and "InvalidStateError" not in r.stderr, r.stderr
