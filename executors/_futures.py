@@ -8,7 +8,7 @@
     add_done_callback(queue.put) ──────────▶   future finishes → queue.put(future)
     loop n times:  f = queue.get()   ◀──────────┘
         error?  cancel pending futures, raise (annotated with the item index)
-        else    on_done(index[f]); results.put(index[f], convert(f.result()))
+        else    on_done(index[f]); results.put(index[f], convert(f.result().pop()))
                 (InOrder hands results on in item order)
 
 The parent blocks only in ``SimpleQueue.get``, which a real SIGINT interrupts,
@@ -29,6 +29,10 @@ __all__ = ["collect"]
 def collect(futures, on_done, name, results, *, convert=None, translate=None, on_abort=None) -> None:
     """Wait for ``futures``; hand each result to ``results.put(i, value)`` (an
     ``InOrder``), after ``convert(i, raw)`` when given (e.g. unpickling).
+
+    Each task returns its result in a one-element list, popped here: a finished
+    future would otherwise keep every result alive until the map returns, and a
+    caller reducing results as they arrive would hold them all the same.
 
     ``translate(exc, i, pending_indices) -> exception or None`` may replace an
     infrastructure error (e.g. a dead worker) before it is raised; user errors
@@ -52,7 +56,7 @@ def collect(futures, on_done, name, results, *, convert=None, translate=None, on
             finished[i] = True
             if on_done is not None:
                 on_done(i)
-            value = f.result()
+            value = f.result().pop()  # tasks return [result]: the future keeps an empty list
             results.put(i, value if convert is None else convert(i, value))
     except BaseException as exc:  # KeyboardInterrupt, or an error from on_done/on_result
         _cancel(futures)

@@ -120,7 +120,8 @@ def warm_up(modules=()) -> None:
 
 
 def run_task(index, item_data, fn_blob, shared_blobs, origin_pid, chunk_size, backend="processes"):
-    """Run one item on a worker; return the pickled result.
+    """Run one item on a worker; return the pickled result in a one-element list (the
+    parent pops it, so the finished future does not keep the bytes alive).
 
     ``origin_pid`` tells a separate worker process (pinned for good) from an
     in-process dask worker thread (pinned per task, ref-counted).
@@ -128,9 +129,9 @@ def run_task(index, item_data, fn_blob, shared_blobs, origin_pid, chunk_size, ba
     if os.getpid() != origin_pid:
         _context.mark_process_worker()
         pin_for_process()
-        return _run(index, item_data, fn_blob, shared_blobs, chunk_size, backend)
+        return [_run(index, item_data, fn_blob, shared_blobs, chunk_size, backend)]
     with blas_pinned():  # in-process worker (e.g. LocalCluster(processes=False))
-        return _run(index, item_data, fn_blob, shared_blobs, chunk_size, backend)
+        return [_run(index, item_data, fn_blob, shared_blobs, chunk_size, backend)]
 
 
 def _load_on_worker(loader, blob, what, backend):

@@ -258,7 +258,7 @@ class DaskExecutor(Executor):
                 if f.status == "finished":
                     if on_done is not None:
                         on_done(i)
-                    results.put(i, _remote.load_result(f.result(), i, name))
+                    results.put(i, _remote.load_result(f.result()[0], i, name))
                     f.release()  # the result lives on in `results` only: let the cluster drop it
                     continue
                 status = f.status

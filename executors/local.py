@@ -114,7 +114,7 @@ class ThreadExecutor(Executor):
         base = contextvars.copy_context()
         base.run(_context.enter_worker)
         with blas_pinned():
-            futures = [pool.submit(base.copy().run, fn, item, *shared) for item in items]
+            futures = [pool.submit(base.copy().run, _boxed, fn, item, shared) for item in items]
             collect(futures, on_done, self.name, results)
 
     def close(self) -> None:
@@ -285,6 +285,10 @@ class ProcessExecutor(Executor):
         with self._lock:
             pool = self._pool
             self._shutdown_locked(kill=pool is not None and not _loky_pool_healthy(pool))
+
+
+def _boxed(fn, item, shared):
+    return [fn(item, *shared)]  # see _futures.collect
 
 
 # loky has no public API for "is this pool usable?" or "which processes are its workers?".
