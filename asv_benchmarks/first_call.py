@@ -1,0 +1,101 @@
+"""psum as a user's script meets it: the first gradient call in a fresh process, and the
+steady state after it, per backend, side by side.
+
+    python asv_benchmarks/first_call.py [--repeat 3] [--workload heavy|small|both]
+
+Each measurement is a fresh ``python`` process with nothing tuned (no MALLOC_*
+variables; BLAS on one thread, as every figure of this project): it builds the ensemble,
+makes its executor (a process pool is started and waited for first: "pool already
+started"), times the first gradient of ``psum(loss, models, x, y)`` — a call site the
+schedule has never seen — then the median of five more calls. Backends alternate across
+repeats so load from other jobs hits them alike; the table gives medians over repeats
+and speed-ups over the serial psum, and how many cores two busy processes got.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+BACKENDS = ["serial", "threads:2", "processes:2"]
+
+
+def one(backend, workload):
+    """Runs in the fresh process: print {"first": s, "steady": s}."""
+    sys.path.insert(0, HERE)
+    from benchmarks import common
+
+    import adrules as ad
+    import executors
+
+    spec = {"heavy": common.HEAVY, "small": common.SMALL}[workload]
+    models, x, y = common.ensemble(spec)
+    loss = common.member_loss(spec)
+    name, _, n = backend.partition(":")
+    ex = executors.resolve(name, int(n) if n else None)
+    if not ex.ready():
+        ex.start(preload=("adrules",))
+        while not ex.ready():
+            time.sleep(0.01)
+
+    def step():
+        return ad.gradient(lambda ms: ad.psum(loss, ms, x, y, executor=ex), models)
+
+    t0 = time.perf_counter()
+    step()
+    first = time.perf_counter() - t0
+    steady = []
+    for _ in range(5):
+        t0 = time.perf_counter()
+        step()
+        steady.append(time.perf_counter() - t0)
+    print(json.dumps({"first": first, "steady": statistics.median(steady)}))
+
+
+def measure(backend, workload):
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("MALLOC_", "ADRULES_"))}
+    env.update(OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1")
+    out = subprocess.run([sys.executable, os.path.abspath(__file__), "--one", backend, workload],
+                         env=env, capture_output=True, text=True, check=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--workload", choices=["heavy", "small", "both"], default="both")
+    parser.add_argument("--one", nargs=2, metavar=("BACKEND", "WORKLOAD"), help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.one:
+        return one(*args.one)
+    sys.path.insert(0, HERE)
+    from benchmarks.common import available_cores
+
+    workloads = ["heavy", "small"] if args.workload == "both" else [args.workload]
+    cores = [available_cores()]
+    for workload in workloads:
+        runs = {b: [] for b in BACKENDS}
+        for _ in range(args.repeat):
+            for backend in BACKENDS:
+                runs[backend].append(measure(backend, workload))
+        cores.append(available_cores())
+        first0 = statistics.median(r["first"] for r in runs["serial"])
+        steady0 = statistics.median(r["steady"] for r in runs["serial"])
+        print(f"\n{workload} ensemble gradient, psum, fresh process each, medians of {args.repeat}")
+        print(f"{'backend':12s} {'first call':>12s} {'speed-up':>9s} {'steady':>10s} {'speed-up':>9s}")
+        for backend in BACKENDS:
+            first = statistics.median(r["first"] for r in runs[backend])
+            steady = statistics.median(r["steady"] for r in runs[backend])
+            print(f"{backend:12s} {first * 1e3:9.1f} ms {first0 / first:8.2f}x "
+                  f"{steady * 1e3:7.1f} ms {steady0 / steady:8.2f}x")
+    print(f"\ncores two busy processes got during the run: {', '.join(f'{c:.2f}' for c in cores)}")
+
+
+if __name__ == "__main__":
+    main()
