@@ -148,3 +148,66 @@ class PeakMemPsumGradient:
 
     def peakmem_psum_gradient(self, backend):
         ad.gradient(self.total, self.models)
+
+
+class PsumHeavyFirstCall:
+    """The heavy ensemble's psum gradient on a call site the schedule has never seen (what
+    a one-off call in a user's script gets): chunk 0 is timed inline and the rest of the
+    same call should go to the executor. Pools are started beforehand ("pool already
+    started"); every sample forgets what the call site learnt.
+    Target: threads and processes (2 workers) >= 1.5x the serial first call."""
+
+    params = [["serial", "threads", "processes"]]
+    param_names = ["backend"]
+    number, repeat, warmup_time = 1, 5, 0
+    timeout = 300
+
+    def setup(self, backend):
+        import executors
+        from adrules import schedule
+
+        self.models, x, y = common.ensemble(common.HEAVY)
+        self.ex = ex = executors.resolve(backend, 2 if backend != "serial" else None)
+        ex.map(abs, [-1, -2])  # the pool is up (kept across samples: resolve caches it)
+        loss = common.member_loss(common.HEAVY)
+        self.total = lambda models: ad.psum(loss, models, x, y, executor=ex)
+        schedule.forget()
+
+    def time_gradient_first_call(self, backend):
+        ad.gradient(self.total, self.models)
+
+
+_SHARED_GRADIENT = """
+import resource, sys
+import numpy as np
+import adrules as ad
+backend, n_chunks = sys.argv[1], int(sys.argv[2])
+data = np.random.default_rng(0).standard_normal(25_000_000)  # 191 MiB
+weights = [float(i + 1) for i in range(16)]
+def fit(w, data):
+    return np.sum(data * w)
+before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+ad.gradient(lambda d: ad.psum(fit, weights, d, executor=backend, chunk_size=16 // n_chunks), data)
+after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+print((after - before) * 1024 / data.nbytes)
+"""
+
+
+class PeakMemSharedArgumentGradient:
+    """Gradient with respect to a 191 MiB shared argument of a 16-element psum: peak
+    memory growth during the gradient, in multiples of the array (a fresh process each).
+    Shared-argument cotangents are reduced as chunks complete, in the fixed pairwise
+    order: O(log chunks) partial sums alive, not one per chunk. Target: <= 4 at 16 chunks."""
+
+    params = [["serial", "threads"], [4, 16]]
+    param_names = ["backend", "n_chunks"]
+    unit = "x the array"
+    timeout = 300
+
+    def track_peak_growth(self, backend, n_chunks):
+        import subprocess
+        import sys
+
+        out = subprocess.run([sys.executable, "-c", _SHARED_GRADIENT, backend, str(n_chunks)],
+                             capture_output=True, text=True, check=True)
+        return float(out.stdout.split()[-1])
