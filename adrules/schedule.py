@@ -213,15 +213,28 @@ def _wants_parallel(site, executor, n):
         return False, (f"lost in parallel {site.losses} times in a row (retrying every "
                        f"{RETRY_EVERY} calls)")
     par = parallel_seconds(executor, site.chunk_seconds, n)
-    estimate = f"est. {_seconds(work)} inline vs {_seconds(par)} on {executor.name}"
+    estimate = _Estimate(work, par, executor.name)
     if par * MARGIN < work:
         return True, estimate
     if not executor.ready():
         warm = par - executor.startup_cost
         if warm * MARGIN < work:  # only the start-up stands in the way: start it for next time
             executor.start(preload=PRELOAD)
-            return False, estimate + " (workers starting in the background for the next call)"
+            estimate.starting = True
     return False, estimate
+
+
+class _Estimate:
+    """Why a phase ran where it did, formatted only when the log asks."""
+
+    __slots__ = ("work", "parallel", "backend", "starting")
+
+    def __init__(self, work, parallel, backend):
+        self.work, self.parallel, self.backend, self.starting = work, parallel, backend, False
+
+    def __str__(self):
+        text = f"est. {_seconds(self.work)} inline vs {_seconds(self.parallel)} on {self.backend}"
+        return text + (" (workers starting in the background for the next call)" if self.starting else "")
 
 
 def _shift(on_done, offset):

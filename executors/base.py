@@ -275,6 +275,10 @@ class InOrder:
         if self._on_result is None:
             self.values[i] = result
             return
+        if i == self._next and not self._early:  # in order, as inline and serial maps are
+            self.values[i] = self._on_result(i, result)
+            self._next += 1
+            return
         self._early[i] = result
         while self._next in self._early:
             j = self._next

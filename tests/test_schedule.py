@@ -60,7 +60,7 @@ def test_break_even_follows_work_over_workers_plus_dispatch():
 def test_workers_not_up_count_their_start_up_and_are_started_for_next_time():
     cold = _Pool(ready=False)
     parallel, why = schedule._wants_parallel(_site(0.050), cold, 8)  # 0.4 s of work, 1 s start-up
-    assert not parallel and cold.started and "starting" in why
+    assert not parallel and cold.started and "starting" in str(why)
     heavy = _Pool(ready=False)
     assert schedule._wants_parallel(_site(1.0), heavy, 8)[0]  # 8 s of work pays for start-up
     tiny = _Pool(ready=False)

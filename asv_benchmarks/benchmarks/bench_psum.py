@@ -211,3 +211,25 @@ class PeakMemSharedArgumentGradient:
         out = subprocess.run([sys.executable, "-c", _SHARED_GRADIENT, backend, str(n_chunks)],
                              capture_output=True, text=True, check=True)
         return float(out.stdout.split()[-1])
+
+
+class PeakMemSharedArgument:
+    """asv's own peak-memory figure for the same gradient (the whole benchmark process:
+    the 191 MiB array itself included)."""
+
+    params = [["serial", "threads"]]
+    param_names = ["backend"]
+    timeout = 300
+
+    def setup(self, backend):
+        import numpy as np
+
+        self.data = np.random.default_rng(0).standard_normal(25_000_000)
+        self.weights = [float(i + 1) for i in range(16)]
+
+    def peakmem_shared_argument_gradient(self, backend):
+        ad.gradient(lambda d: ad.psum(_fit, self.weights, d, executor=backend, chunk_size=1), self.data)
+
+
+def _fit(w, data):
+    return (data * w).sum()
