@@ -60,11 +60,28 @@ class _Timed:
         return (_Timed, (self.fn,))
 
 
+class _TimedItem:
+    """``fn`` on one item, returning ``(result, CPU seconds)``."""
+
+    __slots__ = ("fn",)
+
+    def __init__(self, fn):
+        self.fn = fn
+
+    def __call__(self, item, *shared):
+        t0 = time.thread_time()
+        result = self.fn(item, *shared)
+        return result, time.thread_time() - t0
+
+
 def _tasks(n, n_workers, chunk_seconds, dispatch_cost):
     """How many consecutive chunks go in one task: enough that a task outweighs its
     dispatch ~10 times, at most ~4 tasks a worker (each carries the shared data), yet
-    every worker gets work. Grouping changes only which process runs a chunk."""
-    per_task = max(1, int(10 * dispatch_cost / max(chunk_seconds, 1e-9)), -(-n // (4 * n_workers)))
+    every worker gets work. Grouping changes only which process runs a chunk. With no
+    estimate yet (``chunk_seconds`` 0), ~4 tasks a worker."""
+    if not chunk_seconds:
+        return max(1, -(-n // (4 * n_workers)))
+    per_task = max(1, int(10 * dispatch_cost / chunk_seconds), -(-n // (4 * n_workers)))
     return min(per_task, -(-n // n_workers))
 
 
@@ -145,12 +162,9 @@ def run(executor, fn, items, shared=(), *, key=None, dispatch="auto", on_result=
     try:
         if not items:
             return []
-        if dispatch == "always" or executor.n_workers < 2 and executor.shares_memory is False:
-            out = executor.map(fn, items, shared=shared, on_done=on_done, on_result=on_result)
-            where, why = _placement(executor, len(items)), f"dispatch={dispatch!r}"
-        else:
-            site = _site((key, fn, executor.name, executor.n_workers, id(executor)))
-            out, where, why = _auto(site, executor, _Timed(fn), items, shared, on_done, on_result)
+        site = _site((key, fn, executor.name, executor.n_workers))
+        out, where, why = _auto(site, executor, _Timed(fn), items, shared, on_done, on_result,
+                                always=dispatch == "always")
         if log:
             _log(label, about, len(items), where, why, time.perf_counter() - t0)
         return out
@@ -159,28 +173,36 @@ def run(executor, fn, items, shared=(), *, key=None, dispatch="auto", on_result=
             bar.close()
 
 
-def _auto(site, executor, timed, items, shared, on_done, on_result):
-    """Run on the executor or inline as the site's estimate says; learn from it."""
+def _auto(site, executor, timed, items, shared, on_done, on_result, always=False):
+    """Run on the executor or inline as the site's estimate says (``always``: on the
+    executor); learn from it."""
     site.calls += 1
     done = []
-    if site.chunk_seconds is None:  # first call: time chunk 0 inline, then decide the rest
-        t0 = time.thread_time()
-        done = _SERIAL.map(timed.fn, items[:1], shared=shared, on_done=on_done, on_result=on_result)
-        site.chunk_seconds = (time.thread_time() - t0) / COLD_MARGIN
+    if site.chunk_seconds is None and not always:  # first call: time chunk 0 inline, decide the rest
+        (first_pair,), = _SERIAL.map(timed, [items[:1]], shared=shared)  # timed around fn alone
+        if on_done is not None:
+            on_done(0)
+        done = [first_pair[0] if on_result is None else on_result(0, first_pair[0])]
+        site.chunk_seconds = first_pair[1] / COLD_MARGIN
         items, first = items[1:], "chunk 0 inline, then "
         if not items:
             return done, "inline", "one chunk"
     else:
         first = ""
     offset = len(done)
-    parallel, why = _wants_parallel(site, executor, len(items))
-    if not parallel:
-        t0 = time.thread_time()
-        shifted = None if on_result is None else (lambda i, r: on_result(i + offset, r))
-        rest = _SERIAL.map(timed.fn, items, shared=shared, on_done=_shift(on_done, offset), on_result=shifted)
-        site.record_inline(time.thread_time() - t0, len(items))
-        return done + rest, (first + "inline" if first else "inline"), why
-    per_task = _tasks(len(items), executor.n_workers, site.chunk_seconds, executor.dispatch_cost)
+    parallel, why = (True, "dispatch='always'") if always else _wants_parallel(site, executor, len(items))
+    if not parallel:  # one task of all the items, timed item by item around fn alone
+        cpu = [0.0]
+
+        def item_result(i, pair):
+            cpu[0] += pair[1]
+            return pair[0] if on_result is None else on_result(i + offset, pair[0])
+
+        rest = _SERIAL.map(_TimedItem(timed.fn), items, shared=shared, on_done=_shift(on_done, offset),
+                           on_result=item_result)
+        site.record_inline(cpu[0], len(items))
+        return done + rest, first + "inline", why
+    per_task = _tasks(len(items), executor.n_workers, site.chunk_seconds or 0.0, executor.dispatch_cost)
     batches = [items[i:i + per_task] for i in range(0, len(items), per_task)]
     first_on_workers = site.parallel_runs == 0 and not executor.shares_memory
     cpu = [0.0]
