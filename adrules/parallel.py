@@ -3,19 +3,22 @@
     psum(f, xs, *shared)
       └─ split f into (state, rebuild): the parameters of a callable model, traced values
          captured by a closure ─ both become explicit inputs ("lifted"), so they get gradients
-      └─ flatten (state, xs, shared) to leaves ─ _psum_leaves(plan, *leaves)   [a primitive]
+      └─ flatten (state, xs, shared) to leaves ─ _map_chunks(call, *leaves)   [a primitive]
            no traced leaf:  values only
            traced leaves:   the rrule below
 
     rrule forward, per chunk (chunk_ranges(len(xs), chunk_size): never depends on workers):
-      executor.map(chunk_forward, chunks, shared=(plan, state, shared))
+      schedule.run(chunk_forward, chunks, shared=(plan, state, shared))  inline or on the executor
         on the worker: y_c, back_c = pullback(fold over the chunk, in index order)
-          scalar y_c ─ eager: return (y_c, back_c(1)) ─ one round trip, nothing left behind
-          array  y_c ─ threads/serial keep back_c; processes/dask drop it (recompute later)
-      y = tree_sum(y_c)            fixed pairwise order by chunk index
+          scalar y_c ─ Backward.DONE: (y_c, back_c(1)) ─ one round trip, nothing left behind
+          array  y_c ─ Backward.TAPE: back_c kept (serial, threads)
+                     ─ Backward.RECOMPUTE: nothing kept (processes, Dask)
+      as chunk results arrive, in chunk order (executors.TreeSum: the fixed pairwise tree
+      by chunk index, O(log chunks) partial sums alive):
+        y = Σ y_c ; DONE: shared/state cotangents = Σ grads_c, element cotangents kept
     rrule pullback(ȳ):
-      eager:  ȳ · tree_sum(state and shared grads); ȳ · per-element grads, gathered in order
-      lazy:   executor.map(back_c(ȳ) or recompute-then-pull back, chunks), same reduction
+      DONE:      ȳ · the sums above; ȳ · element cotangents, gathered in order
+      otherwise: schedule.run(back_c(ȳ) or recompute-then-pull back, chunks), same reduction
 
 Every backend and worker count runs the same float operations in the same order, so
 values and gradients are bitwise identical for a given chunk_size. Under a second
@@ -24,6 +27,8 @@ traced by the outer differentiation.
 """
 
 from __future__ import annotations
+
+import enum
 
 import numpy as np
 
@@ -133,17 +138,39 @@ def _expand(grads, idx, n):
     return tuple(out)
 
 
+class Backward(enum.Enum):
+    """How a chunk's forward pass prepared its backward pass."""
+
+    DONE = "gradients computed with the value: scalar f, whose pullback is linear in ȳ"
+    TAPE = "the chunk's pullback kept in memory (serial, threads)"
+    RECOMPUTE = "nothing kept: the backward pass recomputes the chunk (processes, Dask)"
+
+
+class ChunkForward:
+    """What ``chunk_forward`` returns: the chunk's value, how its backward pass goes, and
+    the gradients (``DONE``) or the pullback (``TAPE``)."""
+
+    __slots__ = ("value", "backward", "grads", "pullback")
+
+    def __init__(self, value, backward, grads=None, pullback=None):
+        self.value, self.backward, self.grads, self.pullback = value, backward, grads, pullback
+
+    def __reduce__(self):
+        return (ChunkForward, (self.value, self.backward, self.grads, self.pullback))
+
+
 def chunk_forward(item, plan, active, state, shared, keep_tape):
-    """Forward on one chunk: eager gradients for a scalar sum, else a tape or nothing."""
+    """Forward on one chunk: gradients at once for a scalar sum, else a tape or nothing."""
     xs, start = item
     fn, args, idx = _active_call(plan, start, active, state, xs, shared)
     y, back = pullback(fn, *args)
     if plan.kind == "sum" and np.shape(y) == () and not isinstance(y, (list, tuple, dict)):
         dt = getattr(y, "dtype", None)
-        return "eager", y, _expand(back(dt.type(1) if dt is not None else 1.0), idx, len(active))
+        grads = _expand(back(dt.type(1) if dt is not None else 1.0), idx, len(active))
+        return ChunkForward(y, Backward.DONE, grads=grads)
     if keep_tape:
-        return "tape", y, (lambda ybar: _expand(back(ybar), idx, len(active)))
-    return "lazy", y, None
+        return ChunkForward(y, Backward.TAPE, pullback=lambda ybar: _expand(back(ybar), idx, len(active)))
+    return ChunkForward(y, Backward.RECOMPUTE)
 
 
 def chunk_backward(pair, plan, active, state, shared):
@@ -317,7 +344,7 @@ class Call:
 
 
 @primitive
-def _psum_leaves(call, *leaves):
+def _map_chunks(call, *leaves):
     state, xs, shared = call.unpack(leaves)
     executor = call.resolve(state, xs, shared)
     items = _chunks(xs, call.chunk_size)
@@ -331,7 +358,7 @@ def _psum_leaves(call, *leaves):
     return values.result()
 
 
-@rrule.register(_psum_leaves)
+@rrule.register(_map_chunks)
 def _psum_rrule(call, *leaves):
     state, xs, shared = call.unpack(leaves)
     if any(type(v) is Traced for v in leaves):
@@ -342,28 +369,28 @@ def _psum_rrule(call, *leaves):
     eager = _Cotangents(call, state, xs, shared)
 
     def take(i, result):
-        kind, y, grads = result
-        _check_no_escaped_trace(y)
-        values.take(i, y)
-        if kind == "eager":  # reduce the gradients now: nothing of the chunk is kept
-            eager.take(grads)
-            return kind, None
-        return kind, grads
+        _check_no_escaped_trace(result.value)
+        values.take(i, result.value)
+        if result.backward is Backward.DONE:  # reduce the gradients now: keep nothing of the chunk
+            eager.take(result.grads)
+            result.grads = None
+        result.value = None
+        return result
 
-    kinds = call.run(executor, "forward", chunk_forward, items,
-                     (call.plan, call.active, state, shared, executor.shares_memory), take)
+    chunks = call.run(executor, "forward", chunk_forward, items,
+                      (call.plan, call.active, state, shared, executor.shares_memory), take)
     y = values.result()
 
     def psum_pullback(ybar):
-        if kinds and all(k == "eager" for k, _ in kinds):
+        if chunks and all(c.backward is Backward.DONE for c in chunks):
             leaf_bars = eager.leaves(None if _is_one(ybar) else ybar)
         else:
             bars = _chunk_bars(call, items, ybar)
             grads = _Cotangents(call, state, xs, shared)
             take_grads = lambda i, g: grads.take(g)  # noqa: E731
-            if all(k == "tape" for k, _ in kinds):
+            if all(c.backward is Backward.TAPE for c in chunks):
                 call.run(executor, "backward", chunk_pullback,
-                         [(back, b) for (_, back), b in zip(kinds, bars)], (), take_grads)
+                         [(c.pullback, b) for c, b in zip(chunks, bars)], (), take_grads)
             else:
                 call.run(executor, "backward", chunk_backward, list(zip(items, bars)),
                          (call.plan, call.active, state, shared), take_grads)
@@ -419,7 +446,7 @@ def _nested_rrule(call, state, xs, shared, leaves):
     return y, psum_nested_pullback
 
 
-@frule.register(_psum_leaves)
+@frule.register(_map_chunks)
 def _psum_frule(tangents, call, *leaves):
     state, xs, shared = call.unpack(leaves)
     dstate, dxs, dshared = unflatten(call.treedef, [_dense_tangent(t, v) for t, v in zip(tangents[2:], leaves)])
@@ -471,7 +498,7 @@ def _call(kind, f, xs, shared, executor, chunk_size, vectorized, progress, dispa
     leaves, treedef = flatten((state, xs, list(shared)))
     active = (state is not None, _has_traced(xs), *(_has_traced(s) for s in shared))
     call = Call(plan, treedef, active, f, executor, chunk_size, progress, dispatch)
-    return _psum_leaves(call, *leaves)
+    return _map_chunks(call, *leaves)
 
 
 def psum(f, xs, *shared, executor=None, chunk_size=None, dispatch=None, vectorized=False,

@@ -575,3 +575,21 @@ def test_dask_security_is_passed_through():
     ) as ex:
         assert ex.client.scheduler.address.startswith("tls://")
         assert ex.map(lambda x: x + 1, range(3)) == [1, 2, 3]
+
+
+def test_loky_private_attributes():
+    """executors.local reads two private loky attributes (loky has no public way to ask
+    whether a pool is usable, or which processes are its workers); this fails if a loky
+    release renames them."""
+    from executors.local import _loky_pool_healthy, _loky_workers
+
+    with executors.ProcessExecutor(2) as ex:
+        ex.map(abs, [1, 2])
+        pool = ex._pool
+        workers = _loky_workers(pool)
+        assert len(workers) == 2 and _loky_pool_healthy(pool)
+        victim = next(iter(workers.values()))
+        os.kill(victim.pid, signal.SIGKILL)
+        victim.join(timeout=10)
+        assert not _loky_pool_healthy(pool)
+        assert ex.map(abs, [-3]) == [3]  # and the executor replaced it
