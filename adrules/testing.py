@@ -19,10 +19,10 @@ import copy
 
 import numpy as np
 
-from .api import jvp, pullback
+from .api import frule, jvp, pullback, rrule
 from .projection import ProjectionError, project_like
 from .pytrees import flatten, unflatten
-from .registry import frule, function_name, rrule
+from .registry import function_name
 from .tangents import InplaceableThunk, NoTangent, ZeroTangent, is_zero, unthunk
 
 _STEP = 1e-3

@@ -30,9 +30,12 @@ import threading
 
 import numpy as np
 
-from . import _state
+from . import _state, ops
+from ._state import TracedValue
+from .callables import Lifted, _Rebuild, split_callable
 from .projection import ProjectionError, project_like
-from .registry import NONDIFF, ONE, RULE, SCALAR, DEFAULT_CONFIG, frule as _frules, function_name, rrule as _rrules
+from .pytrees import LEAF_TYPES, flatten
+from .registry import NONDIFF, ONE, RULE, SCALAR, frule as _frules, function_name, rrule as _rrules
 from .tangents import NoTangent, ZeroTangent, is_zero, unthunk
 
 _next_level = itertools.count(1).__next__
@@ -41,15 +44,18 @@ STATE = _state.STATE
 
 
 class Trace:
-    """One differentiation: a tape (reverse) or a tangent level (forward)."""
+    """One differentiation: a tape (reverse) or a tangent level (forward), and the
+    ``config`` that rules of higher-order functions registered with ``config=True``
+    receive (``config.rrule_via_ad``)."""
 
-    __slots__ = ("level", "nodes", "n_slots", "forward")
+    __slots__ = ("level", "nodes", "n_slots", "forward", "config")
 
-    def __init__(self, forward=False):
+    def __init__(self, config, forward=False):
         self.level = _next_level()
         self.nodes = []
         self.n_slots = 0
         self.forward = forward
+        self.config = config
 
     def leaf(self, value, tangent=None):
         """Box ``value`` as an input of this trace."""
@@ -85,7 +91,7 @@ _ESCAPE = (
     "want the number without its derivative (printing, logging), use x.value.")
 
 
-class Traced:
+class Traced(TracedValue):
     """A value being differentiated. Behaves like the array (or float) it wraps.
 
     ``x.value`` is the wrapped primal (a plain number or array, or a traced value
@@ -296,6 +302,7 @@ Traced.__pow__ = _pow
 Traced.__neg__ = lambda self: apply(np.negative, (self,), {})
 Traced.__abs__ = lambda self: apply(np.absolute, (self,), {})
 Traced.__pos__ = lambda self: self
+LEAF_TYPES.add(Traced)  # flatten checks this set first
 
 
 # ---------------------------------------------------------------------------
@@ -416,7 +423,7 @@ def apply(f, args, kwargs, sequences=False):
         return f(*values, **kwargs)
     if entry.config:  # a higher-order rule: functions it receives may carry traced state
         _lift_callables(args, values, slots, top)
-        y, pullback = entry.fn(DEFAULT_CONFIG, *values, **kwargs)
+        y, pullback = entry.fn(top.config, *values, **kwargs)
     else:
         y, pullback = entry.fn(*values, **kwargs)
     if isinstance(y, (tuple, list)):  # several outputs (NamedTuples keep their type)
@@ -600,7 +607,7 @@ def _apply_forward(f, args, kwargs, top):
                 d = entry.partials[i]
                 dy = dy + (dx if d is ONE else dx * d(*values, y))
     elif entry.config:
-        y, dy = entry.fn(DEFAULT_CONFIG, (NoTangent(), *tangents), *values, **kwargs)
+        y, dy = entry.fn(top.config, (NoTangent(), *tangents), *values, **kwargs)
     else:
         y, dy = entry.fn((NoTangent(), *tangents), *values, **kwargs)
     return _box_forward(y, unthunk(dy), top)
@@ -618,10 +625,3 @@ def _box_forward(y, dy, top):
         dy = np.broadcast_to(dy, np.shape(y))
     return Traced(y, top, project_like(dy, y))
 
-
-from . import ops  # noqa: E402
-from .pytrees import LEAF_TYPES  # noqa: E402
-
-LEAF_TYPES.add(Traced)
-from .callables import Lifted, _Rebuild, split_callable  # noqa: E402
-from .pytrees import flatten  # noqa: E402  (ops needs `primitive`, which needs the tracer's dispatch hook)
