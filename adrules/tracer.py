@@ -221,87 +221,98 @@ class Traced(TracedValue):
     def T(self):
         return apply(np.transpose, (self,), {})
 
-    # -- indexing and methods ------------------------------------------------------
-    def __getitem__(self, index):
-        return apply(ops.getitem, (self, index), {})
-
-    def reshape(self, *shape, **kwargs):
-        return apply(np.reshape, (self, shape[0] if len(shape) == 1 else shape), kwargs)
-
-    def transpose(self, *axes):
-        axes = axes[0] if len(axes) == 1 else (axes or None)
-        return apply(np.transpose, (self, axes), {})
-
-    def astype(self, dtype, **kwargs):
-        return apply(ops.astype, (self, dtype), kwargs)
-
-    def dot(self, other):
-        return apply(np.dot, (self, other), {})
-
-    def ravel(self, order="C"):
-        return apply(np.ravel, (self, order), {})
-
-    def flatten(self):
-        return apply(np.ravel, (self,), {})
-
-    def copy(self):
-        return apply(np.copy, (self,), {})
-
-
-def _method(np_func):
-    def method(self, *args, **kwargs):
-        return apply(np_func, (self, *args), kwargs)
-
-    method.__name__ = np_func.__name__
-    method.__doc__ = f"Same as numpy.{np_func.__name__}(x, ...)."
-    return method
-
-
-for _f in (np.sum, np.mean, np.max, np.min, np.prod, np.var, np.std, np.cumsum, np.cumprod,
-           np.squeeze, np.swapaxes, np.clip, np.argmax, np.argmin, np.argsort, np.any, np.all,
-           np.trace, np.diagonal, np.repeat, np.take):
-    setattr(Traced, _f.__name__, _method(_f))
+    def __pos__(self):
+        return self
 
 
 _ZEROS = (ZeroTangent, NoTangent)
 
 
-def _binary(ufunc):
+def _method(f):
+    """``x.name(*args, **kwargs)`` is ``f(x, *args, **kwargs)``."""
+    def method(self, *args, **kwargs):
+        return apply(f, (self, *args), kwargs)
+
+    return method
+
+
+def _shape_method(f):
+    """``x.reshape(2, 3)`` is ``x.reshape((2, 3))``: the shape (or axes) as varargs or one tuple."""
+    def method(self, *shape, **kwargs):
+        return apply(f, (self, shape[0] if len(shape) == 1 else (shape or None)), kwargs)
+
+    return method
+
+
+def _operator(f):
+    """``x ⊕ y`` is ``f(x, y)``; zero tangents handle arithmetic with a traced value themselves."""
     def op(self, other):
         if type(other) in _ZEROS:
             return NotImplemented
-        return apply(ufunc, (self, other), {})
+        return apply(f, (self, other), {})
 
+    return op
+
+
+def _reflected(f):
+    """``y ⊕ x`` (``x`` traced, ``y`` not) is ``f(y, x)``."""
     def rop(self, other):
         if type(other) in _ZEROS:
             return NotImplemented
-        return apply(ufunc, (other, self), {})
+        return apply(f, (other, self), {})
 
-    return op, rop
-
-
-for _name, _uf in (("add", np.add), ("sub", np.subtract), ("mul", np.multiply),
-                   ("truediv", np.true_divide), ("floordiv", np.floor_divide),
-                   ("mod", np.remainder), ("pow", np.power), ("matmul", np.matmul),
-                   ("lt", np.less), ("le", np.less_equal), ("gt", np.greater),
-                   ("ge", np.greater_equal), ("eq", np.equal), ("ne", np.not_equal),
-                   ("and", np.logical_and), ("or", np.logical_or)):
-    _op, _rop = _binary(_uf)
-    setattr(Traced, f"__{_name}__", _op)
-    if _name not in ("lt", "le", "gt", "ge", "eq", "ne"):
-        setattr(Traced, f"__r{_name}__", _rop)
-def _pow(self, other):
-    if type(other) in (int, float) and other == 2:  # as ndarray.__pow__ does: square is quicker
-        return apply(np.square, (self,), {})
-    if type(other) in _ZEROS:
-        return NotImplemented
-    return apply(np.power, (self, other), {})
+    return rop
 
 
-Traced.__pow__ = _pow
-Traced.__neg__ = lambda self: apply(np.negative, (self,), {})
-Traced.__abs__ = lambda self: apply(np.absolute, (self,), {})
-Traced.__pos__ = lambda self: self
+def _power(f):
+    """``x ** y``; ``x ** 2`` is ``np.square(x)``, quicker, as ``ndarray.__pow__`` does."""
+    def pow_(self, other):
+        if type(other) in (int, float) and other == 2:
+            return apply(np.square, (self,), {})
+        if type(other) in _ZEROS:
+            return NotImplemented
+        return apply(f, (self, other), {})
+
+    return pow_
+
+
+#: Every array method and operator of ``Traced``: the NumPy function it calls, as
+#: ``ndarray`` does (``&`` is ``bitwise_and``, not ``logical_and``), and how.
+_METHODS = [
+    ("sum", np.sum, _method), ("mean", np.mean, _method), ("max", np.max, _method),
+    ("min", np.min, _method), ("prod", np.prod, _method), ("var", np.var, _method),
+    ("std", np.std, _method), ("cumsum", np.cumsum, _method), ("cumprod", np.cumprod, _method),
+    ("squeeze", np.squeeze, _method), ("swapaxes", np.swapaxes, _method), ("clip", np.clip, _method),
+    ("argmax", np.argmax, _method), ("argmin", np.argmin, _method), ("argsort", np.argsort, _method),
+    ("any", np.any, _method), ("all", np.all, _method), ("trace", np.trace, _method),
+    ("diagonal", np.diagonal, _method), ("repeat", np.repeat, _method), ("take", np.take, _method),
+    ("dot", np.dot, _method), ("ravel", np.ravel, _method), ("flatten", np.ravel, _method),
+    ("copy", np.copy, _method), ("astype", ops.astype, _method), ("__getitem__", ops.getitem, _method),
+    ("reshape", np.reshape, _shape_method), ("transpose", np.transpose, _shape_method),
+    ("__neg__", np.negative, _method), ("__abs__", np.absolute, _method),
+    ("__invert__", np.invert, _method),
+    ("__add__", np.add, _operator), ("__radd__", np.add, _reflected),
+    ("__sub__", np.subtract, _operator), ("__rsub__", np.subtract, _reflected),
+    ("__mul__", np.multiply, _operator), ("__rmul__", np.multiply, _reflected),
+    ("__truediv__", np.true_divide, _operator), ("__rtruediv__", np.true_divide, _reflected),
+    ("__floordiv__", np.floor_divide, _operator), ("__rfloordiv__", np.floor_divide, _reflected),
+    ("__mod__", np.remainder, _operator), ("__rmod__", np.remainder, _reflected),
+    ("__pow__", np.power, _power), ("__rpow__", np.power, _reflected),
+    ("__matmul__", np.matmul, _operator), ("__rmatmul__", np.matmul, _reflected),
+    ("__and__", np.bitwise_and, _operator), ("__rand__", np.bitwise_and, _reflected),
+    ("__or__", np.bitwise_or, _operator), ("__ror__", np.bitwise_or, _reflected),
+    ("__xor__", np.bitwise_xor, _operator), ("__rxor__", np.bitwise_xor, _reflected),
+    ("__lt__", np.less, _operator), ("__le__", np.less_equal, _operator),
+    ("__gt__", np.greater, _operator), ("__ge__", np.greater_equal, _operator),
+    ("__eq__", np.equal, _operator), ("__ne__", np.not_equal, _operator),
+]
+
+for _name, _f, _make in _METHODS:
+    _m = _make(_f)
+    _m.__name__ = _m.__qualname__ = _name
+    _m.__doc__ = f"Same as {function_name(_f)} on the traced value."
+    setattr(Traced, _name, _m)
+
 LEAF_TYPES.add(Traced)  # flatten checks this set first
 
 
