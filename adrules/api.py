@@ -14,7 +14,7 @@ import numpy as np
 from . import registry
 from .pytrees import LEAF, _children, flatten, unflatten
 from .registry import RuleRegistry, call_frule, call_rrule
-from .tangents import NoTangent, Tangent, ZeroTangent, is_zero, unthunk
+from .tangents import NoTangent, Tangent, ZeroTangent, is_float_value, is_zero, unthunk
 from .tracer import Trace, Traced, TracerError, backprop, tracing
 
 _CONST_TYPES = (bool, int, str, bytes, type(None), np.integer, np.bool_)
@@ -22,21 +22,16 @@ _CONST_TYPES = (bool, int, str, bytes, type(None), np.integer, np.bool_)
 
 def _leaf_is_differentiable(leaf, fname, where):
     """True for float leaves, False for constants; raises for what cannot be handled."""
-    if type(leaf) is Traced or isinstance(leaf, (float, np.floating)):
+    if type(leaf) is Traced or is_float_value(leaf, allow_complex=False):
         return True
+    if is_float_value(leaf):
+        raise TypeError(f"{fname}: {where} is complex; complex inputs are not supported yet.")
     if isinstance(leaf, np.ndarray):
-        kind = leaf.dtype.kind
-        if kind == "f":
-            return True
-        if kind in "biu":
+        if leaf.dtype.kind in "biu":
             return False
-        if kind == "c":
-            raise TypeError(f"{fname}: {where} is complex; complex inputs are not supported yet.")
         raise TypeError(
             f"{fname}: {where} is an array of dtype {leaf.dtype}, which cannot be differentiated. "
             f"Pass a float array, or pass it through a closure if it is data.")
-    if isinstance(leaf, (complex, np.complexfloating)):
-        raise TypeError(f"{fname}: {where} is complex; complex inputs are not supported yet.")
     if isinstance(leaf, _CONST_TYPES) or callable(leaf):
         return False
     raise TypeError(
@@ -286,13 +281,8 @@ def jvp(f, primals, tangents):
             dys.append(leaf.tangent)
         else:
             ys.append(leaf)
-            dys.append(_zero_like(leaf) if _is_float_leaf(leaf) else NoTangent())
+            dys.append(_zero_like(leaf) if is_float_value(leaf, allow_complex=False) else NoTangent())
     return unflatten(tdef, ys), unflatten(tdef, dys)
-
-
-def _is_float_leaf(x):
-    return isinstance(x, (float, np.floating)) or (isinstance(x, np.ndarray) and x.dtype.kind == "f") \
-        or type(x) is Traced
 
 
 # ---------------------------------------------------------------------------

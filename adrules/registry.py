@@ -23,7 +23,7 @@ import numpy as np
 
 from . import _state
 from .projection import project_like
-from .tangents import NoTangent, Thunk, ZeroTangent, is_zero, unthunk
+from .tangents import NoTangent, Thunk, ZeroTangent, is_float_value, is_zero, unthunk
 
 RULE, SCALAR, NONDIFF = "rule", "scalar", "nondiff"
 
@@ -89,13 +89,6 @@ def _check_key(f, registry_name):
         f"{registry_name}.register({name}): the tracer cannot intercept calls to {name!s} "
         f"(traced values never reach it). Rules can be registered for NumPy ufuncs, NumPy "
         f"functions and functions decorated with @adrules.primitive.")
-
-
-def _is_float(x) -> bool:
-    dt = getattr(x, "dtype", None)
-    if dt is not None:
-        return dt.kind in "fc"
-    return isinstance(x, (float, complex))
 
 
 class RuleRegistry:
@@ -208,10 +201,10 @@ def scalar_rrule(f, partials, args, kwargs):
         g = unthunk(g)
         slots = [NoTangent()]
         for arg, d in zip(args, partials):
-            if _is_float(arg) and not is_zero(g):
+            if is_float_value(arg) and not is_zero(g):
                 slots.append(Thunk(functools.partial(_one_partial, d, args, y, g, arg)))
             else:
-                slots.append(NoTangent() if not _is_float(arg) else ZeroTangent())
+                slots.append(NoTangent() if not is_float_value(arg) else ZeroTangent())
         return tuple(slots)
 
     return y, scalar_pullback

@@ -36,7 +36,7 @@ from .callables import Lifted, _Rebuild, split_callable
 from .projection import ProjectionError, project_like
 from .pytrees import LEAF_TYPES, flatten
 from .registry import NONDIFF, ONE, RULE, SCALAR, frule as _frules, function_name, rrule as _rrules
-from .tangents import NoTangent, ZeroTangent, is_zero, unthunk
+from .tangents import NoTangent, ZeroTangent, is_float_value, is_zero, unthunk
 
 _next_level = itertools.count(1).__next__
 _active_lock = threading.Lock()
@@ -396,13 +396,6 @@ def _no_rule(f, mode):
         f"adrules.non_differentiable({name}) if its output carries no derivative.")
 
 
-def _is_float_value(y):
-    dt = getattr(y, "dtype", None)
-    if dt is not None:
-        return dt.kind in "fc"
-    return isinstance(y, (float, complex)) or type(y) is Traced
-
-
 def apply(f, args, kwargs, sequences=False):
     """Call primitive ``f`` on arguments that may be traced; record it on the innermost trace."""
     top = _top_in_sequences(args) if sequences else top_trace(args)
@@ -438,11 +431,11 @@ def apply(f, args, kwargs, sequences=False):
     else:
         y, pullback = entry.fn(*values, **kwargs)
     if isinstance(y, (tuple, list)):  # several outputs (NamedTuples keep their type)
-        boxes = [Traced(v, top) if _is_float_value(v) else v for v in y]
+        boxes = [Traced(v, top) if is_float_value(v) else v for v in y]
         out_slots = tuple(b.slot if type(b) is Traced else -1 for b in boxes)
         top.nodes.append((RULE, out_slots, slots, values, (pullback, y), entry))
         return _same_sequence(y, boxes)
-    if not _is_float_value(y):
+    if not is_float_value(y):
         return y
     out = Traced(y, top)
     top.nodes.append((RULE, out.slot, slots, values, pullback, entry))
@@ -585,7 +578,7 @@ def backprop(trace, seeds, consume=True):
 
 
 def _zeros_like(y):
-    return np.zeros_like(y) if _is_float_value(y) else NoTangent()
+    return np.zeros_like(y) if is_float_value(y) else NoTangent()
 
 
 # ---------------------------------------------------------------------------
@@ -630,7 +623,7 @@ def _box_forward(y, dy, top):
     if isinstance(y, (tuple, list)):
         dys = [ZeroTangent()] * len(y) if is_zero(dy) else dy
         return _same_sequence(y, [_box_forward(v, unthunk(d), top) for v, d in zip(y, dys)])
-    if is_zero(dy) or not _is_float_value(y):
+    if is_zero(dy) or not is_float_value(y):
         return y
     if np.shape(dy) != np.shape(y):
         dy = np.broadcast_to(dy, np.shape(y))
