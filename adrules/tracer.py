@@ -35,7 +35,7 @@ from ._state import TracedValue
 from .callables import Lifted, _Rebuild, split_callable
 from .projection import ProjectionError, project_like
 from .pytrees import LEAF_TYPES, flatten
-from .registry import NONDIFF, ONE, RULE, SCALAR, frule as _frules, function_name, rrule as _rrules
+from .registry import NONDIFF, ONE, SCALAR, call_frule, call_rrule, frule as _frules, function_name, rrule as _rrules
 from .tangents import NoTangent, ZeroTangent, is_float_value, is_zero, unthunk
 
 _next_level = itertools.count(1).__next__
@@ -120,11 +120,12 @@ class Traced(TracedValue):
 
     # -- NumPy protocols -----------------------------------------------------
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
-        if kwargs.get("out") is not None:
-            raise TracerError(
-                f"numpy.{ufunc.__name__}(..., out=...) writes in place into an array, which "
-                f"cannot be differentiated: drop out= and use the returned array.")
-        kwargs.pop("out", None)
+        if kwargs:
+            if kwargs.get("out") is not None:
+                raise TracerError(
+                    f"numpy.{ufunc.__name__}(..., out=...) writes in place into an array, which "
+                    f"cannot be differentiated: drop out= and use the returned array.")
+            kwargs.pop("out", None)
         f = ufunc if method == "__call__" else getattr(ufunc, method)
         return apply(f, inputs, kwargs)
 
@@ -370,21 +371,29 @@ def _keywords_to_positions(func, args, kwargs):
 
 
 def _unbox(args, top):
-    """(values, slots): values with ``top``'s boxes opened; slot per argument
-    (-1 constant, an int, or a tuple of ints for a sequence argument)."""
-    values, slots = [], []
+    """``(values, marks)``: ``args`` with ``top``'s boxes opened, and for each argument
+    what ``top`` tracks of it: its tape slot in reverse mode (-1 for a constant), its
+    tangent in forward mode (``ZeroTangent()`` for a constant). A list or tuple argument
+    holding boxes gets a list or tuple of marks, element by element."""
+    forward = top.forward
+    constant = _ZERO if forward else -1
+    values, marks = [], []
     for a in args:
         if type(a) is Traced and a._trace is top:
             values.append(a.value)
-            slots.append(a.slot)
+            marks.append(a.tangent if forward else a.slot)
         elif type(a) in (list, tuple) and top_trace(a) is top:
-            inner = [(b.value, b.slot) if type(b) is Traced and b._trace is top else (b, -1) for b in a]
-            values.append(type(a)(v for v, _ in inner))
-            slots.append(tuple(s for _, s in inner))
+            opened = [(b.value, b.tangent if forward else b.slot) if type(b) is Traced and b._trace is top
+                      else (b, constant) for b in a]
+            values.append(type(a)(v for v, _ in opened))
+            marks.append(type(a)(m for _, m in opened))
         else:
             values.append(a)
-            slots.append(-1)
-    return values, tuple(slots)
+            marks.append(constant)
+    return values, marks
+
+
+_ZERO = ZeroTangent()
 
 
 def _no_rule(f, mode):
@@ -396,8 +405,35 @@ def _no_rule(f, mode):
         f"adrules.non_differentiable({name}) if its output carries no derivative.")
 
 
+class Node:
+    """One call recorded on the tape.
+
+    ``entry``'s rule was applied to the primal arguments ``values``; ``slots`` says
+    where each argument's cotangent goes (-1: nowhere, a constant; an int: a tape slot;
+    a list or tuple of those for a list argument). ``out`` is the output's slot, or a
+    tuple of slots for several outputs. ``pullback`` is the rule's, or None for a
+    scalar rule, whose partials are in ``entry``. ``y`` is the output where backprop
+    needs it (a scalar rule's partials take it; unused outputs of several get zeros
+    shaped like it), else None.
+    """
+
+    __slots__ = ("entry", "out", "slots", "values", "pullback", "y")
+
+    def __init__(self, entry, out, slots, values, pullback, y):
+        self.entry = entry
+        self.out = out
+        self.slots = slots
+        self.values = values
+        self.pullback = pullback
+        self.y = y
+
+
 def apply(f, args, kwargs, sequences=False):
-    """Call primitive ``f`` on arguments that may be traced; record it on the innermost trace."""
+    """Call primitive ``f`` on arguments that may be traced; record it on the innermost trace.
+
+    ``sequences``: look for traced values inside list and tuple arguments too
+    (``np.stack([x, y])``); ufuncs and operators take none.
+    """
     top = _top_in_sequences(args) if sequences else top_trace(args)
     if top is None:
         return f(*args, **kwargs)
@@ -408,7 +444,7 @@ def apply(f, args, kwargs, sequences=False):
         raise _no_rule(f, "reverse")
     if sequences:
         values, slots = _unbox(args, top)
-    else:  # the hot path: inlined unboxing
+    else:  # the hot path: _unbox inlined, for arguments that are not sequences
         values, slots = [], []
         for a in args:
             if type(a) is Traced and a._trace is top:
@@ -418,27 +454,25 @@ def apply(f, args, kwargs, sequences=False):
                 values.append(a)
                 slots.append(-1)
     kind = entry.kind
-    if kind is SCALAR:
+    if kind is SCALAR:  # registry.scalar_rrule, with the partials read from the entry in backprop
         y = f(*values, **kwargs)
         out = Traced(y, top)
-        top.nodes.append((SCALAR, out.slot, slots, values, (entry.partials, y), entry))
+        top.nodes.append(Node(entry, out.slot, slots, values, None, y))
         return out
-    if kind is NONDIFF:
+    if kind is NONDIFF:  # outputs carry no tangent: nothing to record
         return f(*values, **kwargs)
     if entry.config:  # a higher-order rule: functions it receives may carry traced state
         _lift_callables(args, values, slots, top)
-        y, pullback = entry.fn(top.config, *values, **kwargs)
-    else:
-        y, pullback = entry.fn(*values, **kwargs)
+    y, pullback = call_rrule(entry, top.config, f, values, kwargs)
     if isinstance(y, (tuple, list)):  # several outputs (NamedTuples keep their type)
         boxes = [Traced(v, top) if is_float_value(v) else v for v in y]
         out_slots = tuple(b.slot if type(b) is Traced else -1 for b in boxes)
-        top.nodes.append((RULE, out_slots, slots, values, (pullback, y), entry))
+        top.nodes.append(Node(entry, out_slots, slots, values, pullback, y))
         return _same_sequence(y, boxes)
     if not is_float_value(y):
         return y
     out = Traced(y, top)
-    top.nodes.append((RULE, out.slot, slots, values, pullback, entry))
+    top.nodes.append(Node(entry, out.slot, slots, values, pullback, None))
     return out
 
 
@@ -537,7 +571,8 @@ def backprop(trace, seeds, consume=True):
             cot[slot] = g if cot[slot] is None else cot[slot] + g
     nodes = trace.nodes
     order = (nodes.pop() for _ in range(len(nodes))) if consume else reversed(nodes)
-    for kind, out, slots, values, data, entry in order:
+    for node in order:
+        out = node.out
         if type(out) is int:
             g = cot[out]
             if g is None:
@@ -548,17 +583,16 @@ def backprop(trace, seeds, consume=True):
             gs = [cot[s] if s >= 0 else None for s in out]
             if all(x is None for x in gs):
                 continue
-            ys = data[1]
-            g = _same_sequence(ys, [_zeros_like(y) if x is None else x for x, y in zip(gs, ys)])
-            data = data[0]
-        if kind is SCALAR:
-            partials, y = data
+            g = _same_sequence(node.y, [_zeros_like(y) if x is None else x for x, y in zip(gs, node.y)])
+        entry, slots, values = node.entry, node.slots, node.values
+        if entry.kind is SCALAR:
+            partials, y = entry.partials, node.y
             for i, slot in enumerate(slots):
                 if slot >= 0:
                     d = partials[i]
                     _accumulate(cot, slot, g if d is ONE else _times(g, d(*values, y)), values[i], entry, i)
             continue
-        grads = data(g)
+        grads = node.pullback(g)
         if type(grads) is not tuple or len(grads) != len(slots) + 1:
             n = len(grads) if isinstance(grads, (tuple, list)) else "not a tuple"
             raise TracerError(
@@ -586,35 +620,23 @@ def _zeros_like(y):
 # ---------------------------------------------------------------------------
 
 def _apply_forward(f, args, kwargs, top):
-    entry = _frules.rules.get(f)
+    entry = _frule_table.get(f)
     if entry is None:
         raise _no_rule(f, "forward")
-    values, tangents = [], []
-    for a in args:
-        if type(a) is Traced and a._trace is top:
-            values.append(a.value)
-            tangents.append(a.tangent)
-        elif type(a) in (list, tuple) and top_trace(a) is top:
-            values.append(type(a)(b.value if type(b) is Traced and b._trace is top else b for b in a))
-            tangents.append(type(a)(b.tangent if type(b) is Traced and b._trace is top
-                                    else ZeroTangent() for b in a))
-        else:
-            values.append(a)
-            tangents.append(ZeroTangent())
-    if entry.kind is NONDIFF:
-        return f(*values, **kwargs)
-    if entry.kind is SCALAR:
+    values, tangents = _unbox(args, top)
+    if entry.kind is SCALAR:  # the hot path: registry.scalar_frule, inlined
         y = f(*values, **kwargs)
-        dy = ZeroTangent()
+        dy = _ZERO
         for i, dx in enumerate(tangents):
             if not is_zero(dx):
                 d = entry.partials[i]
                 dy = dy + (dx if d is ONE else dx * d(*values, y))
-    elif entry.config:
-        y, dy = entry.fn(top.config, (NoTangent(), *tangents), *values, **kwargs)
-    else:
-        y, dy = entry.fn((NoTangent(), *tangents), *values, **kwargs)
+        return _box_forward(y, dy, top)
+    y, dy = call_frule(entry, top.config, (NoTangent(), *tangents), f, values, kwargs)
     return _box_forward(y, unthunk(dy), top)
+
+
+_frule_table = _frules.rules
 
 
 def _box_forward(y, dy, top):
