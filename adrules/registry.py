@@ -12,6 +12,9 @@ Three kinds of entries share the registries:
 * a scalar rule, from one list of partial derivatives (``scalar_rule``), giving both
   the rrule and the frule and a fast path in the tracer that stores no closure;
 * a non-differentiable function (``non_differentiable``): outputs carry no tangent.
+
+``call_rrule`` / ``call_frule`` are the one place that reads which kind an entry is
+and calls it; the tracer and ``adrules.rrule(f, *args)`` (in ``api.py``) both use them.
 """
 
 from __future__ import annotations

@@ -1,9 +1,10 @@
 """Traced values, the tape, and the NumPy protocols that feed it.
 
-    gradient(f, x) -- Trace() -- x boxed as Traced(value, trace, slot)
-        f(x) calls plain numpy --> Traced.__array_ufunc__ / __array_function__ / dunders
+    gradient(f, x) -- Trace(config) -- x boxed as Traced(value, trace, slot)
+        f(x) calls plain numpy --> Traced.__array_ufunc__ / __array_function__ / methods
             --> apply(f, args): unbox the args of the innermost trace, look up the rule,
-                run it on the unboxed values, box the output, append a node to the tape
+                run it on the unboxed values (registry.call_rrule), box the output,
+                append a Node to the tape
         backprop(trace): walk the tape backwards, call pullbacks, accumulate cotangents
             per slot in tape order (a fixed order: no sets, no id-keyed iteration)
 
