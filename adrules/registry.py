@@ -146,46 +146,6 @@ rrule = RuleRegistry("rrule")
 frule = RuleRegistry("frule")
 
 
-def call_rrule(entry, config, f, args, kwargs):
-    """``(y, pullback)`` from ``f``'s registered ``entry``: the one place that reads
-    what kind of rule an entry holds. ``config`` goes to rules registered with
-    ``config=True``. The tracer's hot path mirrors this for scalar and
-    non-differentiable entries, which it records without a pullback closure.
-
-    >>> import numpy as np
-    >>> from adrules.tangents import unthunk
-    >>> y, back = call_rrule(rrule.lookup(np.negative), None, np.negative, (2.0,), {})
-    >>> y, [unthunk(t) for t in back(1.0)]
-    (np.float64(-2.0), [NoTangent(), -1.0])
-    """
-    kind = entry.kind
-    if kind is SCALAR:
-        return scalar_rrule(f, entry.partials, args, kwargs)
-    if kind is NONDIFF:
-        return f(*args, **kwargs), _nondiff_pullback(len(args))
-    if entry.config:
-        return entry.fn(config, *args, **kwargs)
-    return entry.fn(*args, **kwargs)
-
-
-def call_frule(entry, config, tangents, f, args, kwargs):
-    """``(y, ẏ)`` from ``f``'s registered ``entry``, ``tangents`` holding the self
-    slot's then one per argument; the forward twin of ``call_rrule``.
-
-    >>> import numpy as np
-    >>> call_frule(frule.lookup(np.negative), None, (NoTangent(), 3.0), np.negative, (2.0,), {})
-    (np.float64(-2.0), -3.0)
-    """
-    kind = entry.kind
-    if kind is SCALAR:
-        return scalar_frule(f, entry.partials, tangents[1:], args, kwargs)
-    if kind is NONDIFF:
-        return f(*args, **kwargs), NoTangent()
-    if entry.config:
-        return entry.fn(config, tuple(tangents), *args, **kwargs)
-    return entry.fn(tuple(tangents), *args, **kwargs)
-
-
 def _nondiff_pullback(n_args):
     def nondiff_pullback(g):
         return (NoTangent(),) * (n_args + 1)
@@ -225,6 +185,46 @@ def scalar_frule(f, partials, dargs, args, kwargs):
         if not is_zero(da):
             dy = dy + _times_partial(da, d, args, y)
     return y, dy
+
+
+def call_rrule(entry, config, f, args, kwargs):
+    """``(y, pullback)`` from ``f``'s registered ``entry``: the one place that reads
+    what kind of rule an entry holds. ``config`` goes to rules registered with
+    ``config=True``. The tracer's hot path mirrors this for scalar and
+    non-differentiable entries, which it records without a pullback closure.
+
+    >>> import numpy as np
+    >>> from adrules.tangents import unthunk
+    >>> y, back = call_rrule(rrule.lookup(np.negative), None, np.negative, (2.0,), {})
+    >>> y, [unthunk(t) for t in back(1.0)]
+    (np.float64(-2.0), [NoTangent(), -1.0])
+    """
+    kind = entry.kind
+    if kind is SCALAR:
+        return scalar_rrule(f, entry.partials, args, kwargs)
+    if kind is NONDIFF:
+        return f(*args, **kwargs), _nondiff_pullback(len(args))
+    if entry.config:
+        return entry.fn(config, *args, **kwargs)
+    return entry.fn(*args, **kwargs)
+
+
+def call_frule(entry, config, tangents, f, args, kwargs):
+    """``(y, ẏ)`` from ``f``'s registered ``entry``, ``tangents`` holding the self
+    slot's then one per argument; the forward twin of ``call_rrule``.
+
+    >>> import numpy as np
+    >>> call_frule(frule.lookup(np.negative), None, (NoTangent(), 3.0), np.negative, (2.0,), {})
+    (np.float64(-2.0), -3.0)
+    """
+    kind = entry.kind
+    if kind is SCALAR:
+        return scalar_frule(f, entry.partials, tangents[1:], args, kwargs)
+    if kind is NONDIFF:
+        return f(*args, **kwargs), NoTangent()
+    if entry.config:
+        return entry.fn(config, tuple(tangents), *args, **kwargs)
+    return entry.fn(tuple(tangents), *args, **kwargs)
 
 
 def scalar_rule(f, *partials):

@@ -63,6 +63,29 @@ class Trace:
         return Traced(value, self, tangent)
 
 
+class Node:
+    """One call recorded on the tape.
+
+    ``entry``'s rule was applied to the primal arguments ``values``; ``slots`` says
+    where each argument's cotangent goes (-1: nowhere, a constant; an int: a tape slot;
+    a list or tuple of those for a list argument). ``out`` is the output's slot, or a
+    tuple of slots for several outputs. ``pullback`` is the rule's, or None for a
+    scalar rule, whose partials are in ``entry``. ``y`` is the output where backprop
+    needs it (a scalar rule's partials take it; unused outputs of several get zeros
+    shaped like it), else None.
+    """
+
+    __slots__ = ("entry", "out", "slots", "values", "pullback", "y")
+
+    def __init__(self, entry, out, slots, values, pullback, y):
+        self.entry = entry
+        self.out = out
+        self.slots = slots
+        self.values = values
+        self.pullback = pullback
+        self.y = y
+
+
 class tracing:
     """Mark a trace open (process-wide count) for the duration of a differentiation."""
 
@@ -404,29 +427,6 @@ def _no_rule(f, mode):
         f"no {registry} for {name}: a traced value reached it, but it has no derivative rule. "
         f"Register one with @adrules.{registry}.register({name}), or mark it with "
         f"adrules.non_differentiable({name}) if its output carries no derivative.")
-
-
-class Node:
-    """One call recorded on the tape.
-
-    ``entry``'s rule was applied to the primal arguments ``values``; ``slots`` says
-    where each argument's cotangent goes (-1: nowhere, a constant; an int: a tape slot;
-    a list or tuple of those for a list argument). ``out`` is the output's slot, or a
-    tuple of slots for several outputs. ``pullback`` is the rule's, or None for a
-    scalar rule, whose partials are in ``entry``. ``y`` is the output where backprop
-    needs it (a scalar rule's partials take it; unused outputs of several get zeros
-    shaped like it), else None.
-    """
-
-    __slots__ = ("entry", "out", "slots", "values", "pullback", "y")
-
-    def __init__(self, entry, out, slots, values, pullback, y):
-        self.entry = entry
-        self.out = out
-        self.slots = slots
-        self.values = values
-        self.pullback = pullback
-        self.y = y
 
 
 def apply(f, args, kwargs, sequences=False):
