@@ -1,5 +1,7 @@
 """The state of a callable: what split_callable lifts, and the code behind a rebuild."""
 
+import functools
+
 import numpy as np
 
 import adrules as ad
@@ -29,12 +31,7 @@ def test_code_of_a_rebuilt_closure_is_the_users_function():
 
 def test_code_of_other_callables_is_none():
     assert code_of(np.sin) is None
-    assert code_of(functools_partial_of_len()) is None
-
-
-def functools_partial_of_len():
-    import functools
-    return functools.partial(len)
+    assert code_of(functools.partial(len)) is None
 
 
 def test_has_traced_sees_only_traced_leaves():

@@ -13,8 +13,8 @@ import numpy as np
 
 from ..projection import unbroadcast
 from ..registry import primitive
-from ..tangents import NoTangent, ZeroTangent, is_zero
-from ._utils import dense, forward_rule, normalize_axes, reverse_rule, tangent_at
+from ..tangents import NoTangent
+from ._utils import dense, forward_rule, reverse_rule
 
 
 def _split_sizes(g, sizes, axis):
