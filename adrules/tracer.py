@@ -394,6 +394,9 @@ def _keywords_to_positions(func, args, kwargs):
             {k: v for k, v in kwargs.items() if k not in names})
 
 
+_ZERO = ZeroTangent()
+
+
 def _unbox(args, top):
     """``(values, marks)``: ``args`` with ``top``'s boxes opened, and for each argument
     what ``top`` tracks of it: its tape slot in reverse mode (-1 for a constant), its
@@ -415,9 +418,6 @@ def _unbox(args, top):
             values.append(a)
             marks.append(constant)
     return values, marks
-
-
-_ZERO = ZeroTangent()
 
 
 def _no_rule(f, mode):
