@@ -6,6 +6,9 @@ is the same scatter, ``scatter_add(x.shape, index, g)``. The scatter is a primit
 its own, with the gather as its pullback, so second derivatives trace through it.
 
     x --getitem(·, index)--> y          ȳ --scatter_add(shape, index, ·)--> x̄
+
+Optional trailing arguments (``axis``, ``mode``, ``UPLO``...) follow ``_utils.py``: rules
+take NumPy's own parameters and ``reverse_rule`` fits each pullback to the call.
 """
 
 import numpy as np

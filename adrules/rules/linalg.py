@@ -11,6 +11,9 @@ Factorizations (cholesky, eigh, eigvalsh, qr, svd) use the standard formulas for
 matrices (``...ij``), real inputs only. cholesky and eigh(/eigvalsh) read one triangle of a matrix
 that is meant to be symmetric: their derivatives are those on symmetric matrices (the
 cotangent is symmetric, the tangent is symmetrized first), as in autograd and JAX.
+
+Optional trailing arguments (``axis``, ``mode``, ``UPLO``...) follow ``_utils.py``: rules
+take NumPy's own parameters and ``reverse_rule`` fits each pullback to the call.
 """
 
 import functools
