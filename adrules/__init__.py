@@ -5,10 +5,10 @@
 array([0.    , 0.9093])
 """
 
-from .api import frule_via_ad, gradient, jvp, pullback, rrule_via_ad, value_and_gradient
+from .api import RuleConfig, frule, frule_via_ad, gradient, jvp, pullback, rrule, rrule_via_ad, value_and_gradient
 from .projection import ProjectTo
 from .pytrees import register_node
-from .registry import RuleConfig, frule, non_differentiable, primitive, rrule, scalar_rule
+from .registry import non_differentiable, primitive, scalar_rule
 from .tangents import InplaceableThunk, NoTangent, Tangent, Thunk, ZeroTangent, unthunk
 from . import rules  # noqa: F401  (registers the NumPy rule library)
 from . import testing  # noqa: F401

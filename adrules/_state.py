@@ -1,4 +1,6 @@
-"""Process-wide tracer switches read on hot paths (kept in one tiny module to avoid import cycles)."""
+"""What the layers below the tracer know of it, kept in one tiny module so they need
+not import it: whether a trace is open (read on hot paths), how to dispatch a
+``@primitive`` call, and the base class that marks a traced value."""
 
 
 class _State:
@@ -15,3 +17,10 @@ class _State:
 
 
 STATE = _State()
+
+
+class TracedValue:
+    """Base class of ``tracer.Traced``: ``isinstance(x, TracedValue)`` asks "is x being
+    differentiated?" without importing the tracer."""
+
+    __slots__ = ()

@@ -1,12 +1,20 @@
-"""The user-facing differentiation functions."""
+"""The user-facing differentiation functions, and rules called from outside a trace.
+
+    gradient / pullback / jvp: box the float leaves of the arguments on a new Trace,
+        call f, read the output (and for reverse mode, backprop the tape)
+    rrule(f, *args) / frule(tangents, f, *args): apply a registered rule directly
+    rrule_via_ad / frule_via_ad: a registered rule, otherwise trace f
+    RuleConfig: what rules registered with ``config=True`` receive; every Trace carries one
+"""
 
 from __future__ import annotations
 
 import numpy as np
 
+from . import registry
 from .pytrees import LEAF, _children, flatten, unflatten
-from .registry import rrule
-from .tangents import NoTangent, Tangent, ZeroTangent, is_zero, unthunk
+from .registry import RuleRegistry, call_frule, call_rrule
+from .tangents import NoTangent, Tangent, ZeroTangent, is_float_value, is_zero, unthunk
 from .tracer import Trace, Traced, TracerError, backprop, tracing
 
 _CONST_TYPES = (bool, int, str, bytes, type(None), np.integer, np.bool_)
@@ -14,21 +22,16 @@ _CONST_TYPES = (bool, int, str, bytes, type(None), np.integer, np.bool_)
 
 def _leaf_is_differentiable(leaf, fname, where):
     """True for float leaves, False for constants; raises for what cannot be handled."""
-    if type(leaf) is Traced or isinstance(leaf, (float, np.floating)):
+    if type(leaf) is Traced or is_float_value(leaf, allow_complex=False):
         return True
+    if is_float_value(leaf):
+        raise TypeError(f"{fname}: {where} is complex; complex inputs are not supported yet.")
     if isinstance(leaf, np.ndarray):
-        kind = leaf.dtype.kind
-        if kind == "f":
-            return True
-        if kind in "biu":
+        if leaf.dtype.kind in "biu":
             return False
-        if kind == "c":
-            raise TypeError(f"{fname}: {where} is complex; complex inputs are not supported yet.")
         raise TypeError(
             f"{fname}: {where} is an array of dtype {leaf.dtype}, which cannot be differentiated. "
             f"Pass a float array, or pass it through a closure if it is data.")
-    if isinstance(leaf, (complex, np.complexfloating)):
-        raise TypeError(f"{fname}: {where} is complex; complex inputs are not supported yet.")
     if isinstance(leaf, _CONST_TYPES) or callable(leaf):
         return False
     raise TypeError(
@@ -123,7 +126,7 @@ def value_and_gradient(f, *args):
     (np.float64(5.0), (array([2., 4.]),))
     """
     fname = _Name("gradient", f)
-    trace = Trace()
+    trace = Trace(DEFAULT_CONFIG)
     with tracing():
         boxed, plans = _box_args(fname, args, trace)
         out = f(*boxed)
@@ -173,7 +176,7 @@ def pullback(f, *args):
     (array([3., 6.]), (array([ 3., 30.]),))
     """
     fname = _Name("pullback", f)
-    trace = Trace()
+    trace = Trace(DEFAULT_CONFIG)
     with tracing():
         boxed, plans = _box_args(fname, args, trace)
         out = f(*boxed)
@@ -232,36 +235,6 @@ def _match_structure(tangent, tdef):
     return out
 
 
-def _call(fn, *args):
-    return fn(*args)
-
-
-def rrule_via_ad(f, *args, **kwargs):
-    """A rule for ``f`` if one is registered, otherwise one made by tracing ``f``.
-
-    Returns ``(y, pullback)`` with ``pullback(ȳ) -> (f̄, x̄1, ..., x̄n)``; ``f̄`` is the
-    gradient of a callable model's parameters (``NoTangent()`` for a plain function).
-    Used by rules of higher-order functions.
-
-    >>> import numpy as np, adrules as ad
-    >>> from dataclasses import dataclass
-    >>> @dataclass
-    ... class Scale:
-    ...     w: np.ndarray
-    ...     def __call__(self, x):
-    ...         return np.sum(self.w * x)
-    >>> y, back = ad.rrule_via_ad(Scale(np.array([2.0])), np.array([3.0]))
-    >>> back(1.0)
-    (Scale(w=array([3.])), array([2.]))
-    """
-    if kwargs:
-        return rrule_via_ad(lambda *a: f(*a, **kwargs), *args)
-    rule = rrule(f, *args)
-    if rule is not None:
-        return rule
-    return pullback(_call, f, *args)
-
-
 def jvp(f, primals, tangents):
     """``(y, ẏ)``: the value of ``f(*primals)`` and its directional derivative along
     ``tangents``, by forward mode.
@@ -275,7 +248,7 @@ def jvp(f, primals, tangents):
     if len(primals) != len(tangents):
         raise TypeError(f"{fname}: got {len(primals)} primals but {len(tangents)} tangents; "
                         f"give one tangent per primal.")
-    trace = Trace(forward=True)
+    trace = Trace(DEFAULT_CONFIG, forward=True)
     boxed = []
     for i, (p, t) in enumerate(zip(primals, tangents)):
         leaves, tdef = flatten(p)
@@ -308,13 +281,81 @@ def jvp(f, primals, tangents):
             dys.append(leaf.tangent)
         else:
             ys.append(leaf)
-            dys.append(_zero_like(leaf) if _is_float_leaf(leaf) else NoTangent())
+            dys.append(_zero_like(leaf) if is_float_value(leaf, allow_complex=False) else NoTangent())
     return unflatten(tdef, ys), unflatten(tdef, dys)
 
 
-def _is_float_leaf(x):
-    return isinstance(x, (float, np.floating)) or (isinstance(x, np.ndarray) and x.dtype.kind == "f") \
-        or type(x) is Traced
+# ---------------------------------------------------------------------------
+# rules called directly, and rules of higher-order functions
+# ---------------------------------------------------------------------------
+
+class ReverseRules(RuleRegistry):
+    """``adrules.rrule``: the table of rrules; calling it applies one.
+
+    ``rrule(f, *args)`` returns ``(y, pullback)``, or None when ``f`` has no rule.
+
+    >>> import numpy as np
+    >>> import adrules as ad
+    >>> y, back = ad.rrule(np.exp, 0.0)
+    >>> [ad.unthunk(t) for t in back(2.0)]
+    [NoTangent(), np.float64(2.0)]
+    >>> ad.rrule(print, "no rule") is None
+    True
+    """
+
+    def __call__(self, f, *args, **kwargs):
+        entry = self.lookup(f)
+        return None if entry is None else call_rrule(entry, DEFAULT_CONFIG, f, args, kwargs)
+
+
+class ForwardRules(RuleRegistry):
+    """``adrules.frule``: the table of frules; calling it applies one.
+
+    ``frule((ḟ, ẋ1, ...), f, *args)`` returns ``(y, ẏ)``, or None when ``f`` has no rule.
+
+    >>> import numpy as np, adrules as ad
+    >>> ad.frule((ad.NoTangent(), 3.0), np.exp, 0.0)
+    (np.float64(1.0), np.float64(3.0))
+    """
+
+    def __call__(self, tangents, f, *args, **kwargs):
+        entry = self.lookup(f)
+        return None if entry is None else call_frule(entry, DEFAULT_CONFIG, tangents, f, args, kwargs)
+
+
+# The same tables the rule files register into (``registry.rrule.register``), callable.
+rrule = ReverseRules("rrule", registry.rrule.rules)
+frule = ForwardRules("frule", registry.frule.rules)
+
+
+def _call(fn, *args):
+    return fn(*args)
+
+
+def rrule_via_ad(f, *args, **kwargs):
+    """A rule for ``f`` if one is registered, otherwise one made by tracing ``f``.
+
+    Returns ``(y, pullback)`` with ``pullback(ȳ) -> (f̄, x̄1, ..., x̄n)``; ``f̄`` is the
+    gradient of a callable model's parameters (``NoTangent()`` for a plain function).
+    Used by rules of higher-order functions.
+
+    >>> import numpy as np, adrules as ad
+    >>> from dataclasses import dataclass
+    >>> @dataclass
+    ... class Scale:
+    ...     w: np.ndarray
+    ...     def __call__(self, x):
+    ...         return np.sum(self.w * x)
+    >>> y, back = ad.rrule_via_ad(Scale(np.array([2.0])), np.array([3.0]))
+    >>> back(1.0)
+    (Scale(w=array([3.])), array([2.]))
+    """
+    if kwargs:
+        return rrule_via_ad(lambda *a: f(*a, **kwargs), *args)
+    rule = rrule(f, *args)
+    if rule is not None:
+        return rule
+    return pullback(_call, f, *args)
 
 
 def frule_via_ad(tangents, f, *args, **kwargs):
@@ -325,8 +366,6 @@ def frule_via_ad(tangents, f, *args, **kwargs):
     >>> float(y), float(dy)
     (9.0, 6.0)
     """
-    from .registry import frule
-
     if kwargs:
         return frule_via_ad(tangents, lambda *a: f(*a, **kwargs), *args)
     rule = frule(tangents, f, *args)
@@ -336,4 +375,28 @@ def frule_via_ad(tangents, f, *args, **kwargs):
     return jvp(_call, (f, *args), (ZeroTangent() if is_zero(tf) else tf, *targs))
 
 
-__all__ = ["gradient", "value_and_gradient", "pullback", "rrule_via_ad", "jvp", "frule_via_ad"]
+class RuleConfig:
+    """Passed to rules registered with ``config=True``: lets a rule of a higher-order
+    function differentiate the function it was given.
+
+    >>> import numpy as np
+    >>> y, back = RuleConfig().rrule_via_ad(np.sin, 0.0)
+    >>> float(y), float(unthunk(back(1.0)[1]))
+    (0.0, 1.0)
+    """
+
+    __slots__ = ()
+
+    def rrule_via_ad(self, f, *args, **kwargs):
+        """``adrules.rrule_via_ad``: a registered rule for ``f``, otherwise trace ``f``."""
+        return rrule_via_ad(f, *args, **kwargs)
+
+    def frule_via_ad(self, tangents, f, *args, **kwargs):
+        """``adrules.frule_via_ad``: a registered frule for ``f``, otherwise trace ``f`` forward."""
+        return frule_via_ad(tangents, f, *args, **kwargs)
+
+
+DEFAULT_CONFIG = RuleConfig()
+
+__all__ = ["gradient", "value_and_gradient", "pullback", "jvp", "rrule", "frule", "rrule_via_ad",
+           "frule_via_ad", "RuleConfig"]

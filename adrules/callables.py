@@ -14,18 +14,23 @@ from __future__ import annotations
 import functools
 import types
 
-from ._state import STATE as _STATE
+from ._state import STATE as _STATE, TracedValue
 from .pytrees import _children, flatten, register_node, unflatten
 from .tangents import add_tangents, is_zero
 
 
 def has_traced(tree) -> bool:
-    """True when any leaf of ``tree`` is a traced value (never while no trace is open)."""
+    """True when any leaf of ``tree`` is a traced value (never while no trace is open).
+
+    >>> import numpy as np, adrules as ad
+    >>> seen = []
+    >>> _ = ad.gradient(lambda x: seen.append(has_traced({"x": x})) or x, 1.0)
+    >>> has_traced([np.ones(2)]), seen
+    (False, [True])
+    """
     if not _STATE.active:
         return False
-    from .tracer import Traced
-
-    return any(type(leaf) is Traced for leaf in flatten(tree)[0])
+    return any(isinstance(leaf, TracedValue) for leaf in flatten(tree)[0])
 
 
 class _Closure:
@@ -43,6 +48,11 @@ class _Closure:
         for i, value in zip(self.lifted, contents):
             cells[i] = types.CellType(value)
         return _with_cells(self.template, tuple(cells))
+
+    @property
+    def code(self):
+        """The code of the function this rebuilds (what identifies the user's work)."""
+        return self.template.__code__
 
 
 def _with_cells(fn, cells):
@@ -103,16 +113,30 @@ def split_callable(f):
     return None, None
 
 
+def code_of(f):
+    """The code of the user's function behind ``f``: a plain function's own, or that
+    of the closure a ``split_callable`` rebuild refills; None for other callables.
+
+    >>> code_of(lambda x: x).co_name
+    '<lambda>'
+    >>> code_of(print) is None
+    True
+    """
+    code = getattr(f, "__code__", None)
+    if code is None and type(f) is _Closure:
+        code = f.code
+    return code
+
+
 class Lifted:
     """A callable with its differentiable state held as a flat list of leaves.
 
     Its tangent is a ``Lifted`` of the leaves' tangents: it adds and scales leaf by
     leaf, and ``t[j]`` is leaf j's tangent.
 
-    >>> import numpy as np
-    >>> f = lift(lambda x: x * 2.0)
-    >>> f(3.0)
-    6.0
+    >>> f = Lifted([2.0], lambda leaves: lambda x: x * leaves[0])
+    >>> f(3.0), f[0]
+    (6.0, 2.0)
     """
 
     __slots__ = ("leaves", "rebuild")
@@ -153,19 +177,6 @@ class _Rebuild:
 
     def __call__(self, leaves):
         return self.rebuild(unflatten(self.treedef, leaves))
-
-
-def _plain(leaves, f):
-    return f
-
-
-def lift(f):
-    """``f`` as a ``Lifted`` callable (with no leaves when it carries no traced state)."""
-    state, rebuild = split_callable(f)
-    if rebuild is None:
-        return Lifted((), functools.partial(_plain, f=f))
-    leaves, treedef = flatten(state)
-    return Lifted(leaves, _Rebuild(treedef, rebuild))
 
 
 register_node(Lifted, lambda c: (c.leaves, c.rebuild), lambda rebuild, leaves: Lifted(leaves, rebuild))

@@ -15,12 +15,13 @@ import executors
 
 from .api import gradient, jvp, pullback
 from .schedule import run, work_key
+from .tangents import is_float_value
 
 
 def _as_array_arg(fname, i, x):
-    if isinstance(x, (float, int, np.floating, np.integer)):
+    if isinstance(x, (float, int, np.floating, np.integer)):  # an integer point too, in float
         return np.asarray(x, dtype=float)
-    if isinstance(x, np.ndarray) and x.dtype.kind == "f":
+    if isinstance(x, np.ndarray) and is_float_value(x, allow_complex=False):
         return x
     raise TypeError(f"{fname}: argument {i} is a {type(x).__name__}; Jacobians and Hessians are "
                     f"taken with respect to float arrays or numbers. Use adrules.pullback or "

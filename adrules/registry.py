@@ -12,6 +12,9 @@ Three kinds of entries share the registries:
 * a scalar rule, from one list of partial derivatives (``scalar_rule``), giving both
   the rrule and the frule and a fast path in the tracer that stores no closure;
 * a non-differentiable function (``non_differentiable``): outputs carry no tangent.
+
+``call_rrule`` / ``call_frule`` are the one place that reads which kind an entry is
+and calls it; the tracer and ``adrules.rrule(f, *args)`` (in ``api.py``) both use them.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ import numpy as np
 
 from . import _state
 from .projection import project_like
-from .tangents import NoTangent, Thunk, ZeroTangent, is_zero, unthunk
+from .tangents import NoTangent, Thunk, ZeroTangent, is_float_value, is_zero, unthunk
 
 RULE, SCALAR, NONDIFF = "rule", "scalar", "nondiff"
 
@@ -100,58 +103,16 @@ def _check_key(f, registry_name):
         f"functions and functions decorated with @adrules.primitive.")
 
 
-class RuleConfig:
-    """Passed to rules registered with ``config=True``: lets a rule of a higher-order
-    function differentiate the function it was given.
-
-    >>> import numpy as np
-    >>> from adrules.tangents import unthunk
-    >>> y, back = RuleConfig().rrule_via_ad(np.sin, 0.0)
-    >>> float(y), float(unthunk(back(1.0)[1]))
-    (0.0, 1.0)
-    """
-
-    __slots__ = ("executor",)
-
-    def __init__(self, executor=None):
-        self.executor = executor
-
-    def rrule_via_ad(self, f, *args, **kwargs):
-        from .api import rrule_via_ad
-
-        return rrule_via_ad(f, *args, **kwargs)
-
-    def frule_via_ad(self, tangents, f, *args, **kwargs):
-        from .api import frule_via_ad
-
-        return frule_via_ad(tangents, f, *args, **kwargs)
-
-
-DEFAULT_CONFIG = RuleConfig()
-
-
-def _is_float(x) -> bool:
-    dt = getattr(x, "dtype", None)
-    if dt is not None:
-        return dt.kind in "fc"
-    return isinstance(x, (float, complex))
-
-
 class RuleRegistry:
-    """A table of rules keyed by primitive. Calling it applies the rule or returns None.
+    """A table of rules keyed by primitive: ``register`` adds one, ``lookup`` finds one.
 
-    >>> import numpy as np
-    >>> import adrules as ad
-    >>> y, back = ad.rrule(np.exp, 0.0)
-    >>> [ad.unthunk(t) for t in back(2.0)]
-    [NoTangent(), np.float64(2.0)]
-    >>> ad.rrule(print, "no rule") is None
-    True
+    ``adrules.rrule`` and ``adrules.frule`` are these tables made callable (in
+    ``api.py``): calling one applies the rule outside any differentiation.
     """
 
-    def __init__(self, name):
+    def __init__(self, name, rules=None):
         self.name = name
-        self.rules: dict = {}
+        self.rules: dict = {} if rules is None else rules
 
     def register(self, f, *, config=False):
         """Decorator: register a rule for primitive ``f``.
@@ -190,37 +151,15 @@ class RuleRegistry:
         return self.lookup(f) is not None
 
 
-class ReverseRules(RuleRegistry):
-    def __call__(self, f, *args, **kwargs):
-        entry = self.lookup(f)
-        if entry is None:
-            return None
-        if entry.kind == SCALAR:
-            return scalar_rrule(f, entry.partials, args, kwargs)
-        if entry.kind == NONDIFF:
-            y = f(*args, **kwargs)
-            return y, lambda g: (NoTangent(),) * (len(args) + 1)
-        if entry.config:
-            return entry.fn(DEFAULT_CONFIG, *args, **kwargs)
-        return entry.fn(*args, **kwargs)
+rrule = RuleRegistry("rrule")
+frule = RuleRegistry("frule")
 
 
-class ForwardRules(RuleRegistry):
-    def __call__(self, tangents, f, *args, **kwargs):
-        entry = self.lookup(f)
-        if entry is None:
-            return None
-        if entry.kind == SCALAR:
-            return scalar_frule(f, entry.partials, tangents[1:], args, kwargs)
-        if entry.kind == NONDIFF:
-            return f(*args, **kwargs), NoTangent()
-        if entry.config:
-            return entry.fn(DEFAULT_CONFIG, tuple(tangents), *args, **kwargs)
-        return entry.fn(tuple(tangents), *args, **kwargs)
+def _nondiff_pullback(n_args):
+    def nondiff_pullback(g):
+        return (NoTangent(),) * (n_args + 1)
 
-
-rrule = ReverseRules("rrule")
-frule = ForwardRules("frule")
+    return nondiff_pullback
 
 
 def _times_partial(g, d, args, y):
@@ -234,10 +173,10 @@ def scalar_rrule(f, partials, args, kwargs):
         g = unthunk(g)
         slots = [NoTangent()]
         for arg, d in zip(args, partials):
-            if _is_float(arg) and not is_zero(g):
+            if is_float_value(arg) and not is_zero(g):
                 slots.append(Thunk(functools.partial(_one_partial, d, args, y, g, arg)))
             else:
-                slots.append(NoTangent() if not _is_float(arg) else ZeroTangent())
+                slots.append(NoTangent() if not is_float_value(arg) else ZeroTangent())
         return tuple(slots)
 
     return y, scalar_pullback
@@ -255,6 +194,46 @@ def scalar_frule(f, partials, dargs, args, kwargs):
         if not is_zero(da):
             dy = dy + _times_partial(da, d, args, y)
     return y, dy
+
+
+def call_rrule(entry, config, f, args, kwargs):
+    """``(y, pullback)`` from ``f``'s registered ``entry``: the one place that reads
+    what kind of rule an entry holds. ``config`` goes to rules registered with
+    ``config=True``. The tracer's hot path mirrors this for scalar and
+    non-differentiable entries, which it records without a pullback closure.
+
+    >>> import numpy as np
+    >>> from adrules.tangents import unthunk
+    >>> y, back = call_rrule(rrule.lookup(np.negative), None, np.negative, (2.0,), {})
+    >>> y, [unthunk(t) for t in back(1.0)]
+    (np.float64(-2.0), [NoTangent(), -1.0])
+    """
+    kind = entry.kind
+    if kind is SCALAR:
+        return scalar_rrule(f, entry.partials, args, kwargs)
+    if kind is NONDIFF:
+        return f(*args, **kwargs), _nondiff_pullback(len(args))
+    if entry.config:
+        return entry.fn(config, *args, **kwargs)
+    return entry.fn(*args, **kwargs)
+
+
+def call_frule(entry, config, tangents, f, args, kwargs):
+    """``(y, ẏ)`` from ``f``'s registered ``entry``, ``tangents`` holding the self
+    slot's then one per argument; the forward twin of ``call_rrule``.
+
+    >>> import numpy as np
+    >>> call_frule(frule.lookup(np.negative), None, (NoTangent(), 3.0), np.negative, (2.0,), {})
+    (np.float64(-2.0), -3.0)
+    """
+    kind = entry.kind
+    if kind is SCALAR:
+        return scalar_frule(f, entry.partials, tangents[1:], args, kwargs)
+    if kind is NONDIFF:
+        return f(*args, **kwargs), NoTangent()
+    if entry.config:
+        return entry.fn(config, tuple(tangents), *args, **kwargs)
+    return entry.fn(tuple(tangents), *args, **kwargs)
 
 
 def scalar_rule(f, *partials):

@@ -94,6 +94,23 @@ class NoTangent(_AbstractZero):
     _instance = None
 
 
+def is_float_value(x, *, allow_complex=True) -> bool:
+    """True when ``x`` has a tangent space: a float (or complex) number or array,
+    traced or not. Integers, booleans, strings and other objects have none.
+
+    >>> import numpy as np
+    >>> [is_float_value(v) for v in (1.0, np.float32(1), np.ones(2), 1j, 1, True, np.arange(2), "a", np.float64)]
+    [True, True, True, True, False, False, False, False, False]
+    >>> is_float_value(np.ones(2, complex), allow_complex=False)
+    False
+    """
+    dt = getattr(x, "dtype", None)  # arrays, NumPy scalars, traced values
+    if dt is not None:
+        kind = getattr(dt, "kind", None)  # None for a class such as np.float64 (a dtype argument)
+        return kind == "f" or (allow_complex and kind == "c")
+    return isinstance(x, float) or (allow_complex and isinstance(x, complex))
+
+
 def is_zero(x) -> bool:
     """True for ``ZeroTangent()``, ``NoTangent()`` and ``None`` (the tracer's 'no cotangent yet')."""
     return x is None or isinstance(x, _AbstractZero)

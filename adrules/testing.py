@@ -19,20 +19,18 @@ import copy
 
 import numpy as np
 
-from .api import jvp, pullback
+from .api import frule, jvp, pullback, rrule
 from .projection import ProjectionError, project_like
 from .pytrees import flatten, unflatten
-from .registry import frule, function_name, rrule
-from .tangents import InplaceableThunk, NoTangent, ZeroTangent, is_zero, unthunk
+from .registry import function_name
+from .tangents import InplaceableThunk, NoTangent, ZeroTangent, is_float_value, is_zero, unthunk
 
 _STEP = 1e-3
 _MAX_ELEMENTWISE = 64  # beyond this many elements, check along random directions instead
 
 
 def _is_float_leaf(x):
-    if isinstance(x, (float, np.floating)):
-        return True
-    return isinstance(x, np.ndarray) and x.dtype.kind == "f"
+    return is_float_value(x, allow_complex=False)  # complex arguments are held fixed
 
 
 def _is_low_precision(args):

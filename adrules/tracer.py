@@ -1,9 +1,10 @@
 """Traced values, the tape, and the NumPy protocols that feed it.
 
-    gradient(f, x) -- Trace() -- x boxed as Traced(value, trace, slot)
-        f(x) calls plain numpy --> Traced.__array_ufunc__ / __array_function__ / dunders
+    gradient(f, x) -- Trace(config) -- x boxed as Traced(value, trace, slot)
+        f(x) calls plain numpy --> Traced.__array_ufunc__ / __array_function__ / methods
             --> apply(f, args): unbox the args of the innermost trace, look up the rule,
-                run it on the unboxed values, box the output, append a node to the tape
+                run it on the unboxed values (registry.call_rrule), box the output,
+                append a Node to the tape
         backprop(trace): walk the tape backwards, call pullbacks, accumulate cotangents
             per slot in tape order (a fixed order: no sets, no id-keyed iteration)
 
@@ -30,10 +31,13 @@ import threading
 
 import numpy as np
 
-from . import _state
+from . import _state, ops
+from ._state import TracedValue
+from .callables import Lifted, _Rebuild, split_callable
 from .projection import ProjectionError, project_like
-from .registry import NONDIFF, ONE, RULE, SCALAR, DEFAULT_CONFIG, frule as _frules, function_name, rrule as _rrules
-from .tangents import NoTangent, ZeroTangent, is_zero, unthunk
+from .pytrees import LEAF_TYPES, flatten
+from .registry import NONDIFF, ONE, SCALAR, call_frule, call_rrule, frule as _frules, function_name, rrule as _rrules
+from .tangents import NoTangent, ZeroTangent, is_float_value, is_zero, unthunk
 
 _next_level = itertools.count(1).__next__
 _active_lock = threading.Lock()
@@ -41,19 +45,45 @@ STATE = _state.STATE
 
 
 class Trace:
-    """One differentiation: a tape (reverse) or a tangent level (forward)."""
+    """One differentiation: a tape (reverse) or a tangent level (forward), and the
+    ``config`` that rules of higher-order functions registered with ``config=True``
+    receive (``config.rrule_via_ad``)."""
 
-    __slots__ = ("level", "nodes", "n_slots", "forward")
+    __slots__ = ("level", "nodes", "n_slots", "forward", "config")
 
-    def __init__(self, forward=False):
+    def __init__(self, config, forward=False):
         self.level = _next_level()
         self.nodes = []
         self.n_slots = 0
         self.forward = forward
+        self.config = config
 
     def leaf(self, value, tangent=None):
         """Box ``value`` as an input of this trace."""
         return Traced(value, self, tangent)
+
+
+class Node:
+    """One call recorded on the tape.
+
+    ``entry``'s rule was applied to the primal arguments ``values``; ``slots`` says
+    where each argument's cotangent goes (-1: nowhere, a constant; an int: a tape slot;
+    a list or tuple of those for a list argument). ``out`` is the output's slot, or a
+    tuple of slots for several outputs. ``pullback`` is the rule's, or None for a
+    scalar rule, whose partials are in ``entry``. ``y`` is the output where backprop
+    needs it (a scalar rule's partials take it; unused outputs of several get zeros
+    shaped like it), else None.
+    """
+
+    __slots__ = ("entry", "out", "slots", "values", "pullback", "y")
+
+    def __init__(self, entry, out, slots, values, pullback, y):
+        self.entry = entry
+        self.out = out
+        self.slots = slots
+        self.values = values
+        self.pullback = pullback
+        self.y = y
 
 
 class tracing:
@@ -85,7 +115,7 @@ _ESCAPE = (
     "want the number without its derivative (printing, logging), use x.value.")
 
 
-class Traced:
+class Traced(TracedValue):
     """A value being differentiated. Behaves like the array (or float) it wraps.
 
     ``x.value`` is the wrapped primal (a plain number or array, or a traced value
@@ -114,11 +144,12 @@ class Traced:
 
     # -- NumPy protocols -----------------------------------------------------
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
-        if kwargs.get("out") is not None:
-            raise TracerError(
-                f"numpy.{ufunc.__name__}(..., out=...) writes in place into an array, which "
-                f"cannot be differentiated: drop out= and use the returned array.")
-        kwargs.pop("out", None)
+        if kwargs:
+            if kwargs.get("out") is not None:
+                raise TracerError(
+                    f"numpy.{ufunc.__name__}(..., out=...) writes in place into an array, which "
+                    f"cannot be differentiated: drop out= and use the returned array.")
+            kwargs.pop("out", None)
         f = ufunc if method == "__call__" else getattr(ufunc, method)
         return apply(f, inputs, kwargs)
 
@@ -215,87 +246,99 @@ class Traced:
     def T(self):
         return apply(np.transpose, (self,), {})
 
-    # -- indexing and methods ------------------------------------------------------
-    def __getitem__(self, index):
-        return apply(ops.getitem, (self, index), {})
-
-    def reshape(self, *shape, **kwargs):
-        return apply(np.reshape, (self, shape[0] if len(shape) == 1 else shape), kwargs)
-
-    def transpose(self, *axes):
-        axes = axes[0] if len(axes) == 1 else (axes or None)
-        return apply(np.transpose, (self, axes), {})
-
-    def astype(self, dtype, **kwargs):
-        return apply(ops.astype, (self, dtype), kwargs)
-
-    def dot(self, other):
-        return apply(np.dot, (self, other), {})
-
-    def ravel(self, order="C"):
-        return apply(np.ravel, (self, order), {})
-
-    def flatten(self):
-        return apply(np.ravel, (self,), {})
-
-    def copy(self):
-        return apply(np.copy, (self,), {})
-
-
-def _method(np_func):
-    def method(self, *args, **kwargs):
-        return apply(np_func, (self, *args), kwargs)
-
-    method.__name__ = np_func.__name__
-    method.__doc__ = f"Same as numpy.{np_func.__name__}(x, ...)."
-    return method
-
-
-for _f in (np.sum, np.mean, np.max, np.min, np.prod, np.var, np.std, np.cumsum, np.cumprod,
-           np.squeeze, np.swapaxes, np.clip, np.argmax, np.argmin, np.argsort, np.any, np.all,
-           np.trace, np.diagonal, np.repeat, np.take):
-    setattr(Traced, _f.__name__, _method(_f))
+    def __pos__(self):
+        return self
 
 
 _ZEROS = (ZeroTangent, NoTangent)
 
 
-def _binary(ufunc):
+def _method(f):
+    """``x.name(*args, **kwargs)`` is ``f(x, *args, **kwargs)``."""
+    def method(self, *args, **kwargs):
+        return apply(f, (self, *args), kwargs)
+
+    return method
+
+
+def _shape_method(f):
+    """``x.reshape(2, 3)`` is ``x.reshape((2, 3))``: the shape (or axes) as varargs or one tuple."""
+    def method(self, *shape, **kwargs):
+        return apply(f, (self, shape[0] if len(shape) == 1 else (shape or None)), kwargs)
+
+    return method
+
+
+def _operator(f):
+    """``x ⊕ y`` is ``f(x, y)``; zero tangents handle arithmetic with a traced value themselves."""
     def op(self, other):
         if type(other) in _ZEROS:
             return NotImplemented
-        return apply(ufunc, (self, other), {})
+        return apply(f, (self, other), {})
 
+    return op
+
+
+def _reflected(f):
+    """``y ⊕ x`` (``x`` traced, ``y`` not) is ``f(y, x)``."""
     def rop(self, other):
         if type(other) in _ZEROS:
             return NotImplemented
-        return apply(ufunc, (other, self), {})
+        return apply(f, (other, self), {})
 
-    return op, rop
-
-
-for _name, _uf in (("add", np.add), ("sub", np.subtract), ("mul", np.multiply),
-                   ("truediv", np.true_divide), ("floordiv", np.floor_divide),
-                   ("mod", np.remainder), ("pow", np.power), ("matmul", np.matmul),
-                   ("lt", np.less), ("le", np.less_equal), ("gt", np.greater),
-                   ("ge", np.greater_equal), ("eq", np.equal), ("ne", np.not_equal),
-                   ("and", np.logical_and), ("or", np.logical_or)):
-    _op, _rop = _binary(_uf)
-    setattr(Traced, f"__{_name}__", _op)
-    if _name not in ("lt", "le", "gt", "ge", "eq", "ne"):
-        setattr(Traced, f"__r{_name}__", _rop)
-def _pow(self, other):
-    if type(other) in (int, float) and other == 2:  # as ndarray.__pow__ does: square is quicker
-        return apply(np.square, (self,), {})
-    if type(other) in _ZEROS:
-        return NotImplemented
-    return apply(np.power, (self, other), {})
+    return rop
 
 
-Traced.__pow__ = _pow
-Traced.__neg__ = lambda self: apply(np.negative, (self,), {})
-Traced.__abs__ = lambda self: apply(np.absolute, (self,), {})
-Traced.__pos__ = lambda self: self
+def _power(f):
+    """``x ** y``; ``x ** 2`` is ``np.square(x)``, quicker, as ``ndarray.__pow__`` does."""
+    def pow_(self, other):
+        if type(other) in (int, float) and other == 2:
+            return apply(np.square, (self,), {})
+        if type(other) in _ZEROS:
+            return NotImplemented
+        return apply(f, (self, other), {})
+
+    return pow_
+
+
+#: Every array method and operator of ``Traced``: the NumPy function it calls, as
+#: ``ndarray`` does (``&`` is ``bitwise_and``, not ``logical_and``), and how.
+_METHODS = [
+    ("sum", np.sum, _method), ("mean", np.mean, _method), ("max", np.max, _method),
+    ("min", np.min, _method), ("prod", np.prod, _method), ("var", np.var, _method),
+    ("std", np.std, _method), ("cumsum", np.cumsum, _method), ("cumprod", np.cumprod, _method),
+    ("squeeze", np.squeeze, _method), ("swapaxes", np.swapaxes, _method), ("clip", np.clip, _method),
+    ("argmax", np.argmax, _method), ("argmin", np.argmin, _method), ("argsort", np.argsort, _method),
+    ("any", np.any, _method), ("all", np.all, _method), ("trace", np.trace, _method),
+    ("diagonal", np.diagonal, _method), ("repeat", np.repeat, _method), ("take", np.take, _method),
+    ("dot", np.dot, _method), ("ravel", np.ravel, _method), ("flatten", np.ravel, _method),
+    ("copy", np.copy, _method), ("astype", ops.astype, _method), ("__getitem__", ops.getitem, _method),
+    ("reshape", np.reshape, _shape_method), ("transpose", np.transpose, _shape_method),
+    ("__neg__", np.negative, _method), ("__abs__", np.absolute, _method),
+    ("__invert__", np.invert, _method),
+    ("__add__", np.add, _operator), ("__radd__", np.add, _reflected),
+    ("__sub__", np.subtract, _operator), ("__rsub__", np.subtract, _reflected),
+    ("__mul__", np.multiply, _operator), ("__rmul__", np.multiply, _reflected),
+    ("__truediv__", np.true_divide, _operator), ("__rtruediv__", np.true_divide, _reflected),
+    ("__floordiv__", np.floor_divide, _operator), ("__rfloordiv__", np.floor_divide, _reflected),
+    ("__mod__", np.remainder, _operator), ("__rmod__", np.remainder, _reflected),
+    ("__pow__", np.power, _power), ("__rpow__", np.power, _reflected),
+    ("__matmul__", np.matmul, _operator), ("__rmatmul__", np.matmul, _reflected),
+    ("__and__", np.bitwise_and, _operator), ("__rand__", np.bitwise_and, _reflected),
+    ("__or__", np.bitwise_or, _operator), ("__ror__", np.bitwise_or, _reflected),
+    ("__xor__", np.bitwise_xor, _operator), ("__rxor__", np.bitwise_xor, _reflected),
+    ("__lt__", np.less, _operator), ("__le__", np.less_equal, _operator),
+    ("__gt__", np.greater, _operator), ("__ge__", np.greater_equal, _operator),
+    ("__eq__", np.equal, _operator), ("__ne__", np.not_equal, _operator),
+]
+
+for _name, _f, _make in _METHODS:
+    _m = _make(_f)
+    _m.__name__ = _m.__qualname__ = _name
+    _m.__doc__ = f"Same as {function_name(_f)} on the traced value."
+    setattr(Traced, _name, _m)
+
+LEAF_TYPES.add(Traced)  # flatten checks this set first
 
 
 # ---------------------------------------------------------------------------
@@ -351,22 +394,30 @@ def _keywords_to_positions(func, args, kwargs):
             {k: v for k, v in kwargs.items() if k not in names})
 
 
+_ZERO = ZeroTangent()
+
+
 def _unbox(args, top):
-    """(values, slots): values with ``top``'s boxes opened; slot per argument
-    (-1 constant, an int, or a tuple of ints for a sequence argument)."""
-    values, slots = [], []
+    """``(values, marks)``: ``args`` with ``top``'s boxes opened, and for each argument
+    what ``top`` tracks of it: its tape slot in reverse mode (-1 for a constant), its
+    tangent in forward mode (``ZeroTangent()`` for a constant). A list or tuple argument
+    holding boxes gets a list or tuple of marks, element by element."""
+    forward = top.forward
+    constant = _ZERO if forward else -1
+    values, marks = [], []
     for a in args:
         if type(a) is Traced and a._trace is top:
             values.append(a.value)
-            slots.append(a.slot)
+            marks.append(a.tangent if forward else a.slot)
         elif type(a) in (list, tuple) and top_trace(a) is top:
-            inner = [(b.value, b.slot) if type(b) is Traced and b._trace is top else (b, -1) for b in a]
-            values.append(type(a)(v for v, _ in inner))
-            slots.append(tuple(s for _, s in inner))
+            opened = [(b.value, b.tangent if forward else b.slot) if type(b) is Traced and b._trace is top
+                      else (b, constant) for b in a]
+            values.append(type(a)(v for v, _ in opened))
+            marks.append(type(a)(m for _, m in opened))
         else:
             values.append(a)
-            slots.append(-1)
-    return values, tuple(slots)
+            marks.append(constant)
+    return values, marks
 
 
 def _no_rule(f, mode):
@@ -378,15 +429,12 @@ def _no_rule(f, mode):
         f"adrules.non_differentiable({name}) if its output carries no derivative.")
 
 
-def _is_float_value(y):
-    dt = getattr(y, "dtype", None)
-    if dt is not None:
-        return dt.kind in "fc"
-    return isinstance(y, (float, complex)) or type(y) is Traced
-
-
 def apply(f, args, kwargs, sequences=False):
-    """Call primitive ``f`` on arguments that may be traced; record it on the innermost trace."""
+    """Call primitive ``f`` on arguments that may be traced; record it on the innermost trace.
+
+    ``sequences``: look for traced values inside list and tuple arguments too
+    (``np.stack([x, y])``); ufuncs and operators take none.
+    """
     top = _top_in_sequences(args) if sequences else top_trace(args)
     if top is None:
         return f(*args, **kwargs)
@@ -397,7 +445,7 @@ def apply(f, args, kwargs, sequences=False):
         raise _no_rule(f, "reverse")
     if sequences:
         values, slots = _unbox(args, top)
-    else:  # the hot path: inlined unboxing
+    else:  # the hot path: _unbox inlined, for arguments that are not sequences
         values, slots = [], []
         for a in args:
             if type(a) is Traced and a._trace is top:
@@ -407,27 +455,25 @@ def apply(f, args, kwargs, sequences=False):
                 values.append(a)
                 slots.append(-1)
     kind = entry.kind
-    if kind is SCALAR:
+    if kind is SCALAR:  # registry.scalar_rrule, with the partials read from the entry in backprop
         y = f(*values, **kwargs)
         out = Traced(y, top)
-        top.nodes.append((SCALAR, out.slot, slots, values, (entry.partials, y), entry))
+        top.nodes.append(Node(entry, out.slot, slots, values, None, y))
         return out
-    if kind is NONDIFF:
+    if kind is NONDIFF:  # outputs carry no tangent: nothing to record
         return f(*values, **kwargs)
     if entry.config:  # a higher-order rule: functions it receives may carry traced state
         _lift_callables(args, values, slots, top)
-        y, pullback = entry.fn(DEFAULT_CONFIG, *values, **kwargs)
-    else:
-        y, pullback = entry.fn(*values, **kwargs)
+    y, pullback = call_rrule(entry, top.config, f, values, kwargs)
     if isinstance(y, (tuple, list)):  # several outputs (NamedTuples keep their type)
-        boxes = [Traced(v, top) if _is_float_value(v) else v for v in y]
+        boxes = [Traced(v, top) if is_float_value(v) else v for v in y]
         out_slots = tuple(b.slot if type(b) is Traced else -1 for b in boxes)
-        top.nodes.append((RULE, out_slots, slots, values, (pullback, y), entry))
+        top.nodes.append(Node(entry, out_slots, slots, values, pullback, y))
         return _same_sequence(y, boxes)
-    if not _is_float_value(y):
+    if not is_float_value(y):
         return y
     out = Traced(y, top)
-    top.nodes.append((RULE, out.slot, slots, values, pullback, entry))
+    top.nodes.append(Node(entry, out.slot, slots, values, pullback, None))
     return out
 
 
@@ -526,7 +572,8 @@ def backprop(trace, seeds, consume=True):
             cot[slot] = g if cot[slot] is None else cot[slot] + g
     nodes = trace.nodes
     order = (nodes.pop() for _ in range(len(nodes))) if consume else reversed(nodes)
-    for kind, out, slots, values, data, entry in order:
+    for node in order:
+        out = node.out
         if type(out) is int:
             g = cot[out]
             if g is None:
@@ -537,17 +584,16 @@ def backprop(trace, seeds, consume=True):
             gs = [cot[s] if s >= 0 else None for s in out]
             if all(x is None for x in gs):
                 continue
-            ys = data[1]
-            g = _same_sequence(ys, [_zeros_like(y) if x is None else x for x, y in zip(gs, ys)])
-            data = data[0]
-        if kind is SCALAR:
-            partials, y = data
+            g = _same_sequence(node.y, [_zeros_like(y) if x is None else x for x, y in zip(gs, node.y)])
+        entry, slots, values = node.entry, node.slots, node.values
+        if entry.kind is SCALAR:
+            partials, y = entry.partials, node.y
             for i, slot in enumerate(slots):
                 if slot >= 0:
                     d = partials[i]
                     _accumulate(cot, slot, g if d is ONE else _times(g, d(*values, y)), values[i], entry, i)
             continue
-        grads = data(g)
+        grads = node.pullback(g)
         if type(grads) is not tuple or len(grads) != len(slots) + 1:
             n = len(grads) if isinstance(grads, (tuple, list)) else "not a tuple"
             raise TracerError(
@@ -567,7 +613,7 @@ def backprop(trace, seeds, consume=True):
 
 
 def _zeros_like(y):
-    return np.zeros_like(y) if _is_float_value(y) else NoTangent()
+    return np.zeros_like(y) if is_float_value(y) else NoTangent()
 
 
 # ---------------------------------------------------------------------------
@@ -575,35 +621,23 @@ def _zeros_like(y):
 # ---------------------------------------------------------------------------
 
 def _apply_forward(f, args, kwargs, top):
-    entry = _frules.rules.get(f)
+    entry = _frule_table.get(f)
     if entry is None:
         raise _no_rule(f, "forward")
-    values, tangents = [], []
-    for a in args:
-        if type(a) is Traced and a._trace is top:
-            values.append(a.value)
-            tangents.append(a.tangent)
-        elif type(a) in (list, tuple) and top_trace(a) is top:
-            values.append(type(a)(b.value if type(b) is Traced and b._trace is top else b for b in a))
-            tangents.append(type(a)(b.tangent if type(b) is Traced and b._trace is top
-                                    else ZeroTangent() for b in a))
-        else:
-            values.append(a)
-            tangents.append(ZeroTangent())
-    if entry.kind is NONDIFF:
-        return f(*values, **kwargs)
-    if entry.kind is SCALAR:
+    values, tangents = _unbox(args, top)
+    if entry.kind is SCALAR:  # the hot path: registry.scalar_frule, inlined
         y = f(*values, **kwargs)
-        dy = ZeroTangent()
+        dy = _ZERO
         for i, dx in enumerate(tangents):
             if not is_zero(dx):
                 d = entry.partials[i]
                 dy = dy + (dx if d is ONE else dx * d(*values, y))
-    elif entry.config:
-        y, dy = entry.fn(DEFAULT_CONFIG, (NoTangent(), *tangents), *values, **kwargs)
-    else:
-        y, dy = entry.fn((NoTangent(), *tangents), *values, **kwargs)
+        return _box_forward(y, dy, top)
+    y, dy = call_frule(entry, top.config, (NoTangent(), *tangents), f, values, kwargs)
     return _box_forward(y, unthunk(dy), top)
+
+
+_frule_table = _frules.rules
 
 
 def _box_forward(y, dy, top):
@@ -612,16 +646,9 @@ def _box_forward(y, dy, top):
     if isinstance(y, (tuple, list)):
         dys = [ZeroTangent()] * len(y) if is_zero(dy) else dy
         return _same_sequence(y, [_box_forward(v, unthunk(d), top) for v, d in zip(y, dys)])
-    if is_zero(dy) or not _is_float_value(y):
+    if is_zero(dy) or not is_float_value(y):
         return y
     if np.shape(dy) != np.shape(y):
         dy = np.broadcast_to(dy, np.shape(y))
     return Traced(y, top, project_like(dy, y))
 
-
-from . import ops  # noqa: E402
-from .pytrees import LEAF_TYPES  # noqa: E402
-
-LEAF_TYPES.add(Traced)
-from .callables import Lifted, _Rebuild, split_callable  # noqa: E402
-from .pytrees import flatten  # noqa: E402  (ops needs `primitive`, which needs the tracer's dispatch hook)

@@ -133,3 +133,15 @@ def test_float32_gradients_stay_float32(f):
 def test_scatter_add_docstring_value():
     np.testing.assert_array_equal(scatter_add((2, 2), (np.array([1, 1]), np.array([0, 0])), 3.0),
                                   [[0.0, 0.0], [6.0, 0.0]])
+
+
+def test_options_by_keyword_take_and_sort():
+    """Optional arguments by keyword reach the rule by name (rules take NumPy's signature)."""
+    x = np.arange(1.0, 7.0).reshape(2, 3)
+    idx = np.array([0, 2, 0])
+    (g,) = ad.gradient(lambda v: np.sum(np.take(v, indices=idx, axis=1) ** 2), x)
+    np.testing.assert_allclose(g, [[4 * 1.0, 0.0, 2 * 3.0], [4 * 4.0, 0.0, 2 * 6.0]])  # column 0 taken twice
+    y, dy = ad.jvp(lambda v: np.take(v, idx, axis=1, mode="clip"), (x,), (np.ones_like(x),))
+    np.testing.assert_array_equal(dy, np.ones((2, 3)))
+    (g,) = ad.gradient(lambda v: np.sum(np.sort(v, axis=0) * np.array([[1.0], [10.0]])), x[::-1])
+    np.testing.assert_array_equal(g, [[10.0] * 3, [1.0] * 3])  # rows swap places when sorted

@@ -264,3 +264,15 @@ def test_scalar_cotangent_as_python_float():
 def test_unsupported_calls_raise_clearly(call, error, message):
     with pytest.raises(error, match=message):
         ad.pullback(call, R(3, 2))
+
+
+def test_constant_operand_by_keyword():
+    """``np.dot(v, b=...)``: a constant passed by keyword gets no cotangent slot."""
+    x = np.arange(1.0, 7.0).reshape(2, 3)
+    b = np.array([1.0, 2.0, 3.0])
+    (g,) = ad.gradient(lambda v: np.sum(np.dot(v, b=b)), x)
+    np.testing.assert_array_equal(g, [b, b])
+    _, dy = ad.jvp(lambda v: np.sum(np.dot(v, b=b)), (x,), (np.ones_like(x),))
+    assert dy == 2 * b.sum()
+    (g,) = ad.gradient(lambda v: np.linalg.norm(v, axis=1, ord=2)[1], x)
+    np.testing.assert_allclose(g, [[0, 0, 0], x[1] / np.linalg.norm(x[1])])

@@ -147,6 +147,33 @@ def test_comparisons_return_plain_booleans_and_cut_gradients():
     assert all(t is np.ndarray or t is np.bool_ or t is bool for t in seen)
 
 
+def test_bitwise_operators_are_bitwise_as_on_ndarray():
+    """``&``, ``|``, ``^`` and ``~`` on a traced value do what they do on an ndarray:
+    bitwise on integers (logical_and would give [True, True] for 6 & 3), logical on
+    booleans, an error on floats. Integer and boolean values are traced only when a
+    rule returns them, so the boxes are made by hand here."""
+    from adrules.tracer import Trace, tracing
+
+    trace = Trace(None)
+    i, b = trace.leaf(np.array([6, 5, 0])), trace.leaf(np.array([True, False, True]))
+    with tracing():
+        results = [i & 3, 3 & i, i | 3, np.array([1, 2, 4]) | i, i ^ 5, ~i,
+                   b & np.array([True, True, False]), b | False, ~b]
+    expected = [[2, 1, 0], [2, 1, 0], [7, 7, 3], [7, 7, 4], [3, 0, 5], [-7, -6, -1],
+                [True, False, False], [True, False, True], [False, True, False]]
+    for got, want in zip(results, expected):
+        assert type(got) is np.ndarray  # bitwise results carry no tangent
+        np.testing.assert_array_equal(got, want)
+    with pytest.raises(TypeError):
+        ad.gradient(lambda x: np.sum(x & 1), np.ones(2))
+
+
+def test_masks_combined_with_and_or_still_select_gradients():
+    x = np.array([-1.0, 0.5, 1.5, 2.5])
+    (g,) = ad.gradient(lambda x: np.sum(np.where((x > 0) & (x < 2) | (x > 2.4), x * x, 0.0)), x)
+    np.testing.assert_array_equal(g, [0.0, 1.0, 3.0, 5.0])  # d(x^2) = 2x where selected
+
+
 def test_python_control_flow_on_traced_comparisons():
     def f(x):
         if x > 0:

@@ -6,6 +6,9 @@ is the same scatter, ``scatter_add(x.shape, index, g)``. The scatter is a primit
 its own, with the gather as its pullback, so second derivatives trace through it.
 
     x --getitem(·, index)--> y          ȳ --scatter_add(shape, index, ·)--> x̄
+
+Optional trailing arguments (``axis``, ``mode``, ``UPLO``...) follow ``_utils.py``: rules
+take NumPy's own parameters and ``reverse_rule`` fits each pullback to the call.
 """
 
 import numpy as np
@@ -13,7 +16,7 @@ import numpy as np
 from .. import ops
 from ..registry import frule, primitive, rrule
 from ..tangents import NoTangent, ZeroTangent, is_zero, unthunk
-from ._options import no_tangents, options_by_name
+from ._utils import forward_rule, reverse_rule, tangent_at
 
 
 def _has_int_array(index):
@@ -113,43 +116,37 @@ def _diagonal_index(shape, offset, axis1, axis2):
     return tuple(index)
 
 
-@rrule.register(np.take)
-def take_rrule(a, indices, *options, **kwargs):
-    axis, _, mode = options_by_name(options, kwargs, axis=None, out=None, mode="raise")
+@reverse_rule(np.take)
+def take_rrule(a, indices, axis=None, out=None, mode="raise"):
     shape, index = np.shape(a), _take_index(np.shape(a), indices, axis, mode)
 
     def take_pullback(g):
-        g = unthunk(g)
-        return NoTangent(), scatter_add(shape, index, g), NoTangent(), *no_tangents(options)
+        return NoTangent(), scatter_add(shape, index, g)
 
-    return np.take(a, indices, *options, **kwargs), take_pullback
+    return np.take(a, indices, axis, mode=mode), take_pullback
 
 
-@frule.register(np.take)
-def take_frule(tangents, a, indices, *options, **kwargs):
-    axis, _, mode = options_by_name(options, kwargs, axis=None, out=None, mode="raise")
+@forward_rule(np.take)
+def take_frule(tangents, a, indices, axis=None, out=None, mode="raise"):
     da = tangents[1]
-    y = np.take(a, indices, *options, **kwargs)
+    y = np.take(a, indices, axis, mode=mode)
     return y, ZeroTangent() if is_zero(da) else np.take(da, indices, axis, mode=mode)
 
 
-@rrule.register(np.take_along_axis)
-def take_along_axis_rrule(arr, indices, *options, **kwargs):
-    axis, = options_by_name(options, kwargs, axis=-1)
+@reverse_rule(np.take_along_axis)
+def take_along_axis_rrule(arr, indices, axis=-1):
     shape, index = np.shape(arr), _along_axis_index(np.shape(arr), indices, axis)
 
     def take_along_axis_pullback(g):
-        g = unthunk(g)
-        return NoTangent(), scatter_add(shape, index, g), NoTangent(), *no_tangents(options)
+        return NoTangent(), scatter_add(shape, index, g)
 
-    return np.take_along_axis(arr, indices, *options, **kwargs), take_along_axis_pullback
+    return np.take_along_axis(arr, indices, axis), take_along_axis_pullback
 
 
-@frule.register(np.take_along_axis)
-def take_along_axis_frule(tangents, arr, indices, *options, **kwargs):
-    axis, = options_by_name(options, kwargs, axis=-1)
+@forward_rule(np.take_along_axis)
+def take_along_axis_frule(tangents, arr, indices, axis=-1):
     darr = tangents[1]
-    y = np.take_along_axis(arr, indices, *options, **kwargs)
+    y = np.take_along_axis(arr, indices, axis)
     return y, ZeroTangent() if is_zero(darr) else np.take_along_axis(darr, indices, axis)
 
 
@@ -159,43 +156,37 @@ def _sort_index(a, axis):
     return _along_axis_index(np.shape(a), order, axis)
 
 
-@rrule.register(np.sort)
-def sort_rrule(a, *options, **kwargs):
-    axis, = options_by_name(options, kwargs, axis=-1)
+@reverse_rule(np.sort)
+def sort_rrule(a, axis=-1, kind=None, order=None, **kwargs):
     shape, index = np.shape(a), _sort_index(a, axis)
 
     def sort_pullback(g):
-        g = unthunk(g)
-        return NoTangent(), scatter_add(shape, index, g), *no_tangents(options)
+        return NoTangent(), scatter_add(shape, index, g)
 
     return ops.getitem(a, index), sort_pullback
 
 
-@frule.register(np.sort)
-def sort_frule(tangents, a, *options, **kwargs):
-    axis, = options_by_name(options, kwargs, axis=-1)
+@forward_rule(np.sort)
+def sort_frule(tangents, a, axis=-1, kind=None, order=None, **kwargs):
     da, index = tangents[1], _sort_index(a, axis)
     return ops.getitem(a, index), ZeroTangent() if is_zero(da) else ops.getitem(da, index)
 
 
-@rrule.register(np.diagonal)
-def diagonal_rrule(a, *options, **kwargs):
-    offset, axis1, axis2 = options_by_name(options, kwargs, offset=0, axis1=0, axis2=1)
+@reverse_rule(np.diagonal)
+def diagonal_rrule(a, offset=0, axis1=0, axis2=1):
     shape = np.shape(a)
     index = _diagonal_index(shape, offset, axis1, axis2)
 
     def diagonal_pullback(g):
-        g = unthunk(g)
-        return NoTangent(), scatter_add(shape, index, g), *no_tangents(options)
+        return NoTangent(), scatter_add(shape, index, g)
 
-    return np.diagonal(a, *options, **kwargs), diagonal_pullback
+    return np.diagonal(a, offset, axis1, axis2), diagonal_pullback
 
 
-@frule.register(np.diagonal)
-def diagonal_frule(tangents, a, *options, **kwargs):
-    offset, axis1, axis2 = options_by_name(options, kwargs, offset=0, axis1=0, axis2=1)
+@forward_rule(np.diagonal)
+def diagonal_frule(tangents, a, offset=0, axis1=0, axis2=1):
     da = tangents[1]
-    y = np.diagonal(a, *options, **kwargs)
+    y = np.diagonal(a, offset, axis1, axis2)
     return y, ZeroTangent() if is_zero(da) else np.diagonal(da, offset, axis1, axis2)
 
 
@@ -217,24 +208,21 @@ def _choose_masks(a, n, mode, ndim):
     return picks == _along(np.arange(n), 0, ndim + 1)
 
 
-@rrule.register(np.choose)
-def choose_rrule(a, choices, *options, **kwargs):
-    _, mode = options_by_name(options, kwargs, out=None, mode="raise")
-    y = np.choose(a, choices, *options, **kwargs)
+@reverse_rule(np.choose)
+def choose_rrule(a, choices, out=None, mode="raise"):
+    y = np.choose(a, choices, mode=mode)
     masks = _choose_masks(a, len(choices), mode, np.ndim(y))
 
     def choose_pullback(g):
-        g = unthunk(g)
-        return NoTangent(), NoTangent(), _per_choice(choices, g, masks), *no_tangents(options)
+        return NoTangent(), NoTangent(), _per_choice(choices, g, masks)
 
     return y, choose_pullback
 
 
-@frule.register(np.choose)
-def choose_frule(tangents, a, choices, *options, **kwargs):
-    _, mode = options_by_name(options, kwargs, out=None, mode="raise")
+@forward_rule(np.choose)
+def choose_frule(tangents, a, choices, out=None, mode="raise"):
     dchoices = tangents[2]
-    y = np.choose(a, choices, *options, **kwargs)
+    y = np.choose(a, choices, mode=mode)
     if is_zero(dchoices):
         return y, ZeroTangent()
     if isinstance(dchoices, (list, tuple)):
@@ -251,24 +239,21 @@ def _select_masks(condlist):
     return np.array(np.broadcast_arrays(*masks)), np.logical_not(taken)
 
 
-@rrule.register(np.select)
-def select_rrule(condlist, choicelist, *options, **kwargs):
-    y = np.select(condlist, choicelist, *options, **kwargs)
+@reverse_rule(np.select)
+def select_rrule(condlist, choicelist, default=0):
+    y = np.select(condlist, choicelist, default)
     masks, rest = _select_masks(condlist)
 
     def select_pullback(g):
-        g = unthunk(g)
-        default = (g * rest,) if options else ()
-        return NoTangent(), NoTangent(), _per_choice(choicelist, g, masks), *default
+        return NoTangent(), NoTangent(), _per_choice(choicelist, g, masks), g * rest
 
     return y, select_pullback
 
 
-@frule.register(np.select)
-def select_frule(tangents, condlist, choicelist, *options, **kwargs):
-    dchoices = tangents[2]
-    ddefault = tangents[3] if options else ZeroTangent()
-    y = np.select(condlist, choicelist, *options, **kwargs)
+@forward_rule(np.select)
+def select_frule(tangents, condlist, choicelist, default=0):
+    dchoices, ddefault = tangents[2], tangent_at(tangents, 2)
+    y = np.select(condlist, choicelist, default)
     if is_zero(dchoices) and is_zero(ddefault):
         return y, ZeroTangent()
     if is_zero(dchoices) or isinstance(dchoices, (list, tuple)):

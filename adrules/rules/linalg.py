@@ -11,6 +11,9 @@ Factorizations (cholesky, eigh, eigvalsh, qr, svd) use the standard formulas for
 matrices (``...ij``), real inputs only. cholesky and eigh(/eigvalsh) read one triangle of a matrix
 that is meant to be symmetric: their derivatives are those on symmetric matrices (the
 cotangent is symmetric, the tangent is symmetrized first), as in autograd and JAX.
+
+Optional trailing arguments (``axis``, ``mode``, ``UPLO``...) follow ``_utils.py``: rules
+take NumPy's own parameters and ``reverse_rule`` fits each pullback to the call.
 """
 
 import functools
@@ -19,7 +22,7 @@ import numpy as np
 
 from ..registry import frule, rrule
 from ..tangents import NoTangent, Thunk, ZeroTangent, is_zero, unthunk
-from ._options import no_tangents, options_by_name
+from ._utils import forward_rule, reverse_rule, tangent_at
 
 _LETTERS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
 _NUMPY2 = np.lib.NumpyVersion(np.__version__) >= "2.0.0"
@@ -166,23 +169,20 @@ def _inner_subscripts(na, nb):
     return _tensordot_subscripts(na, nb, ([na - 1], [nb - 1]))
 
 
-@rrule.register(np.tensordot)
-def tensordot_rrule(a, b, *options, **kwargs):
+@reverse_rule(np.tensordot)
+def tensordot_rrule(a, b, axes=2):
     _real_only("numpy.tensordot", a, b)
-    axes, = options_by_name(options, kwargs, axes=2)
     ins, out = _tensordot_subscripts(np.ndim(a), np.ndim(b), axes)
 
     def tensordot_pullback(g):
-        g = unthunk(g)
-        return NoTangent(), *_einsum_cotangents(ins, out, (a, b), g, True), *no_tangents(options)
+        return NoTangent(), *_einsum_cotangents(ins, out, (a, b), g, True)
 
-    return np.tensordot(a, b, *options, **kwargs), tensordot_pullback
+    return np.tensordot(a, b, axes), tensordot_pullback
 
 
-@frule.register(np.tensordot)
-def tensordot_frule(tangents, a, b, *options, **kwargs):
-    axes, = options_by_name(options, kwargs, axes=2)
-    _, da, db = tangents[:3]
+@forward_rule(np.tensordot)
+def tensordot_frule(tangents, a, b, axes=2):
+    da, db = tangents[1], tangent_at(tangents, 1)
     return np.tensordot(a, b, axes), _bilinear_tangent(np.tensordot, a, b, da, db, axes)
 
 
@@ -241,25 +241,24 @@ def matmul_frule(tangents, a, b, **kwargs):
     return np.matmul(a, b, **kwargs), _bilinear_tangent(np.matmul, a, b, da, db)
 
 
-@rrule.register(np.dot)
-def dot_rrule(a, b, *options, **kwargs):
+@reverse_rule(np.dot)
+def dot_rrule(a, b, out=None):
     _real_only("numpy.dot", a, b)
     na, nb = np.ndim(a), np.ndim(b)
-    ins, out = _dot_subscripts(na, nb)
+    ins, result = _dot_subscripts(na, nb)
 
     def dot_pullback(g):
-        g = unthunk(g)
         if na >= 1 and 1 <= nb <= 2:  # the same contraction as matmul: BLAS
-            return NoTangent(), *_matmul_cotangents(a, b, g), *no_tangents(options)
-        return NoTangent(), *_einsum_cotangents(ins, out, (a, b), g, True), *no_tangents(options)
+            return NoTangent(), *_matmul_cotangents(a, b, g)
+        return NoTangent(), *_einsum_cotangents(ins, result, (a, b), g, True)
 
-    return np.dot(a, b, *options, **kwargs), dot_pullback
+    return np.dot(a, b), dot_pullback
 
 
-@frule.register(np.dot)
-def dot_frule(tangents, a, b, *options, **kwargs):
-    _, da, db = tangents[:3]
-    return np.dot(a, b, *options, **kwargs), _bilinear_tangent(np.dot, a, b, da, db)
+@forward_rule(np.dot)
+def dot_frule(tangents, a, b, out=None):
+    da, db = tangents[1], tangent_at(tangents, 1)
+    return np.dot(a, b), _bilinear_tangent(np.dot, a, b, da, db)
 
 
 @rrule.register(np.vdot)
@@ -279,22 +278,22 @@ def vdot_frule(tangents, a, b):
     return np.vdot(a, b), _bilinear_tangent(np.vdot, a, b, da, db)
 
 
-@rrule.register(np.outer)
-def outer_rrule(a, b, *options, **kwargs):
+@reverse_rule(np.outer)
+def outer_rrule(a, b, out=None):
     _real_only("numpy.outer", a, b)
+
     def outer_pullback(g):
-        g = unthunk(g)
         ga = Thunk(lambda: np.reshape(g @ np.ravel(b), np.shape(a)))
         gb = Thunk(lambda: np.reshape(np.ravel(a) @ g, np.shape(b)))
-        return NoTangent(), ga, gb, *no_tangents(options)
+        return NoTangent(), ga, gb
 
-    return np.outer(a, b, *options, **kwargs), outer_pullback
+    return np.outer(a, b), outer_pullback
 
 
-@frule.register(np.outer)
-def outer_frule(tangents, a, b, *options, **kwargs):
-    _, da, db = tangents[:3]
-    return np.outer(a, b, *options, **kwargs), _bilinear_tangent(np.outer, a, b, da, db)
+@forward_rule(np.outer)
+def outer_frule(tangents, a, b, out=None):
+    da, db = tangents[1], tangent_at(tangents, 1)
+    return np.outer(a, b), _bilinear_tangent(np.outer, a, b, da, db)
 
 
 def _kron_subscripts(na, nb):
@@ -458,48 +457,46 @@ def cholesky_frule(tangents, a, upper=False):
     return (_T(L), _T(dL)) if upper else (L, dL)
 
 
-@rrule.register(np.linalg.eigh)
-def eigh_rrule(a, *options, **kwargs):
+@reverse_rule(np.linalg.eigh)
+def eigh_rrule(a, UPLO="L"):
     _real_only("numpy.linalg.eigh", a)
-    w, v = np.linalg.eigh(a, *options, **kwargs)
+    w, v = np.linalg.eigh(a, UPLO)
 
     def eigh_pullback(g):  # ā = sym(v (diag(w̄) + F ∘ vᵀv̄) vᵀ)
-        g = unthunk(g)
         gw, gv = g
         inner = gw[..., None] * np.eye(np.shape(w)[-1]) + _inverse_gaps(w) * (_T(v) @ gv)
-        return NoTangent(), _sym(v @ inner @ _T(v)), *no_tangents(options)
+        return NoTangent(), _sym(v @ inner @ _T(v))
 
     return (w, v), eigh_pullback
 
 
-@frule.register(np.linalg.eigh)
-def eigh_frule(tangents, a, *options, **kwargs):
+@forward_rule(np.linalg.eigh)
+def eigh_frule(tangents, a, UPLO="L"):
     _real_only("numpy.linalg.eigh", a)
     da = tangents[1]
-    w, v = np.linalg.eigh(a, *options, **kwargs)
+    w, v = np.linalg.eigh(a, UPLO)
     if is_zero(da):
         return (w, v), ZeroTangent()
     p = _T(v) @ _sym(da) @ v
     return (w, v), (np.diagonal(p, 0, -2, -1), v @ (_inverse_gaps(w) * p))
 
 
-@rrule.register(np.linalg.eigvalsh)
-def eigvalsh_rrule(a, *options, **kwargs):
+@reverse_rule(np.linalg.eigvalsh)
+def eigvalsh_rrule(a, UPLO="L"):
     _real_only("numpy.linalg.eigvalsh", a)
-    w, v = np.linalg.eigh(a, *options, **kwargs)
+    w, v = np.linalg.eigh(a, UPLO)
 
     def eigvalsh_pullback(g):  # ā = v diag(w̄) vᵀ
-        g = unthunk(g)
-        return NoTangent(), (v * g[..., None, :]) @ _T(v), *no_tangents(options)
+        return NoTangent(), (v * g[..., None, :]) @ _T(v)
 
     return w, eigvalsh_pullback
 
 
-@frule.register(np.linalg.eigvalsh)
-def eigvalsh_frule(tangents, a, *options, **kwargs):
+@forward_rule(np.linalg.eigvalsh)
+def eigvalsh_frule(tangents, a, UPLO="L"):
     _real_only("numpy.linalg.eigvalsh", a)
     da = tangents[1]
-    w, v = np.linalg.eigh(a, *options, **kwargs)
+    w, v = np.linalg.eigh(a, UPLO)
     return w, ZeroTangent() if is_zero(da) else np.einsum("...ji,...jk,...ki->...i", v, da, v)
 
 
@@ -518,27 +515,24 @@ def _solve_right(x, r):
     return _T(np.linalg.solve(_T(r), _T(x)))
 
 
-@rrule.register(np.linalg.qr)
-def qr_rrule(a, *options, **kwargs):
-    mode, = options_by_name(options, kwargs, mode="reduced")
+@reverse_rule(np.linalg.qr)
+def qr_rrule(a, mode="reduced"):
     _real_only("numpy.linalg.qr", a)
     _check_qr(a, mode)
     q, r = np.linalg.qr(a)
     tril = np.tri(np.shape(r)[-1])
 
     def qr_pullback(g):  # ā = q r̄ + (q (tril(qᵀq̄ - q̄ᵀq + r r̄ᵀ - r̄ rᵀ) - qᵀq̄) + q̄) r⁻ᵀ
-        g = unthunk(g)
         gq, gr = g
         qgq, rgr = _T(q) @ gq, r @ _T(gr)
         lower = tril * (qgq - _T(qgq) + rgr - _T(rgr))
-        return NoTangent(), q @ gr + _solve_right(q @ (lower - qgq) + gq, _T(r)), *no_tangents(options)
+        return NoTangent(), q @ gr + _solve_right(q @ (lower - qgq) + gq, _T(r))
 
     return (q, r), qr_pullback
 
 
-@frule.register(np.linalg.qr)
-def qr_frule(tangents, a, *options, **kwargs):
-    mode, = options_by_name(options, kwargs, mode="reduced")
+@forward_rule(np.linalg.qr)
+def qr_frule(tangents, a, mode="reduced"):
     _real_only("numpy.linalg.qr", a)
     _check_qr(a, mode)
     da = tangents[1]
@@ -596,25 +590,20 @@ def _check_svd(a, full_matrices, compute_uv, hermitian):
                                   "np.linalg.eigh for symmetric matrices.")
 
 
-@rrule.register(np.linalg.svd)
-def svd_rrule(a, *options, **kwargs):
-    full_matrices, compute_uv, hermitian = options_by_name(
-        options, kwargs, full_matrices=True, compute_uv=True, hermitian=False)
+@reverse_rule(np.linalg.svd)
+def svd_rrule(a, full_matrices=True, compute_uv=True, hermitian=False):
     _check_svd(a, full_matrices, compute_uv, hermitian)
     u, s, vh = np.linalg.svd(a, full_matrices=False)
 
     def svd_pullback(g):
-        g = unthunk(g)
         gu, gs, gvh = g if compute_uv else (ZeroTangent(), g, ZeroTangent())
-        return NoTangent(), _svd_cotangent(u, s, vh, gu, gs, gvh), *no_tangents(options)
+        return NoTangent(), _svd_cotangent(u, s, vh, gu, gs, gvh)
 
     return ((u, s, vh) if compute_uv else s), svd_pullback
 
 
-@frule.register(np.linalg.svd)
-def svd_frule(tangents, a, *options, **kwargs):
-    full_matrices, compute_uv, hermitian = options_by_name(
-        options, kwargs, full_matrices=True, compute_uv=True, hermitian=False)
+@forward_rule(np.linalg.svd)
+def svd_frule(tangents, a, full_matrices=True, compute_uv=True, hermitian=False):
     _check_svd(a, full_matrices, compute_uv, hermitian)
     da = tangents[1]
     u, s, vh = np.linalg.svd(a, full_matrices=False)
@@ -673,29 +662,26 @@ def _keep_axes(y, axes, ndim):
     return y[tuple(None if d in axes else slice(None) for d in range(ndim))]
 
 
-@rrule.register(np.linalg.norm)
-def norm_rrule(x, *options, **kwargs):
-    ord, axis, keepdims = options_by_name(options, kwargs, ord=None, axis=None, keepdims=False)
+@reverse_rule(np.linalg.norm)
+def norm_rrule(x, ord=None, axis=None, keepdims=False):
     _real_only("numpy.linalg.norm", x)
     axes, matrix = _norm_axes(x, ord, axis)
-    y = np.linalg.norm(x, *options, **kwargs)
+    y = np.linalg.norm(x, ord, axis, keepdims)
     yk = y if keepdims else _keep_axes(y, axes, np.ndim(x))
 
     def norm_pullback(g):
-        g = unthunk(g)
         gk = g if keepdims else _keep_axes(_indexable(g), axes, np.ndim(x))
-        return NoTangent(), gk * _norm_direction(x, yk, ord, axes, matrix), *no_tangents(options)
+        return NoTangent(), gk * _norm_direction(x, yk, ord, axes, matrix)
 
     return y, norm_pullback
 
 
-@frule.register(np.linalg.norm)
-def norm_frule(tangents, x, *options, **kwargs):
-    ord, axis, keepdims = options_by_name(options, kwargs, ord=None, axis=None, keepdims=False)
+@forward_rule(np.linalg.norm)
+def norm_frule(tangents, x, ord=None, axis=None, keepdims=False):
     _real_only("numpy.linalg.norm", x)
     dx = tangents[1]
     axes, matrix = _norm_axes(x, ord, axis)
-    y = np.linalg.norm(x, *options, **kwargs)
+    y = np.linalg.norm(x, ord, axis, keepdims)
     if is_zero(dx):
         return y, ZeroTangent()
     yk = y if keepdims else _keep_axes(y, axes, np.ndim(x))

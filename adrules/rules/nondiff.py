@@ -15,7 +15,8 @@ non_differentiable(np.floor, np.ceil, np.rint, np.trunc, np.fix, np.round, np.ar
 # ---- comparisons and logic --------------------------------------------------------
 non_differentiable(np.equal, np.not_equal, np.less, np.less_equal, np.greater,
                    np.greater_equal, np.logical_and, np.logical_or, np.logical_xor,
-                   np.logical_not, np.isfinite, np.isnan, np.isinf, np.isclose, np.allclose,
+                   np.logical_not, np.bitwise_and, np.bitwise_or, np.bitwise_xor, np.invert,
+                   np.isfinite, np.isnan, np.isinf, np.isclose, np.allclose,
                    np.array_equal, np.array_equiv, np.any, np.all)
 
 # ---- indices and searches -------------------------------------------------------------

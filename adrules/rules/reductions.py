@@ -12,7 +12,7 @@ stays float32.
 import numpy as np
 
 from ..tangents import NoTangent, ZeroTangent, is_zero
-from .shape import forward_rule, normalize_axes, reverse_rule, tangent_at
+from ._utils import forward_rule, normalize_axes, reverse_rule, tangent_at
 
 _EXACT_ZEROS = 2  # zeros per group split off exactly in prod/cumprod rules; see _product_of_others
 

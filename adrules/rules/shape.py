@@ -6,80 +6,15 @@ repeat) and each frule moves the tangent the same way as the primal. Pullbacks c
 only NumPy functions that have rules themselves, so they are traced again for
 higher derivatives.
 
-Pullbacks here list their cotangents in the order of the NumPy signature and stop
-after the last differentiable parameter; ``reverse_rule`` fits that list to the call
-(one slot per positional argument received). The helpers above the first banner are
-shared with ``reductions.py``.
+Rules follow the convention of ``_utils.py`` for optional trailing arguments.
 """
-
-import functools
 
 import numpy as np
 
 from ..projection import unbroadcast
-from ..registry import frule, primitive, rrule
-from ..tangents import NoTangent, ZeroTangent, is_zero, unthunk
-
-
-def _fit_slots(rule):
-    """Wrap ``rule`` so its pullback returns one slot per positional argument of the call:
-    trailing non-differentiable arguments passed positionally (axis, shape...) get
-    ``NoTangent()``, differentiable ones passed by keyword get no slot. It also unthunks
-    the cotangent, for callers other than the tracer (which unthunks already)."""
-
-    @functools.wraps(rule)
-    def fitted_rule(*args, **kwargs):
-        y, pullback = rule(*args, **kwargs)
-        n = len(args) + 1
-
-        def fitted_pullback(g):  # (no functools.wraps: it would cost more than the pullback)
-            g = unthunk(g)
-            slots = pullback([unthunk(gi) for gi in g] if type(g) in (list, tuple) else g)
-            return slots[:n] + (NoTangent(),) * (n - len(slots))
-
-        return y, fitted_pullback
-
-    return fitted_rule
-
-
-def reverse_rule(*fs):
-    """Register one rrule for the primitives ``fs``, fitted to each call by ``_fit_slots``."""
-
-    def decorate(rule):
-        for f in fs:
-            rrule.register(f)(_fit_slots(rule))
-        return rule
-
-    return decorate
-
-
-def forward_rule(*fs):
-    """Register one frule for the primitives ``fs``."""
-
-    def decorate(rule):
-        for f in fs:
-            frule.register(f)(rule)
-        return rule
-
-    return decorate
-
-
-def tangent_at(tangents, i):
-    """The tangent of positional parameter ``i`` (0-based), ``ZeroTangent()`` if not passed positionally."""
-    return tangents[i + 1] if i + 1 < len(tangents) else ZeroTangent()
-
-
-def dense(dx, x):
-    """``dx``, or zeros shaped like ``x`` when ``dx`` is a zero tangent (constant list entries)."""
-    return np.zeros(np.shape(x), dtype=np.result_type(x, 1.0)) if is_zero(dx) else dx
-
-
-def normalize_axes(axis, ndim):
-    """``axis`` (None, an int or a sequence, negatives allowed) as a sorted tuple of axes."""
-    if axis is None:
-        return tuple(range(ndim))
-    axes = (axis,) if np.ndim(axis) == 0 else tuple(axis)
-    return tuple(sorted(int(a) % ndim for a in axes))
+from ..registry import primitive
+from ..tangents import NoTangent
+from ._utils import dense, forward_rule, reverse_rule
 
 
 def _split_sizes(g, sizes, axis):
