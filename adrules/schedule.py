@@ -29,6 +29,8 @@ import time
 
 import executors
 
+from .callables import code_of
+
 logger = logging.getLogger("adrules.schedule")
 
 COLD_MARGIN = 2.0  # chunk 0 of a first call may take this much longer than a warm chunk
@@ -328,6 +330,9 @@ def _progress_bar(progress, total, label):
 
 
 def work_key(f):
-    """What identifies a call site's work: the code of the user's function."""
-    return getattr(f, "__code__", None) or getattr(getattr(f, "template", None), "__code__", None) \
-        or type(f)
+    """What identifies a call site's work: the code of the user's function.
+
+    >>> work_key(lambda x: x).co_name
+    '<lambda>'
+    """
+    return code_of(f) or type(f)

@@ -28,7 +28,7 @@ LAYERS = {
         ["adrules.ops"],
         ["adrules.tracer"],
         ["adrules.api"],
-        ["adrules.testing", "adrules.schedule"],
+        ["adrules.testing", "adrules.schedule", "adrules.sending"],
         ["adrules.parallel", "adrules.derivatives"],
         ["adrules.rules.*"],
         ["adrules"],
