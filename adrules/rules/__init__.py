@@ -1,3 +1,5 @@
 """The NumPy rule library: one module per family, each a table of registrations."""
 
 from . import ufuncs, reductions, shape, indexing, linalg, nondiff  # noqa: F401
+from . import elementwise  # noqa: F401,E402
+from . import signal  # noqa: F401,E402

@@ -1,0 +1,60 @@
+"""Rules: more elementwise functions, and ``ufunc.outer`` for the ufuncs that have rules.
+
+One ``scalar_rule`` line per function, as in ``ufuncs.py``; partials are called as
+``d(x1, ..., xn, y)`` (trailing options such as ``deg`` or ``nan=`` included, hence
+the ``*options``). ``real``/``imag``/``conj``/``angle`` are for real input: complex
+inputs are not supported by the tracer.
+"""
+
+import numpy as np
+
+from .. import ops
+from ..registry import ONE, non_differentiable, scalar_rule
+from ._compose import composite_rule
+
+
+def _zero(x, *options):
+    return 0.0 * x
+
+
+def _sinc_partial(x, y):
+    safe = np.where(x == 0, 1.0, x)
+    # At 0 the first derivative is 0 and the second -pi^2/3: this branch has both.
+    return np.where(x == 0, -(np.pi ** 2 / 3.0) * x, (np.cos(np.pi * x) - y) / safe)
+
+
+# ---- angles and sinc -------------------------------------------------------------------
+scalar_rule(np.degrees, lambda x, y: 180.0 / np.pi)
+scalar_rule(np.radians, lambda x, y: np.pi / 180.0)
+scalar_rule(np.sinc, _sinc_partial)
+
+# ---- parts of a (real) number ----------------------------------------------------------
+scalar_rule(np.conjugate, ONE)  # np.conj is the same ufunc
+scalar_rule(np.imag, _zero)
+scalar_rule(np.angle, _zero)  # 0 or pi on the real line: piecewise constant
+scalar_rule(np.real_if_close, ONE)
+
+# ---- cleaning -------------------------------------------------------------------------
+scalar_rule(np.nan_to_num, lambda x, *options: np.isfinite(x))  # replaced entries are constants
+
+# ---- casts ----------------------------------------------------------------------------------
+if hasattr(np, "astype"):  # NumPy 2
+    composite_rule(np.astype, lambda x, dtype, **kwargs: ops.astype(x, dtype, **kwargs))
+
+
+# ---- ufunc.outer: the ufunc on ``a`` reshaped to broadcast against ``b`` --------------------
+def _outer_of(ufunc):
+    def ufunc_outer(a, b, **kwargs):
+        return ufunc(np.reshape(a, np.shape(a) + (1,) * np.ndim(b)), b, **kwargs)
+
+    return ufunc_outer
+
+
+for _ufunc in (np.add, np.subtract, np.multiply, np.true_divide, np.power, np.float_power,
+               np.arctan2, np.hypot, np.logaddexp, np.logaddexp2, np.maximum, np.minimum,
+               np.fmax, np.fmin, np.remainder, np.fmod):
+    composite_rule(_ufunc.outer, _outer_of(_ufunc))
+
+non_differentiable(*(u.outer for u in (
+    np.equal, np.not_equal, np.less, np.less_equal, np.greater, np.greater_equal,
+    np.logical_and, np.logical_or, np.logical_xor, np.floor_divide, np.heaviside)))
