@@ -29,9 +29,11 @@ _CONSTANT_TYPES = (str, bytes, type(None), bool, int, np.integer, np.bool_, np.d
 
 
 def _is_constant(arg):
-    """Options (modes, axes, dtypes) and integer arrays: held fixed, never traced."""
+    """Options (modes, axes, dtypes, tuples of them) and integer arrays: held fixed, never traced."""
     if isinstance(arg, np.ndarray):
         return arg.dtype.kind not in "fc"
+    if type(arg) in (list, tuple):
+        return all(_is_constant(a) for a in arg)
     return isinstance(arg, _CONSTANT_TYPES) or callable(arg) and not hasattr(arg, "shape")
 
 

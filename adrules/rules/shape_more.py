@@ -1,0 +1,148 @@
+"""Rules: more functions that move, pick or generate elements.
+
+``rot90``, ``rollaxis``, ``append``, ``meshgrid``, ``linspace`` (traced endpoints),
+``partition``, ``cumulative_sum``/``cumulative_prod`` and the ``pad`` modes ``wrap``,
+``edge``, ``reflect``, ``symmetric``: each is an implementation in NumPy calls that have
+rules (flip, transpose, concatenate, take...), registered with ``composite_rule``.
+The extra ``pad`` modes extend the existing ``pad`` rule: each is one ``np.take`` along
+each axis with the index map the mode describes.
+"""
+
+import numpy as np
+
+from .. import ops
+from ..registry import non_differentiable
+from ._compose import composite_rule, extend_rule
+
+
+# ---- rotations and axis moves -----------------------------------------------------------------
+def rot90(m, k=1, axes=(0, 1)):
+    k %= 4
+    a0, a1 = axes
+    if k == 0:
+        return m[...]
+    if k == 2:
+        return np.flip(np.flip(m, a0), a1)
+    order = list(range(np.ndim(m)))
+    order[a0], order[a1] = order[a1], order[a0]
+    return np.transpose(np.flip(m, a1), order) if k == 1 else np.flip(np.transpose(m, order), a1)
+
+
+def rollaxis(a, axis, start=0):
+    n = np.ndim(a)
+    axis, start = axis % n, start + n if start < 0 else start
+    if axis < start:
+        start -= 1
+    order = [d for d in range(n) if d != axis]
+    order.insert(start, axis)
+    return np.transpose(a, order)
+
+
+# ---- joins and grids -------------------------------------------------------------------------------
+def append(arr, values, axis=None):
+    if axis is None:
+        return np.concatenate([np.ravel(arr), np.ravel(values)])
+    return np.concatenate([arr, values], axis)
+
+
+def meshgrid(*xi, copy=True, sparse=False, indexing="xy"):
+    ndim = len(xi)
+    ones = (1,) * ndim
+    shapes = [ones[:i] + (-1,) + ones[i + 1:] for i in range(ndim)]
+    if indexing == "xy" and ndim > 1:
+        shapes[0], shapes[1] = (1, -1) + ones[2:], (-1, 1) + ones[2:]
+    out = [np.reshape(x, s) for x, s in zip(xi, shapes)]
+    if not sparse:
+        full = np.broadcast_shapes(*(np.shape(o) for o in out))
+        out = [np.broadcast_to(o, full) for o in out]
+    return tuple(out)
+
+
+def linspace(start, stop, num=50, endpoint=True, retstep=False, dtype=None, axis=0, **kwargs):
+    div = (num - 1) if endpoint else num
+    fractions = np.arange(num) / max(div, 1)
+    span = np.broadcast_shapes(np.shape(start), np.shape(stop))
+    fractions = np.reshape(fractions, (-1,) + (1,) * len(span))
+    y = start * (1.0 - fractions) + stop * fractions  # exact at both endpoints
+    y = np.moveaxis(y, 0, axis) if axis != 0 and span else y
+    if dtype is not None:
+        y = ops.astype(y, dtype)
+    if retstep:
+        return y, (stop - start) / div if div > 0 else np.nan * (stop - start)
+    return y
+
+
+# ---- selection ---------------------------------------------------------------------------------------
+def partition(a, kth, axis=-1, kind="introselect", order=None):
+    if axis is None:
+        a, axis = np.ravel(a), 0
+    return np.take_along_axis(a, np.argpartition(a, kth, axis, kind, order), axis)
+
+
+# ---- cumulative (array API names) ----------------------------------------------------------------------
+def _cumulative(accumulate, identity):
+    def cumulative(x, /, *, axis=None, dtype=None, out=None, include_initial=False):
+        axis = 0 if axis is None else axis
+        y = accumulate(x, axis) if dtype is None else accumulate(ops.astype(x, dtype), axis)
+        if not include_initial:
+            return y
+        shape = list(np.shape(y))
+        shape[axis] = 1
+        return np.concatenate([np.full(shape, identity, dtype=np.result_type(y)), y], axis)
+
+    return cumulative
+
+
+# ---- pad modes: one take per axis --------------------------------------------------------------------------
+def _pad_index(n, before, after, mode):
+    """Where each padded position reads from, along an axis of length ``n``."""
+    j = np.arange(-before, n + after)
+    if mode == "edge":
+        return np.clip(j, 0, n - 1)
+    if mode == "wrap":
+        return j % n
+    if mode == "symmetric":
+        j = j % (2 * n)
+        return np.where(j < n, j, 2 * n - 1 - j)
+    if n == 1:  # reflect
+        return np.zeros_like(j)
+    j = j % (2 * n - 2)
+    return np.where(j < n, j, 2 * n - 2 - j)
+
+
+def _pad_widths(pad_width, ndim):
+    widths = np.asarray(pad_width, dtype=int)
+    if widths.ndim < 2:
+        widths = np.reshape(widths, (1, -1))
+    return np.broadcast_to(widths, (ndim, 2)).tolist()
+
+
+def _pad_by_index(pad_width, mode):
+    def pad_by_index(array, *ignored):
+        for axis, (before, after) in enumerate(_pad_widths(pad_width, np.ndim(array))):
+            if before or after:
+                n = np.shape(array)[axis]
+                array = np.take(array, _pad_index(n, before, after, mode), axis)
+        return array
+
+    return pad_by_index
+
+
+def _pad_rewrite(array, pad_width, mode="constant", **kwargs):
+    if mode in ("wrap", "edge", "symmetric", "reflect") and kwargs.get("reflect_type", "even") == "even":
+        return _pad_by_index(pad_width, mode)
+    return None
+
+
+# ---- the table ------------------------------------------------------------------------------------------------
+composite_rule(np.rot90, rot90)
+composite_rule(np.rollaxis, rollaxis)
+composite_rule(np.append, append)
+composite_rule(np.meshgrid, meshgrid)
+composite_rule(np.linspace, linspace)
+composite_rule(np.partition, partition)
+non_differentiable(np.argpartition)
+if hasattr(np, "cumulative_sum"):  # NumPy 2.1
+    composite_rule(np.cumulative_sum, _cumulative(np.cumsum, 0))
+    composite_rule(np.cumulative_prod, _cumulative(np.cumprod, 1))
+extend_rule(np.pad, _pad_rewrite)
