@@ -4,3 +4,4 @@ from . import ufuncs, reductions, shape, indexing, linalg, nondiff  # noqa: F401
 from . import elementwise  # noqa: F401,E402
 from . import signal  # noqa: F401,E402
 from . import shape_more  # noqa: F401,E402
+from . import statistics  # noqa: F401,E402
