@@ -5,3 +5,4 @@ from . import elementwise  # noqa: F401,E402
 from . import signal  # noqa: F401,E402
 from . import shape_more  # noqa: F401,E402
 from . import statistics  # noqa: F401,E402
+from . import linalg_more  # noqa: F401,E402

@@ -15,7 +15,7 @@ Only the public registration API is used here.
 
 import numpy as np
 
-from ..registry import frule, rrule
+from ..registry import frule, primitive, rrule
 
 
 def _short_name(f):
@@ -25,7 +25,8 @@ def _short_name(f):
     return getattr(f, "__name__", "composite")
 
 
-_CONSTANT_TYPES = (str, bytes, type(None), bool, int, np.integer, np.bool_, np.dtype, type, slice)
+_CONSTANT_TYPES = (str, bytes, type(None), type(Ellipsis), bool, int, np.integer, np.bool_, np.dtype,
+                   type, slice)
 
 
 def _is_constant(arg):
@@ -102,9 +103,12 @@ def composite_rule(f, implementation):
 
 
 def extend_rule(f, rewrite):
-    """Add call forms to the rules ``f`` already has: ``rewrite(*args, **kwargs)`` returns
-    an implementation of the call (traced, like ``composite_rule``) or None to use the
-    previous rules.
+    """Add call forms to the rules ``f`` already has.
+
+    ``rewrite(previous, *args, **kwargs)`` returns an implementation of the call (a
+    function of the call's positional arguments, traced like ``composite_rule``) or None
+    to use the previous rules. ``previous`` is a primitive that calls ``f`` with the
+    previous rules, for implementations that end in a call of the supported form.
 
     >>> import numpy as np, adrules as ad
     >>> ad.gradient(lambda a: np.einsum("ii->", a), np.eye(2))[0]
@@ -114,14 +118,22 @@ def extend_rule(f, rewrite):
     previous_r, previous_f = rrule.lookup(f), frule.lookup(f)
     name = _short_name(f)
 
+    @primitive
+    def previous(*args, **kwargs):
+        return f(*args, **kwargs)
+
+    previous.__name__ = previous.__qualname__ = f"{name}_previous_rules"
+    rrule.register(previous)(previous_r.fn)
+    frule.register(previous)(previous_f.fn)
+
     def extended_rrule(*args, **kwargs):
-        implementation = rewrite(*args, **kwargs)
+        implementation = rewrite(previous, *args, **kwargs)
         if implementation is None:
             return previous_r.fn(*args, **kwargs)
         return _traced_rrule(name, implementation, args, {})
 
     def extended_frule(tangents, *args, **kwargs):
-        implementation = rewrite(*args, **kwargs)
+        implementation = rewrite(previous, *args, **kwargs)
         if implementation is None:
             return previous_f.fn(tangents, *args, **kwargs)
         return _traced_frule(implementation, tangents, args, {})

@@ -128,7 +128,7 @@ def _pad_by_index(pad_width, mode):
     return pad_by_index
 
 
-def _pad_rewrite(array, pad_width, mode="constant", **kwargs):
+def _pad_rewrite(previous, array, pad_width, mode="constant", **kwargs):
     if mode in ("wrap", "edge", "symmetric", "reflect") and kwargs.get("reflect_type", "even") == "even":
         return _pad_by_index(pad_width, mode)
     return None
