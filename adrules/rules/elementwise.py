@@ -32,10 +32,14 @@ scalar_rule(np.sinc, _sinc_partial)
 scalar_rule(np.conjugate, ONE)  # np.conj is the same ufunc
 scalar_rule(np.imag, _zero)
 scalar_rule(np.angle, _zero)  # 0 or pi on the real line: piecewise constant
-scalar_rule(np.real_if_close, ONE)
+scalar_rule(np.real_if_close, ONE, _zero)  # (a, tol)
 
 # ---- cleaning -------------------------------------------------------------------------
-scalar_rule(np.nan_to_num, lambda x, *options: np.isfinite(x))  # replaced entries are constants
+scalar_rule(np.nan_to_num,  # (x, copy, nan, posinf, neginf): each replacement value where it lands
+            lambda x, *options: np.isfinite(x), None,
+            lambda x, copy, nan, *options: np.isnan(x),
+            lambda x, copy, nan, posinf, *options: np.isposinf(x),
+            lambda x, copy, nan, posinf, neginf, y: np.isneginf(x))
 
 # ---- casts ----------------------------------------------------------------------------------
 if hasattr(np, "astype"):  # NumPy 2
