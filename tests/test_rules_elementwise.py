@@ -82,3 +82,14 @@ def test_ufunc_outer_float32_and_comparisons():
     check_rrule(np.multiply.outer, a, b)
     mask = ad.gradient(lambda x: np.sum(np.where(np.less.outer(x, b), x[:, None], 0.0)), a)[0]
     np.testing.assert_allclose(mask, [2.0, 1.0])
+
+
+def test_copysign_and_ldexp():
+    a, b = np.array([-0.7, 0.4, 1.2]), np.array([0.5, -0.3, -1.1])
+    check_rrule(np.copysign, a, b)
+    check_frule(np.copysign, a, b)
+    check_grads(np.copysign, a, b, order=2)
+    e = np.array([1, -2, 3])
+    check_rrule(np.ldexp, a, e)
+    check_frule(np.ldexp, a, e)
+    check_grads(lambda x: np.ldexp(x, e), a, order=2)

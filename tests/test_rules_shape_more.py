@@ -86,3 +86,28 @@ def test_pad_float32_and_constant_mode_still_the_existing_rule():
     _check_all(np.pad, _x((3,)), 2, fkwargs={"constant_values": 1.5})
     with pytest.raises(NotImplementedError, match="mode='mean'"):
         ad.gradient(lambda v: np.sum(np.pad(v, 1, mode="mean")), _x((3,)))
+
+
+def test_broadcast_arrays_unstack_diagflat_matrix_transpose():
+    _check_all(np.broadcast_arrays, _x((3,)), _x((2, 1), seed=1))
+    _check_all(np.diagflat, _x((2, 2)), fkwargs={"k": 1})
+    if hasattr(np, "unstack"):
+        _check_all(np.unstack, _x((2, 3)), fkwargs={"axis": 1})
+    if hasattr(np, "matrix_transpose"):
+        _check_all(np.matrix_transpose, _x((2, 3, 4)))
+
+
+def test_full_like_and_logspace():
+    _check_all(np.full_like, _x((2, 3)), 1.5)
+    _check_all(np.full_like, _x((2, 3)), _x((3,), seed=1))  # a fill value that broadcasts
+    _check_all(np.logspace, _x((2,)), _x((2,), seed=1), fkwargs={"num": 4, "base": 2.0})
+    _check_all(np.logspace, 0.5, 1.5, 5)
+
+
+@pytest.mark.parametrize("axis", [None, 1])
+def test_compress_extract_delete(axis):
+    x = _x((2, 4))
+    _check_all(np.compress, np.array([True, False, True, True]) if axis else x.ravel() > 0, x, axis)
+    _check_all(np.extract, x > 0, x)
+    _check_all(np.delete, x, [0, 2], axis)
+    _check_all(np.delete, x, slice(1, 3), axis)

@@ -103,3 +103,13 @@ def test_cross(sa, sb, kwargs):
 
 def test_cross_float32():
     _check_all(np.cross, _x((2, 3), np.float32), _x((3,), np.float32))
+
+
+def test_polyval_in_coefficients_and_points():
+    _check_all(np.polyval, _x((4,)), _x((2, 3), seed=1))
+    _check_all(np.polyval, _x((1,)), 0.7)
+
+
+@pytest.mark.parametrize("kwargs", [{}, {"N": 4}, {"increasing": True}])
+def test_vander(kwargs):
+    _check_all(np.vander, _x((3,)), fkwargs=kwargs)

@@ -109,3 +109,14 @@ def test_nanmax_ties_share_and_all_nan_lanes_are_nan():
     y, back = ad.pullback(lambda v: np.nanmax(v, 1), x)
     assert np.isnan(y[1])
     np.testing.assert_array_equal(back(np.array([1.0, 0.0]))[0], [[0.0, 0.5, 0.5], [0.0, 0.0, 0.0]])
+
+
+@pytest.mark.parametrize("kwargs", [{}, {"rowvar": False}, {"bias": True}, {"ddof": 2}])
+def test_cov(kwargs):
+    _check_all(np.cov, _distinct((3, 5)), fkwargs=kwargs)
+    _check_all(np.cov, _distinct((5,)), _distinct((5,), seed=1), fkwargs=kwargs)
+
+
+def test_corrcoef():
+    _check_all(np.corrcoef, _distinct((3, 5)))
+    _check_all(np.corrcoef, _distinct((5, 2)), _distinct((5, 2), seed=1), fkwargs={"rowvar": False})

@@ -41,6 +41,11 @@ scalar_rule(np.nan_to_num,  # (x, copy, nan, posinf, neginf): each replacement v
             lambda x, copy, nan, posinf, *options: np.isposinf(x),
             lambda x, copy, nan, posinf, neginf, y: np.isneginf(x))
 
+# ---- sign and exponent manipulation ------------------------------------------------------
+scalar_rule(np.copysign, lambda a, b, y: np.sign(a) * np.sign(y), _zero)  # |a| with b's sign
+scalar_rule(np.ldexp, lambda x, e, y: np.exp2(e), None)  # e is an integer
+non_differentiable(np.spacing, np.nextafter, np.isneginf, np.isposinf, np.iscomplex, np.isreal)
+
 # ---- casts ----------------------------------------------------------------------------------
 if hasattr(np, "astype"):  # NumPy 2
     composite_rule(np.astype, lambda x, dtype, **kwargs: ops.astype(x, dtype, **kwargs))

@@ -1,7 +1,8 @@
 """Rules: more functions that move, pick or generate elements.
 
 ``rot90``, ``rollaxis``, ``append``, ``meshgrid``, ``linspace`` (traced endpoints),
-``partition``, ``cumulative_sum``/``cumulative_prod`` and the ``pad`` modes ``wrap``,
+``partition``, ``broadcast_arrays``, ``unstack``, ``diagflat``, ``full_like``, ``logspace``,
+``compress``/``extract``/``delete``, ``cumulative_sum``/``cumulative_prod`` and the ``pad`` modes ``wrap``,
 ``edge``, ``reflect``, ``symmetric``: each is an implementation in NumPy calls that have
 rules (flip, transpose, concatenate, take...), registered with ``composite_rule``.
 The extra ``pad`` modes extend the existing ``pad`` rule: each is one ``np.take`` along
@@ -72,11 +73,55 @@ def linspace(start, stop, num=50, endpoint=True, retstep=False, dtype=None, axis
     return y
 
 
+def broadcast_arrays(*args, subok=False):
+    shape = np.broadcast_shapes(*(np.shape(a) for a in args))
+    return tuple(np.broadcast_to(a, shape) for a in args)
+
+
+def unstack(x, /, *, axis=0):
+    moved = np.moveaxis(x, axis, 0)
+    return tuple(moved[i] for i in range(np.shape(moved)[0]))
+
+
+def diagflat(v, k=0):
+    return np.diag(np.ravel(v), k)
+
+
+def full_like(a, fill_value, dtype=None, order="K", subok=True, shape=None, **kwargs):
+    shape = np.shape(a) if shape is None else shape
+    dtype = np.result_type(a) if dtype is None else dtype
+    return ops.astype(np.broadcast_to(fill_value, shape), dtype)
+
+
+def logspace(start, stop, num=50, endpoint=True, base=10.0, dtype=None, axis=0):
+    y = np.power(base, linspace(start, stop, num, endpoint, axis=axis))
+    return y if dtype is None else ops.astype(y, dtype)
+
+
 # ---- selection ---------------------------------------------------------------------------------------
 def partition(a, kth, axis=-1, kind="introselect", order=None):
     if axis is None:
         a, axis = np.ravel(a), 0
     return np.take_along_axis(a, np.argpartition(a, kth, axis, kind, order), axis)
+
+
+def _kept_along(a, axis):
+    """``a`` flattened when ``axis`` is None, and the axis to select along."""
+    return (np.ravel(a), 0) if axis is None else (a, axis)
+
+
+def compress(condition, a, axis=None, out=None):
+    a, axis = _kept_along(a, axis)
+    return np.take(a, np.flatnonzero(condition), axis)
+
+
+def extract(condition, arr):
+    return np.take(np.ravel(arr), np.flatnonzero(condition))
+
+
+def delete(arr, obj, axis=None):
+    arr, axis = _kept_along(arr, axis)
+    return np.take(arr, np.delete(np.arange(np.shape(arr)[axis]), obj), axis)
 
 
 # ---- cumulative (array API names) ----------------------------------------------------------------------
@@ -141,7 +186,20 @@ composite_rule(np.append, append)
 composite_rule(np.meshgrid, meshgrid)
 composite_rule(np.linspace, linspace)
 composite_rule(np.partition, partition)
-non_differentiable(np.argpartition)
+composite_rule(np.broadcast_arrays, broadcast_arrays)
+composite_rule(np.diagflat, diagflat)
+composite_rule(np.full_like, full_like)
+composite_rule(np.logspace, logspace)
+composite_rule(np.compress, compress)
+composite_rule(np.extract, extract)
+composite_rule(np.delete, delete)
+if hasattr(np, "unstack"):  # NumPy 2.1
+    composite_rule(np.unstack, unstack)
+if hasattr(np, "matrix_transpose"):  # NumPy 2
+    composite_rule(np.matrix_transpose, lambda x, /: np.swapaxes(x, -1, -2))
+non_differentiable(np.argpartition, np.lexsort, np.isin, np.ravel_multi_index, np.diag_indices_from,
+                   np.tril_indices_from, np.triu_indices_from, np.einsum_path,
+                   np.array2string, np.array_repr, np.array_str)
 if hasattr(np, "cumulative_sum"):  # NumPy 2.1
     composite_rule(np.cumulative_sum, _cumulative(np.cumsum, 0))
     composite_rule(np.cumulative_prod, _cumulative(np.cumprod, 1))

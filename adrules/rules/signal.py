@@ -187,6 +187,20 @@ def cross(a, b, axisa=-1, axisb=-1, axisc=-1, axis=None):
     return np.moveaxis(c, -1, axisc)
 
 
+# ---- polynomials -----------------------------------------------------------------------------------------
+def polyval(p, x):
+    y = 0.0 * x + p[0]
+    for k in range(1, np.shape(p)[0] if hasattr(p, "shape") else len(p)):
+        y = y * x + p[k]  # Horner, like NumPy
+    return y
+
+
+def vander(x, N=None, increasing=False):
+    powers = np.arange(np.shape(x)[0] if N is None else N)
+    powers = powers if increasing else powers[::-1]
+    return np.reshape(x, (-1, 1)) ** powers.astype(np.result_type(x, 1.0))
+
+
 # ---- the table -------------------------------------------------------------------------------------------
 composite_rule(np.diff, diff)
 composite_rule(np.ediff1d, ediff1d)
@@ -196,3 +210,5 @@ composite_rule(np.interp, interp)
 composite_rule(np.convolve, convolve)
 composite_rule(np.correlate, correlate)
 composite_rule(np.cross, cross)
+composite_rule(np.polyval, polyval)
+composite_rule(np.vander, vander)

@@ -106,6 +106,31 @@ def nanmedian(a, axis=None, out=None, overwrite_input=False, keepdims=False):
     return _quantile(a, 0.5, axis, "linear", keepdims, True)
 
 
+# ---- covariance ------------------------------------------------------------------------------
+def _variables_as_rows(x, rowvar):
+    x = np.atleast_2d(x)
+    return np.transpose(x) if not rowvar and np.shape(x)[0] != 1 else x
+
+
+def cov(m, y=None, rowvar=True, bias=False, ddof=None, fweights=None, aweights=None, *, dtype=None):
+    if fweights is not None or aweights is not None:
+        raise NotImplementedError("numpy.cov(..., fweights=/aweights=) has no derivative rule.")
+    x = _variables_as_rows(m, rowvar)
+    if y is not None:
+        x = np.concatenate([x, _variables_as_rows(y, rowvar)], 0)
+    ddof = (0 if bias else 1) if ddof is None else ddof
+    centred = x - np.mean(x, 1, keepdims=True)
+    return np.squeeze(centred @ np.transpose(centred) / (np.shape(x)[1] - ddof))
+
+
+def corrcoef(x, y=None, rowvar=True, *, dtype=None):
+    c = cov(x, y, rowvar)
+    if np.ndim(c) == 0:
+        return c / c
+    scale = np.sqrt(np.diagonal(c))
+    return c / scale[:, None] / scale[None, :]  # NumPy also clips to [-1, 1]: off by rounding only
+
+
 # ---- ranges --------------------------------------------------------------------------------
 def ptp(a, axis=None, out=None, keepdims=False):
     return np.max(a, axis, keepdims=keepdims) - np.min(a, axis, keepdims=keepdims)
@@ -158,6 +183,8 @@ composite_rule(np.nanpercentile, nanpercentile)
 composite_rule(np.median, median)
 composite_rule(np.nanmedian, nanmedian)
 composite_rule(np.ptp, ptp)
+composite_rule(np.cov, cov)
+composite_rule(np.corrcoef, corrcoef)
 composite_rule(np.nanmax, _nan_extremum(np.max, -np.inf))
 composite_rule(np.nanmin, _nan_extremum(np.min, np.inf))
 composite_rule(np.nanprod, nanprod)
