@@ -28,19 +28,34 @@ UNARY = [
     (sp.j0, _u(0.2, 4)), (sp.j1, _u(0.2, 4)), (sp.y0, _u(0.5, 4)), (sp.y1, _u(0.5, 4)),
     (sp.i0, _u(-2, 2)), (sp.i1, _u(-2, 2)), (sp.i0e, _u(0.2, 2)), (sp.i1e, _u(0.2, 2)),
     (sp.k0, _u(0.5, 3)), (sp.k1, _u(0.5, 3)), (sp.k0e, _u(0.5, 3)), (sp.k1e, _u(0.5, 3)),
+    (sp.exp2, _u(-2, 2)), (sp.exp10, _u(-1, 1)), (sp.expm1, _u(-2, 2)), (sp.log1p, _u(-0.5, 2)),
+    (sp.cbrt, _u(0.5, 3)), (sp.cosm1, _u(-2, 2)), (sp.sindg, _u(-80, 80)), (sp.cosdg, _u(-80, 80)),
+    (sp.tandg, _u(-60, 60)), (sp.cotdg, _u(20, 160)), (sp.loggamma, _u(0.5, 3)), (sp.spence, _u(0.3, 2)),
+    (sp.ndtri_exp, _u(-3, -0.2)),
 ]
 
 BINARY = [
     (sp.xlogy, _u(-2, 2), _u(0.3, 2)), (sp.xlog1py, _u(-2, 2), _u(-0.5, 2)),
     (sp.rel_entr, _u(0.2, 2), _u(0.2, 2)), (sp.kl_div, _u(0.2, 2), _u(0.2, 2)),
     (sp.beta, _u(0.5, 3), _u(0.5, 3)), (sp.betaln, _u(0.5, 3), _u(0.5, 3)),
+    (sp.powm1, _u(0.5, 2), _u(-1, 2)), (sp.poch, _u(0.5, 3), _u(0.2, 2)),
 ]
 
 ORDER_THEN_ARGUMENT = [  # the first parameter is held constant (no derivative exists)
     (sp.jv, 1.5, _u(0.5, 4)), (sp.yv, 0.5, _u(0.5, 4)), (sp.yn, 2, _u(0.5, 4)),
     (sp.iv, 1.5, _u(0.2, 2)), (sp.ive, 0.5, _u(0.2, 2)), (sp.kv, 1.5, _u(0.5, 3)),
     (sp.kve, 0.5, _u(0.5, 3)), (sp.gammainc, 1.7, _u(0.3, 3)), (sp.gammaincc, 1.7, _u(0.3, 3)),
+    (sp.kn, 2, _u(0.5, 3)), (sp.jve, 1.5, _u(0.5, 4)), (sp.yve, 0.5, _u(0.5, 4)), (sp.expn, 2, _u(0.3, 2)),
 ]
+
+
+def test_radian_and_boxcox():
+    d, m, s = np.array([10.0, 45.0]), np.array([30.0, 5.0]), np.array([15.0, 59.0])
+    check_rrule(sp.radian, d, m, s)
+    check_frule(sp.radian, d, m, s)
+    x = np.array([0.5, 1.5, 2.5])
+    check_grads(lambda v: sp.boxcox(v, 0.3), x, order=2)
+    check_grads(lambda v: sp.boxcox1p(v, -0.4), x, order=2)
 
 
 def _ids(cases):

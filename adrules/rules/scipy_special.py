@@ -85,6 +85,30 @@ scalar_rule(sp.kl_div, lambda x, y, out: np.log(x / y), lambda x, y, out: 1.0 - 
 scalar_rule(sp.expi, lambda x, y: np.exp(x) / x)
 scalar_rule(sp.exp1, lambda x, y: -np.exp(-x) / x)
 
+# ---- scipy.special's own elementary functions ---------------------------------------------------------
+_DEGREE = np.pi / 180.0
+scalar_rule(sp.exp2, lambda x, y: y * np.log(2.0))
+scalar_rule(sp.exp10, lambda x, y: y * np.log(10.0))
+scalar_rule(sp.expm1, lambda x, y: y + 1.0)
+scalar_rule(sp.log1p, lambda x, y: 1.0 / (1.0 + x))
+scalar_rule(sp.cbrt, lambda x, y: 1.0 / (3.0 * y * y))
+scalar_rule(sp.cosm1, lambda x, y: -np.sin(x))
+scalar_rule(sp.powm1, lambda x, p, y: p * np.power(x, p - 1.0), lambda x, p, y: (y + 1.0) * np.log(x))
+scalar_rule(sp.sindg, lambda x, y: _DEGREE * sp.cosdg(x))
+scalar_rule(sp.cosdg, lambda x, y: -_DEGREE * sp.sindg(x))
+scalar_rule(sp.tandg, lambda x, y: _DEGREE * (1.0 + y * y))
+scalar_rule(sp.cotdg, lambda x, y: -_DEGREE * (1.0 + y * y))
+scalar_rule(sp.radian, lambda d, m, s, y: _DEGREE, lambda d, m, s, y: _DEGREE / 60.0,
+            lambda d, m, s, y: _DEGREE / 3600.0)
+scalar_rule(sp.boxcox, lambda x, lmbda, y: np.power(x, lmbda - 1.0), _no_derivative("boxcox", "lmbda"))
+scalar_rule(sp.boxcox1p, lambda x, lmbda, y: np.power(1.0 + x, lmbda - 1.0), _no_derivative("boxcox1p", "lmbda"))
+scalar_rule(sp.loggamma, lambda x, y: sp.digamma(x))  # real x > 0
+scalar_rule(sp.poch, lambda z, m, y: y * (sp.digamma(z + m) - sp.digamma(z)), lambda z, m, y: y * sp.digamma(z + m))
+scalar_rule(sp.expn, _no_derivative("expn", "the order n"), lambda n, x, y: -sp.expn(n - 1, x))
+scalar_rule(sp.spence, lambda z, y: np.log(z) / (1.0 - z))
+scalar_rule(sp.ndtri_exp, lambda x, y: _SQRT_2PI * np.exp(x + 0.5 * y * y))
+non_differentiable(sp.round)
+
 # ---- Bessel functions (derivatives w.r.t. the argument) ---------------------------------------------------
 scalar_rule(sp.j0, lambda x, y: -sp.j1(x))
 scalar_rule(sp.j1, lambda x, y: 0.5 * (sp.j0(x) - sp.jv(2.0, x)))
@@ -105,5 +129,8 @@ scalar_rule(sp.iv, _no_derivative("iv", "the order v"), lambda v, z, y: 0.5 * (s
 scalar_rule(sp.ive, _no_derivative("ive", "the order v"),
             lambda v, z, y: 0.5 * (sp.ive(v - 1, z) + sp.ive(v + 1, z)) - np.sign(z) * y)
 scalar_rule(sp.kv, _no_derivative("kv", "the order v"), lambda v, z, y: -0.5 * (sp.kv(v - 1, z) + sp.kv(v + 1, z)))
+scalar_rule(sp.kn, _no_derivative("kn", "the order n"), lambda n, z, y: -0.5 * (sp.kv(n - 1, z) + sp.kv(n + 1, z)))
+scalar_rule(sp.jve, _no_derivative("jve", "the order v"), lambda v, z, y: 0.5 * (sp.jve(v - 1, z) - sp.jve(v + 1, z)))
+scalar_rule(sp.yve, _no_derivative("yve", "the order v"), lambda v, z, y: 0.5 * (sp.yve(v - 1, z) - sp.yve(v + 1, z)))
 scalar_rule(sp.kve, _no_derivative("kve", "the order v"),
             lambda v, z, y: y - 0.5 * (sp.kve(v - 1, z) + sp.kve(v + 1, z)))
