@@ -93,3 +93,18 @@ def test_copysign_and_ldexp():
     check_rrule(np.ldexp, a, e)
     check_frule(np.ldexp, a, e)
     check_grads(lambda x: np.ldexp(x, e), a, order=2)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_frexp_modf_divmod(dtype):
+    x = np.array([-2.7, 0.3, 5.5], dtype=dtype)
+    y = np.array([1.3, 0.7, 2.1], dtype=dtype)
+    check_rrule(np.frexp, x)
+    check_frule(np.frexp, x)
+    check_rrule(np.modf, x)
+    check_frule(np.modf, x)
+    check_rrule(np.divmod, x, y)
+    check_frule(np.divmod, x, y)
+    if dtype == np.float64:
+        check_grads(lambda v: np.frexp(v)[0] * np.modf(v)[0], x, order=2)
+        check_grads(lambda a, b: np.divmod(a, b)[1], x, y, order=2)

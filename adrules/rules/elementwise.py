@@ -9,7 +9,8 @@ inputs are not supported by the tracer.
 import numpy as np
 
 from .. import ops
-from ..registry import ONE, non_differentiable, scalar_rule
+from ..registry import ONE, frule, non_differentiable, rrule, scalar_rule
+from ..tangents import NoTangent, ZeroTangent, is_zero
 from ._compose import composite_rule
 
 
@@ -45,6 +46,40 @@ scalar_rule(np.nan_to_num,  # (x, copy, nan, posinf, neginf): each replacement v
 scalar_rule(np.copysign, lambda a, b, y: np.sign(a) * np.sign(y), _zero)  # |a| with b's sign
 scalar_rule(np.ldexp, lambda x, e, y: np.exp2(e), None)  # e is an integer
 non_differentiable(np.spacing, np.nextafter, np.isneginf, np.isposinf, np.iscomplex, np.isreal)
+
+# ---- ufuncs with two outputs: (fraction, integer part) pairs -----------------------------------
+@rrule.register(np.frexp)
+def frexp_rrule(x, **kwargs):
+    mantissa, exponent = np.frexp(x, **kwargs)
+
+    def frexp_pullback(g):  # x = mantissa * 2**exponent, the exponent piecewise constant
+        return NoTangent(), g[0] * np.exp2(-exponent)
+
+    return (mantissa, exponent), frexp_pullback
+
+
+@frule.register(np.frexp)
+def frexp_frule(tangents, x, **kwargs):
+    mantissa, exponent = np.frexp(x, **kwargs)
+    dx = tangents[1]
+    return (mantissa, exponent), (ZeroTangent() if is_zero(dx) else dx * np.exp2(-exponent), NoTangent())
+
+
+@rrule.register(np.modf)
+def modf_rrule(x, **kwargs):
+    def modf_pullback(g):  # the integral part is piecewise constant
+        return NoTangent(), g[0]
+
+    return np.modf(x, **kwargs), modf_pullback
+
+
+@frule.register(np.modf)
+def modf_frule(tangents, x, **kwargs):
+    return np.modf(x, **kwargs), (tangents[1], ZeroTangent())
+
+
+composite_rule(np.divmod, lambda a, b, **kwargs: (np.floor_divide(a, b, **kwargs), np.remainder(a, b, **kwargs)))
+
 
 # ---- casts ----------------------------------------------------------------------------------
 if hasattr(np, "astype"):  # NumPy 2
