@@ -129,3 +129,19 @@ def test_matvec_vecmat_vecdot_gufuncs():
     _check_all(np.matvec, R(2, 3, 4), R(4, seed=1))
     _check_all(np.vecmat, R(3, seed=1), R(2, 3, 4))
     _check_all(np.vecdot, R(2, 3), R(3, seed=1))
+
+
+@pytest.mark.parametrize("p", [None, 2, -2, 1, "fro", np.inf])
+def test_cond(p):
+    _check_all(np.linalg.cond, R(3, 3) + 2 * np.eye(3), fkwargs={"p": p})  # p is an option
+    check_grads(lambda a: np.linalg.cond(a, p), R(2, 3, 3) + 2 * np.eye(3))
+
+
+def test_tensorinv_and_tensorsolve():
+    a = np.reshape(R(6, 6) + 3 * np.eye(6), (2, 3, 6))
+    _check_all(np.linalg.tensorinv, a, 2)
+    _check_all(np.linalg.tensorinv, np.reshape(a, (6, 2, 3)), 1)
+    b = R(2, 3, seed=1)
+    _check_all(np.linalg.tensorsolve, np.reshape(a, (2, 3, 2, 3)), b)
+    moved = np.moveaxis(np.reshape(a, (2, 3, 2, 3)), 2, 0)
+    _check_all(np.linalg.tensorsolve, moved, b, fkwargs={"axes": (0,)})

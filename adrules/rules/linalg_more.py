@@ -4,7 +4,8 @@ the einsum rule does not take.
 * ``pinv``: the derivative of the Moore-Penrose inverse at constant rank (Golub and
   Pereyra 1973), one formula for the frule and its adjoint for the rrule, in NumPy calls
   so it is traced again for higher derivatives.
-* ``matrix_power``, ``multi_dot``, ``lstsq``: compositions of matmul, inv, pinv and svd.
+* ``matrix_power``, ``multi_dot``, ``lstsq``, ``cond``, ``tensorinv``, ``tensorsolve``:
+  compositions of matmul, inv, solve, pinv, norm and svd.
 * ``eigh`` / ``eigvalsh`` honour ``UPLO``: they read one triangle, so the gradient lies
   in that triangle (off-diagonal entries count twice, the other triangle gets zero).
 * ``einsum`` in the interleaved form ``einsum(a, [0, 1], b, [1, 2])`` and with an index
@@ -86,6 +87,28 @@ def lstsq(a, b, rcond=None):
     else:
         residuals = np.zeros(0, dtype=np.result_type(a, b))
     return x, residuals, rank, np.linalg.svd(a, compute_uv=False)
+
+
+def cond(x, p=None):
+    if p in (None, 2, -2):
+        s = np.linalg.svd(x, compute_uv=False)
+        return s[..., 0] / s[..., -1] if p != -2 else s[..., -1] / s[..., 0]
+    return np.linalg.norm(x, p, (-2, -1)) * np.linalg.norm(np.linalg.inv(x), p, (-2, -1))
+
+
+def tensorinv(a, ind=2):
+    shape = np.shape(a)
+    rows = int(np.prod(shape[:ind]))
+    return np.reshape(np.linalg.inv(np.reshape(a, (rows, -1))), shape[ind:] + shape[:ind])
+
+
+def tensorsolve(a, b, axes=None):
+    if axes is not None:
+        order = [d for d in range(np.ndim(a)) if d not in [k % np.ndim(a) for k in axes]]
+        a = np.transpose(a, order + [k % np.ndim(a) for k in axes])
+    unknown_shape = np.shape(a)[np.ndim(b):]
+    matrix = np.reshape(a, (int(np.prod(np.shape(b))), int(np.prod(unknown_shape))))
+    return np.reshape(np.linalg.solve(matrix, np.ravel(b)), unknown_shape)
 
 
 # ---- eigh / eigvalsh read one triangle -------------------------------------------------------------
@@ -198,6 +221,9 @@ _LINALG_ALIASES = {
 composite_rule(np.linalg.matrix_power, matrix_power)
 composite_rule(np.linalg.multi_dot, multi_dot)
 composite_rule(np.linalg.lstsq, lstsq)
+composite_rule(np.linalg.cond, cond)
+composite_rule(np.linalg.tensorinv, tensorinv)
+composite_rule(np.linalg.tensorsolve, tensorsolve)
 extend_rule(np.linalg.eigh, _eigh_rewrite)
 extend_rule(np.linalg.eigvalsh, _eigh_rewrite)
 extend_rule(np.einsum, _einsum_rewrite)
