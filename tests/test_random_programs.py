@@ -1,5 +1,5 @@
 """Random NumPy programs: compositions of registered functions on random shapes, with
-options passed positionally or by keyword at random. The gradient and the jvp are
+options passed positionally or by keyword at random, of an array ``x`` and a parameter ``w``. The gradient and the jvp are
 compared with finite differences and with each other (<∇f, v> = jvp(f, v)).
 
 Hypothesis draws the program once (ops, axes, how each option is passed) and the test
@@ -108,14 +108,25 @@ def programs(draw):
     for _ in range(draw(st.integers(1, 4), label="length")):
         label, fn, current = _step(data, current)
         steps.append((label, fn))
+    mixes = [draw(st.one_of(st.none(), st.sampled_from(sorted(WITH_PARAMETER))), label="mix") for _ in steps]
     seed = draw(st.integers(0, 2 ** 16), label="seed")
-    return shape, steps, seed
+    return shape, steps, mixes, seed
 
 
-def _run(steps):
-    def program(x):
-        for _, fn in steps:
+# Steps that bring in the second argument ``w`` (a 0-d parameter).
+WITH_PARAMETER = {
+    "times_w": lambda v, w: v * w, "plus_w_sq": lambda v, w: v + w * w,
+    "tanh_vw": lambda v, w: np.tanh(v - w), "where_w": lambda v, w: np.where(v > 0.3, v * w, v),
+    "logaddexp_w": lambda v, w: np.logaddexp(v, w), "clip_w": lambda v, w: np.clip(v, w - 2.0, w + 2.0),
+}
+
+
+def _run(steps, mixes):
+    def program(x, w):
+        for (_, fn), mix in zip(steps, mixes):
             x = fn(x)
+            if mix is not None:
+                x = WITH_PARAMETER[mix](x, w)
         return np.sum(np.sin(x) * 0.7 + x)  # scalar, and nonlinear in the last step's output
 
     return program
@@ -125,13 +136,14 @@ def _run(steps):
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(programs())
 def test_random_program_gradients_and_jvps(program):
-    shape, steps, seed = program
+    shape, steps, mixes, seed = program
     rng = np.random.default_rng(seed)
     x = rng.permutation(int(np.prod(shape))).reshape(shape) * 0.3 / max(np.prod(shape), 1) + rng.uniform(0.2, 0.3)
-    f = _run(steps)
-    check_grads(f, x, order=1)
-    v = rng.uniform(-1.0, 1.0, size=shape)
-    g = ad.gradient(f, x)[0]
-    _, dy = ad.jvp(f, (x,), (v,))
-    np.testing.assert_allclose(np.sum(g * v), dy, rtol=1e-9, atol=1e-12,
+    w = np.float64(rng.uniform(0.5, 1.5))
+    f = _run(steps, mixes)
+    check_grads(f, x, w, order=1)
+    v, u = rng.uniform(-1.0, 1.0, size=shape), rng.uniform(-1.0, 1.0)
+    gx, gw = ad.gradient(f, x, w)
+    _, dy = ad.jvp(f, (x, w), (v, u))
+    np.testing.assert_allclose(np.sum(gx * v) + gw * u, dy, rtol=1e-9, atol=1e-12,
                                err_msg=" -> ".join(label for label, _ in steps))
