@@ -78,6 +78,7 @@ NOTES = {
     "numpy.nan_to_num": "w.r.t. nan=, posinf=, neginf= when x is traced too (NumPy dispatches on x alone)",
     "numpy.select": "w.r.t. default when a choice is traced too (NumPy dispatches on the lists alone)",
     "numpy.cov": "without fweights/aweights",
+    "numpy.polyint": "w.r.t. k when p is traced too (NumPy dispatches on p alone)",
     "numpy.frexp": "w.r.t. the mantissa; the exponent is an integer",
     "scipy.special.gammainc": "w.r.t. x (not a)",
     "scipy.special.gammaincc": "w.r.t. x (not a)",
@@ -102,9 +103,21 @@ def _float_loops(ufunc):
     return any(c in "efdg" for t in ufunc.types for c in t.split("->")[0])
 
 
+_IN_PLACE = ("writes into an existing array in place, which cannot be differentiated: build a new "
+             "array with np.where, np.concatenate or indexing")
+_FILES = "writes a file: nothing to differentiate"
+REASON_GROUPS = {
+    **dict.fromkeys(("copyto", "fill_diagonal", "place", "put", "put_along_axis", "putmask"), _IN_PLACE),
+    **dict.fromkeys(("save", "savetxt", "savez", "savez_compressed"), _FILES),
+}
+
+
 def _reason(qualified, f):
     if qualified in LEFT_OUT:
         return LEFT_OUT[qualified]
+    space, _, name = qualified.rpartition(".")
+    if space == "numpy" and name in REASON_GROUPS:
+        return REASON_GROUPS[name]
     if isinstance(f, np.ufunc) and not _float_loops(f):
         return "integer or boolean inputs only"
     if not is_primitive(f):

@@ -111,3 +111,8 @@ def test_compress_extract_delete(axis):
     _check_all(np.extract, x > 0, x)
     _check_all(np.delete, x, [0, 2], axis)
     _check_all(np.delete, x, slice(1, 3), axis)
+
+
+def test_geomspace():
+    _check_all(np.geomspace, np.array([0.5, 2.0]), np.array([3.0, 7.0]), fkwargs={"num": 4})
+    _check_all(np.geomspace, -0.5, -4.0, 5, False)

@@ -113,3 +113,19 @@ def test_polyval_in_coefficients_and_points():
 @pytest.mark.parametrize("kwargs", [{}, {"N": 4}, {"increasing": True}])
 def test_vander(kwargs):
     _check_all(np.vander, _x((3,)), fkwargs=kwargs)
+
+
+@pytest.mark.parametrize("n1, n2", [(3, 3), (2, 4), (4, 1)])
+def test_polynomial_arithmetic(n1, n2):
+    a, b = _x((n1,), seed=1), _x((n2,), seed=2)
+    _check_all(np.polyadd, a, b)
+    _check_all(np.polysub, a, b)
+    _check_all(np.polymul, a, b)
+
+
+@pytest.mark.parametrize("m", [1, 2, 4])
+def test_polyder_polyint(m):
+    p = _x((4,))
+    _check_all(np.polyder, p, m)
+    _check_all(np.polyint, p, m)
+    _check_all(np.polyint, p, m, _x((m,), seed=3))  # the integration constants are differentiable

@@ -1,7 +1,7 @@
 """Rules: more functions that move, pick or generate elements.
 
 ``rot90``, ``rollaxis``, ``append``, ``meshgrid``, ``linspace`` (traced endpoints),
-``partition``, ``broadcast_arrays``, ``unstack``, ``diagflat``, ``full_like``, ``logspace``,
+``partition``, ``broadcast_arrays``, ``unstack``, ``diagflat``, ``full_like``, ``logspace``, ``geomspace``,
 ``compress``/``extract``/``delete``, ``cumulative_sum``/``cumulative_prod`` and the ``pad`` modes ``wrap``,
 ``edge``, ``reflect``, ``symmetric``: each is an implementation in NumPy calls that have
 rules (flip, transpose, concatenate, take...), registered with ``composite_rule``.
@@ -91,6 +91,12 @@ def full_like(a, fill_value, dtype=None, order="K", subok=True, shape=None, **kw
     shape = np.shape(a) if shape is None else shape
     dtype = np.result_type(a) if dtype is None else dtype
     return ops.astype(np.broadcast_to(fill_value, shape), dtype)
+
+
+def geomspace(start, stop, num=50, endpoint=True, dtype=None, axis=0):
+    sign = np.sign(start)  # NumPy's geomspace keeps the sign of start (start and stop share it)
+    y = sign * np.exp(linspace(np.log(np.abs(start)), np.log(np.abs(stop)), num, endpoint, axis=axis))
+    return y if dtype is None else ops.astype(y, dtype)
 
 
 def logspace(start, stop, num=50, endpoint=True, base=10.0, dtype=None, axis=0):
@@ -190,6 +196,7 @@ composite_rule(np.broadcast_arrays, broadcast_arrays)
 composite_rule(np.diagflat, diagflat)
 composite_rule(np.full_like, full_like)
 composite_rule(np.logspace, logspace)
+composite_rule(np.geomspace, geomspace)
 composite_rule(np.compress, compress)
 composite_rule(np.extract, extract)
 composite_rule(np.delete, delete)

@@ -4,7 +4,9 @@ Each function here is written once as an implementation in NumPy calls that have
 (slices, concatenate, matmul, take...) and registered with ``composite_rule``, which
 gives its rrule and frule by tracing that implementation. Every float argument is
 differentiable: ``interp`` w.r.t. ``x``, ``xp`` and ``fp``, ``gradient`` and
-``trapezoid`` w.r.t. the samples and the coordinates.
+``trapezoid`` w.r.t. the samples and the coordinates. Polynomials (``polyval``,
+``polyadd``, ``polysub``, ``polymul``, ``polyder``, ``polyint``, ``vander``) are 1-d
+coefficient arrays, highest power first.
 """
 
 import numpy as np
@@ -195,6 +197,42 @@ def polyval(p, x):
     return y
 
 
+def _aligned(a1, a2):
+    """Coefficient arrays padded with leading zeros to one length (highest power first)."""
+    n1, n2 = np.shape(a1)[0], np.shape(a2)[0]
+    pad = lambda a, k: np.concatenate([np.zeros(k, dtype=np.result_type(a, 1.0)), a]) if k else a  # noqa: E731
+    return pad(a1, max(n2 - n1, 0)), pad(a2, max(n1 - n2, 0))
+
+
+def polyadd(a1, a2):
+    a1, a2 = _aligned(a1, a2)
+    return a1 + a2
+
+
+def polysub(a1, a2):
+    a1, a2 = _aligned(a1, a2)
+    return a1 - a2
+
+
+def polymul(a1, a2):
+    return convolve(a1, a2)
+
+
+def polyder(p, m=1):
+    for _ in range(m):
+        n = np.shape(p)[0]
+        p = p[:-1] * np.arange(n - 1, 0, -1) if n > 1 else 0.0 * p
+    return p
+
+
+def polyint(p, m=1, k=None):
+    constants = np.zeros(m) if k is None else (np.full(m, k) if np.ndim(k) == 0 else k)
+    for i in range(m):
+        n = np.shape(p)[0]
+        p = np.concatenate([p / np.arange(n, 0, -1), np.reshape(constants[i], (1,))])
+    return p
+
+
 def vander(x, N=None, increasing=False):
     powers = np.arange(np.shape(x)[0] if N is None else N)
     powers = powers if increasing else powers[::-1]
@@ -211,4 +249,9 @@ composite_rule(np.convolve, convolve)
 composite_rule(np.correlate, correlate)
 composite_rule(np.cross, cross)
 composite_rule(np.polyval, polyval)
+composite_rule(np.polyadd, polyadd)
+composite_rule(np.polysub, polysub)
+composite_rule(np.polymul, polymul)
+composite_rule(np.polyder, polyder)
+composite_rule(np.polyint, polyint)
 composite_rule(np.vander, vander)
