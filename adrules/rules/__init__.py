@@ -1,3 +1,11 @@
 """The NumPy rule library: one module per family, each a table of registrations."""
 
 from . import ufuncs, reductions, shape, indexing, linalg, nondiff  # noqa: F401
+from . import elementwise  # noqa: F401,E402
+from . import signal  # noqa: F401,E402
+from . import shape_more  # noqa: F401,E402
+from . import statistics  # noqa: F401,E402
+from . import linalg_more  # noqa: F401,E402
+from ._optional import load_with  # noqa: E402
+
+load_with("scipy.special", "adrules.rules.scipy_special")

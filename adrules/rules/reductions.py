@@ -293,13 +293,21 @@ def var_frule(tangents, a, axis=None, dtype=None, out=None, ddof=0, keepdims=Fal
     return y, np.reshape(dy * (2.0 / (_count(a, axis, where) - dof)), np.shape(y))
 
 
+def _inverse_or_zero(y):
+    """1/y, and 0 where y is 0. Zero spread: std is not differentiable where all elements
+    are equal (it grows like |t| along every direction); both modes take the subgradient 0,
+    the smallest one, so a 0-d or constant input gets derivative 0, never NaN."""
+    spread = y != 0
+    return np.where(spread, 1.0 / np.where(spread, y, 1.0), 0.0)
+
+
 @reverse_rule(np.std)
 def std_rrule(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, **kwargs):
     where, dof = kwargs.get("where", True), kwargs.get("correction", ddof)
     y = np.std(a, axis, dtype, ddof=ddof, keepdims=keepdims, **kwargs)
 
-    def std_pullback(g):  # infinite where the std is zero, like the derivative of sqrt at 0
-        dx = _masked(_expand(g / y, a, axis, keepdims) * _center(a, axis, kwargs), where)
+    def std_pullback(g):
+        dx = _masked(_expand(g * _inverse_or_zero(y), a, axis, keepdims) * _center(a, axis, kwargs), where)
         return NoTangent(), dx / (_count(a, axis, where) - dof)
 
     return y, std_pullback
@@ -310,7 +318,7 @@ def std_frule(tangents, a, axis=None, dtype=None, out=None, ddof=0, keepdims=Fal
     where, dof = kwargs.get("where", True), kwargs.get("correction", ddof)
     y = np.std(a, axis, dtype, ddof=ddof, keepdims=keepdims, **kwargs)
     dy = np.sum(_masked(tangents[1] * _center(a, axis, kwargs), where), axis, keepdims=True)
-    return y, np.reshape(dy / (_count(a, axis, where) - dof), np.shape(y)) / y
+    return y, np.reshape(dy / (_count(a, axis, where) - dof), np.shape(y)) * _inverse_or_zero(y)
 
 
 # ---- products ------------------------------------------------------------------------------

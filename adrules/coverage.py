@@ -1,0 +1,266 @@
+"""The coverage table: which public NumPy and SciPy functions have derivative rules.
+
+``python -m adrules.coverage`` walks ``numpy``, ``numpy.linalg``, every ufunc (and its
+``reduce``/``accumulate``/``outer``) and ``scipy.special`` when installed, looks each
+function up in the rule registries and writes ``docs/coverage.md``: for each function
+rrule + frule, non-differentiable, or not supported with the reason. It also checks the
+target: every function HIPS autograd differentiates has both rules here or a reason in
+``LEFT_OUT``. ``tests/test_coverage.py`` fails when the committed table is stale.
+
+>>> import numpy as np
+>>> status(np.sin), status(np.argmax)
+('rrule, frule', 'non-differentiable')
+"""
+
+from __future__ import annotations
+
+import argparse
+import pathlib
+import sys
+
+import numpy as np
+
+from .registry import frule, is_primitive, rrule
+
+# Names autograd 1.7 registers a VJP for (numpy_vjps.py, linalg.py, scipy/special.py),
+# without its internal helpers (array_from_args, concatenate_args, make_diagonal, ...)
+# and with its wrappers' public names (mean, var, std, where, norm). NumPy 2 spellings
+# (acos, permute_dims, pow...) are aliases of the same objects.
+AUTOGRAD = {
+    "numpy": (
+        "abs absolute acos acosh add amax amin angle arccos arccosh arcsin arcsinh arctan arctan2 "
+        "arctanh array_split asin asinh astype atan atan2 atanh atleast_1d atleast_2d atleast_3d "
+        "broadcast_to clip conj conjugate cos cosh cross cumsum deg2rad degrees diag diagonal diff "
+        "divide dot dsplit einsum exp exp2 expand_dims expm1 fabs fliplr flipud fmax fmin full "
+        "gradient hsplit hypot imag inner kron linspace log log10 log1p log2 logaddexp logaddexp2 "
+        "matmul max maximum mean min minimum mod moveaxis multiply nan_to_num negative outer pad "
+        "partition permute_dims pow power prod rad2deg radians ravel real real_if_close reciprocal "
+        "remainder repeat reshape roll rollaxis rot90 sin sinc sinh sort split sqrt square squeeze "
+        "std subtract sum swapaxes tan tanh tensordot tile trace transpose tril triu true_divide var "
+        "vsplit where").split(),
+    "numpy.linalg": "cholesky det eig eigh inv norm pinv slogdet solve svd".split(),
+    "scipy.special": (
+        "beta betainc betaln digamma erf erfc erfcinv erfinv expit gamma gammainc gammaincc gammaln "
+        "gammasgn i0 i1 iv ive j0 j1 jn logit logsumexp multigammaln polygamma psi rgamma y0 y1 "
+        "yn").split(),
+}
+
+_ASARRAY = ("a Python function that converts its input with np.asarray, so the tracer never "
+            "sees the call")
+
+# Functions left out on purpose, and why (shown in the table's note column).
+LEFT_OUT = {
+    "numpy.full": "dispatches only on like=, so a traced fill value never reaches a rule: "
+                  "write fill_value * np.ones(shape)",
+    "numpy.linalg.eig": "complex eigenvalues and eigenvectors: complex values are not supported yet",
+    "numpy.linalg.eigvals": "complex eigenvalues: complex values are not supported yet",
+    "scipy.special.logsumexp": _ASARRAY + ": write m + np.log(np.sum(np.exp(x - m)))",
+    "scipy.special.softmax": _ASARRAY + ": write np.exp(x - logsumexp) with NumPy",
+    "scipy.special.log_softmax": _ASARRAY + ": write x - logsumexp with NumPy",
+    "scipy.special.polygamma": _ASARRAY + "; digamma's rules use the Hurwitz zeta ufunc instead",
+    "scipy.special.multigammaln": _ASARRAY + ": sum gammaln terms with NumPy",
+}
+
+# Functions that have both rules with a restriction worth knowing.
+NOTES = {
+    "numpy.interp": "w.r.t. x, xp and fp; period= raises",
+    "numpy.quantile": "methods linear, lower, higher, midpoint, nearest; differentiable in q",
+    "numpy.percentile": "methods linear, lower, higher, midpoint, nearest; differentiable in q",
+    "numpy.pad": "modes constant, wrap, edge, reflect, symmetric",
+    "numpy.einsum": "string and interleaved forms, repeated indices, ellipsis",
+    "numpy.linalg.pinv": "at constant rank",
+    "numpy.linalg.lstsq": "through pinv: at constant rank",
+    "numpy.linalg.eigh": "gradient in the UPLO triangle",
+    "numpy.linalg.eigvalsh": "gradient in the UPLO triangle",
+    "numpy.std": "zero spread: derivative 0",
+    "numpy.nanstd": "zero spread: derivative 0",
+    "numpy.full_like": "w.r.t. fill_value when a is traced too (NumPy dispatches on a alone)",
+    "numpy.nan_to_num": "w.r.t. nan=, posinf=, neginf= when x is traced too (NumPy dispatches on x alone)",
+    "numpy.select": "w.r.t. default when a choice is traced too (NumPy dispatches on the lists alone)",
+    "numpy.cov": "without fweights/aweights",
+    "numpy.polyint": "w.r.t. k when p is traced too (NumPy dispatches on p alone)",
+    "numpy.frexp": "w.r.t. the mantissa; the exponent is an integer",
+    "scipy.special.gammainc": "w.r.t. x (not a)",
+    "scipy.special.gammaincc": "w.r.t. x (not a)",
+    "scipy.special.betainc": "w.r.t. x (not a, b)",
+}
+for _bessel in ("iv", "ive", "jv", "jn", "yv", "yn", "kv", "kve"):
+    NOTES[f"scipy.special.{_bessel}"] = "w.r.t. the argument (not the order)"
+
+
+def status(f) -> str:
+    """``'rrule, frule'``, ``'rrule only'``, ``'frule only'``, ``'non-differentiable'`` or
+    ``'not supported'`` for callable ``f``."""
+    r, fw = rrule.lookup(f), frule.lookup(f)
+    if r is None and fw is None:
+        return "not supported"
+    if getattr(r, "kind", None) == "nondiff":
+        return "non-differentiable"
+    return "rrule, frule" if r is not None and fw is not None else ("rrule only" if r is not None else "frule only")
+
+
+def _float_loops(ufunc):
+    return any(c in "efdg" for t in ufunc.types for c in t.split("->")[0])
+
+
+_IN_PLACE = ("writes into an existing array in place, which cannot be differentiated: build a new "
+             "array with np.where, np.concatenate or indexing")
+_FILES = "writes a file: nothing to differentiate"
+REASON_GROUPS = {
+    **dict.fromkeys(("copyto", "fill_diagonal", "place", "put", "put_along_axis", "putmask"), _IN_PLACE),
+    **dict.fromkeys(("save", "savetxt", "savez", "savez_compressed"), _FILES),
+}
+
+
+def _reason(qualified, f):
+    if qualified in LEFT_OUT:
+        return LEFT_OUT[qualified]
+    space, _, name = qualified.rpartition(".")
+    if space == "numpy" and name in REASON_GROUPS:
+        return REASON_GROUPS[name]
+    if isinstance(f, np.ufunc) and not _float_loops(f):
+        return "integer or boolean inputs only"
+    if not is_primitive(f):
+        return "does not dispatch traced arguments (no __array_function__): array creation, " \
+               "dtype and I/O helpers"
+    return "no rule yet"
+
+
+def _public(module):
+    """Public callables of ``module`` (no classes, no submodules), by name."""
+    out = {}
+    for name in sorted(getattr(module, "__all__", None) or dir(module)):
+        if name.startswith("_"):
+            continue
+        f = getattr(module, name, None)
+        if f is None or isinstance(f, type) or type(f).__name__ == "module" or not callable(f):
+            continue
+        out[name] = f
+    return out
+
+
+def _namespaces():
+    import numpy.linalg
+
+    spaces = [("numpy", np), ("numpy.linalg", numpy.linalg)]
+    try:
+        import scipy.special
+    except ImportError:
+        return spaces
+    return spaces + [("scipy.special", scipy.special)]
+
+
+def rows():
+    """``(namespace, name, status, note)`` for every public function, sorted.
+
+    >>> ("numpy", "diff", "rrule, frule", "") in rows()
+    True
+    """
+    out = []
+    for space, module in _namespaces():
+        for name, f in _public(module).items():
+            qualified = f"{space}.{name}"
+            st = status(f)
+            note = NOTES.get(qualified, "") if st != "not supported" else _reason(qualified, f)
+            if isinstance(f, np.ufunc) and st != "not supported":
+                methods = [m for m in ("reduce", "accumulate", "outer") if status(getattr(f, m)) != "not supported"]
+                note = "; ".join(filter(None, [note, "also ." + ", .".join(methods) if methods else ""]))
+            out.append((space, name, st, note))
+    return out
+
+
+def target_rows():
+    """``(qualified name, status, note)`` for autograd's differentiable functions.
+
+    >>> target_rows()[0]
+    ('numpy.abs', 'rrule, frule', '')
+    """
+    spaces = dict(_namespaces())
+    out = []
+    for space, names in AUTOGRAD.items():
+        for name in names:
+            qualified = f"{space}.{name}"
+            module = spaces.get(space)
+            f = getattr(module, name, None) if module is not None else None
+            if f is None:
+                out.append((qualified, "absent here", "not in the installed version" if module else "not installed"))
+                continue
+            st = status(f)
+            out.append((qualified, st, LEFT_OUT.get(qualified, NOTES.get(qualified, ""))))
+    return out
+
+
+def versions():
+    """The versions the table is generated from.
+
+    >>> sorted(versions())[0]
+    'numpy'
+    """
+    found = {"numpy": np.__version__}
+    try:
+        import scipy
+        found["scipy"] = scipy.__version__
+    except ImportError:
+        pass
+    return found
+
+
+def _table(header, lines):
+    head = "| " + " | ".join(header) + " |\n|" + "---|" * len(header) + "\n"
+    return head + "".join("| " + " | ".join(str(c) for c in line) + " |\n" for line in lines)
+
+
+def render():
+    """The text of docs/coverage.md.
+
+    >>> render().splitlines()[0]
+    '# Rule coverage'
+    """
+    table = rows()
+    target = target_rows()
+    counts = {}
+    for _, _, st, _ in table:
+        counts[st] = counts.get(st, 0) + 1
+    missing = [q for q, st, _ in target
+               if st not in ("rrule, frule", "non-differentiable", "absent here") and q not in LEFT_OUT]
+    made_with = ", ".join(f"{k} {v}" for k, v in versions().items())
+    parts = [
+        "# Rule coverage\n\n",
+        f"Generated by `python -m adrules.coverage` ({made_with}); `tests/test_coverage.py` "
+        "fails when this file is stale. Statuses: *rrule, frule* (both modes, and higher "
+        "derivatives), *non-differentiable* (outputs carry no tangent), *not supported* "
+        "(with the reason).\n\n",
+        "Summary: " + ", ".join(f"{v} {k}" for k, v in sorted(counts.items())) + ".\n\n",
+        "## Target: what HIPS autograd differentiates\n\n",
+        f"{len(target)} functions of autograd.numpy, autograd.numpy.linalg and "
+        f"autograd.scipy.special; {len(missing)} without both rules and without a reason "
+        "(non-differentiable counts: autograd's derivative of a piecewise-constant function is zero).\n\n",
+        _table(["function", "status", "note"], [(f"`{q}`", st, note) for q, st, note in target]),
+    ]
+    for space in dict.fromkeys(s for s, *_ in table):
+        parts.append(f"\n## {space}\n\n")
+        parts.append(_table(["function", "status", "note"],
+                            [(f"`{name}`", st, note) for s, name, st, note in table if s == space]))
+    return "".join(parts)
+
+
+def main(argv=None):
+    """Write (or with ``--check``, compare) the table; returns the exit status."""
+    parser = argparse.ArgumentParser(prog="python -m adrules.coverage", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--output", default=str(pathlib.Path(__file__).resolve().parent.parent / "docs" / "coverage.md"))
+    parser.add_argument("--check", action="store_true", help="exit 1 if the file differs instead of writing it")
+    args = parser.parse_args(argv)
+    text = render()
+    path = pathlib.Path(args.output)
+    if args.check:
+        same = path.exists() and path.read_text() == text
+        print(f"{path}: {'up to date' if same else 'stale: run python -m adrules.coverage'}")
+        return 0 if same else 1
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    print(f"wrote {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,104 @@
+"""Rules: more elementwise functions, and ``ufunc.outer`` for the ufuncs that have rules.
+
+One ``scalar_rule`` line per function, as in ``ufuncs.py``; partials are called as
+``d(x1, ..., xn, y)`` (trailing options such as ``deg`` or ``nan=`` included, hence
+the ``*options``). ``real``/``imag``/``conj``/``angle`` are for real input: complex
+inputs are not supported by the tracer.
+"""
+
+import numpy as np
+
+from .. import ops
+from ..registry import ONE, frule, non_differentiable, rrule, scalar_rule
+from ..tangents import NoTangent, ZeroTangent, is_zero
+from ._compose import composite_rule
+
+
+def _zero(x, *options):
+    return 0.0 * x
+
+
+def _sinc_partial(x, y):
+    safe = np.where(x == 0, 1.0, x)
+    # At 0 the first derivative is 0 and the second -pi^2/3: this branch has both.
+    return np.where(x == 0, -(np.pi ** 2 / 3.0) * x, (np.cos(np.pi * x) - y) / safe)
+
+
+# ---- angles and sinc -------------------------------------------------------------------
+scalar_rule(np.degrees, lambda x, y: 180.0 / np.pi)
+scalar_rule(np.radians, lambda x, y: np.pi / 180.0)
+scalar_rule(np.sinc, _sinc_partial)
+
+# ---- parts of a (real) number ----------------------------------------------------------
+scalar_rule(np.conjugate, ONE)  # np.conj is the same ufunc
+scalar_rule(np.imag, _zero)
+scalar_rule(np.angle, _zero)  # 0 or pi on the real line: piecewise constant
+scalar_rule(np.real_if_close, ONE, _zero)  # (a, tol)
+
+# ---- cleaning -------------------------------------------------------------------------
+scalar_rule(np.nan_to_num,  # (x, copy, nan, posinf, neginf): each replacement value where it lands
+            lambda x, *options: np.isfinite(x), None,
+            lambda x, copy, nan, *options: np.isnan(x),
+            lambda x, copy, nan, posinf, *options: np.isposinf(x),
+            lambda x, copy, nan, posinf, neginf, y: np.isneginf(x))
+
+# ---- sign and exponent manipulation ------------------------------------------------------
+scalar_rule(np.copysign, lambda a, b, y: np.sign(a) * np.sign(y), _zero)  # |a| with b's sign
+scalar_rule(np.ldexp, lambda x, e, y: np.exp2(e), None)  # e is an integer
+non_differentiable(np.spacing, np.nextafter, np.isneginf, np.isposinf, np.iscomplex, np.isreal)
+
+# ---- ufuncs with two outputs: (fraction, integer part) pairs -----------------------------------
+@rrule.register(np.frexp)
+def frexp_rrule(x, **kwargs):
+    mantissa, exponent = np.frexp(x, **kwargs)
+
+    def frexp_pullback(g):  # x = mantissa * 2**exponent, the exponent piecewise constant
+        return NoTangent(), g[0] * np.exp2(-exponent)
+
+    return (mantissa, exponent), frexp_pullback
+
+
+@frule.register(np.frexp)
+def frexp_frule(tangents, x, **kwargs):
+    mantissa, exponent = np.frexp(x, **kwargs)
+    dx = tangents[1]
+    return (mantissa, exponent), (ZeroTangent() if is_zero(dx) else dx * np.exp2(-exponent), NoTangent())
+
+
+@rrule.register(np.modf)
+def modf_rrule(x, **kwargs):
+    def modf_pullback(g):  # the integral part is piecewise constant
+        return NoTangent(), g[0]
+
+    return np.modf(x, **kwargs), modf_pullback
+
+
+@frule.register(np.modf)
+def modf_frule(tangents, x, **kwargs):
+    return np.modf(x, **kwargs), (tangents[1], ZeroTangent())
+
+
+composite_rule(np.divmod, lambda a, b, **kwargs: (np.floor_divide(a, b, **kwargs), np.remainder(a, b, **kwargs)))
+
+
+# ---- casts ----------------------------------------------------------------------------------
+if hasattr(np, "astype"):  # NumPy 2
+    composite_rule(np.astype, lambda x, dtype, **kwargs: ops.astype(x, dtype, **kwargs))
+
+
+# ---- ufunc.outer: the ufunc on ``a`` reshaped to broadcast against ``b`` --------------------
+def _outer_of(ufunc):
+    def ufunc_outer(a, b, **kwargs):
+        return ufunc(np.reshape(a, np.shape(a) + (1,) * np.ndim(b)), b, **kwargs)
+
+    return ufunc_outer
+
+
+for _ufunc in (np.add, np.subtract, np.multiply, np.true_divide, np.power, np.float_power,
+               np.arctan2, np.hypot, np.logaddexp, np.logaddexp2, np.maximum, np.minimum,
+               np.fmax, np.fmin, np.remainder, np.fmod):
+    composite_rule(_ufunc.outer, _outer_of(_ufunc))
+
+non_differentiable(*(u.outer for u in (
+    np.equal, np.not_equal, np.less, np.less_equal, np.greater, np.greater_equal,
+    np.logical_and, np.logical_or, np.logical_xor, np.floor_divide, np.heaviside)))

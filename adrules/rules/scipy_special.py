@@ -1,0 +1,136 @@
+"""Rules: scipy.special ufuncs (they dispatch through ``__array_ufunc__`` like NumPy's).
+
+Loaded by ``rules/__init__.py`` once ``scipy.special`` is imported (at once if it
+already is), so ``import adrules`` never imports SciPy. One ``scalar_rule`` line per
+function; partials call ufuncs that have rules too, so higher derivatives work. The
+order of a Bessel function and the parameters of the incomplete gamma and beta
+functions have no closed-form derivative: their partials raise ``NotImplementedError``
+if a traced value reaches them.
+
+``logsumexp``, ``softmax``, ``log_softmax``, ``polygamma`` and ``multigammaln`` are
+Python functions that call ``np.asarray`` on their input, so the tracer cannot intercept
+them; write them with NumPy (``m + np.log(np.sum(np.exp(x - m)))``) or ``digamma``.
+"""
+
+import numpy as np
+import scipy.special as sp
+from scipy.special import _ufuncs
+
+from ..registry import non_differentiable, scalar_rule
+
+_SQRT_PI = np.sqrt(np.pi)
+_SQRT_2PI = np.sqrt(2.0 * np.pi)
+_hurwitz_zeta = _ufuncs._zeta  # the ufunc behind sp.zeta(s, q) (a Python function)
+
+
+def _no_derivative(function, parameter):
+    def no_derivative(*args):
+        raise NotImplementedError(
+            f"scipy.special.{function}: no derivative with respect to {parameter}; pass it as a "
+            f"constant (a plain number or array, not a traced value).")
+
+    return no_derivative
+
+
+def _polygamma(n, x):
+    """polygamma(n >= 1, x) from the Hurwitz zeta ufunc (sp.polygamma is not traceable)."""
+    return (-1.0) ** (n + 1) * np.prod(np.arange(1.0, n + 1.0)) * _hurwitz_zeta(n + 1.0, x)
+
+
+# ---- logistic ------------------------------------------------------------------------------
+scalar_rule(sp.expit, lambda x, y: y * (1.0 - y))
+scalar_rule(sp.logit, lambda x, y: 1.0 / (x * (1.0 - x)))
+scalar_rule(sp.log_expit, lambda x, y: sp.expit(-x))
+
+# ---- error functions and the normal distribution ----------------------------------------------
+scalar_rule(sp.erf, lambda x, y: (2.0 / _SQRT_PI) * np.exp(-x * x))
+scalar_rule(sp.erfc, lambda x, y: (-2.0 / _SQRT_PI) * np.exp(-x * x))
+scalar_rule(sp.erfinv, lambda x, y: (_SQRT_PI / 2.0) * np.exp(y * y))
+scalar_rule(sp.erfcinv, lambda x, y: (-_SQRT_PI / 2.0) * np.exp(y * y))
+scalar_rule(sp.erfcx, lambda x, y: 2.0 * x * y - 2.0 / _SQRT_PI)
+scalar_rule(sp.erfi, lambda x, y: (2.0 / _SQRT_PI) * np.exp(x * x))
+scalar_rule(sp.dawsn, lambda x, y: 1.0 - 2.0 * x * y)
+scalar_rule(sp.ndtr, lambda x, y: np.exp(-0.5 * x * x) / _SQRT_2PI)
+scalar_rule(sp.log_ndtr, lambda x, y: np.exp(-0.5 * x * x - y) / _SQRT_2PI)
+scalar_rule(sp.ndtri, lambda x, y: _SQRT_2PI * np.exp(0.5 * y * y))
+
+# ---- gamma family --------------------------------------------------------------------------------
+scalar_rule(sp.gamma, lambda x, y: y * sp.digamma(x))
+scalar_rule(sp.rgamma, lambda x, y: -y * sp.digamma(x))
+scalar_rule(sp.gammaln, lambda x, y: sp.digamma(x))
+scalar_rule(sp.digamma, lambda x, y: _polygamma(1, x))  # sp.psi is the same ufunc
+scalar_rule(_hurwitz_zeta, _no_derivative("zeta", "s"), lambda s, q, y: -s * _hurwitz_zeta(s + 1.0, q))
+scalar_rule(sp.beta,
+            lambda a, b, y: y * (sp.digamma(a) - sp.digamma(a + b)),
+            lambda a, b, y: y * (sp.digamma(b) - sp.digamma(a + b)))
+scalar_rule(sp.betaln,
+            lambda a, b, y: sp.digamma(a) - sp.digamma(a + b),
+            lambda a, b, y: sp.digamma(b) - sp.digamma(a + b))
+scalar_rule(sp.gammainc, _no_derivative("gammainc", "a"),
+            lambda a, x, y: np.exp((a - 1.0) * np.log(x) - x - sp.gammaln(a)))
+scalar_rule(sp.gammaincc, _no_derivative("gammaincc", "a"),
+            lambda a, x, y: -np.exp((a - 1.0) * np.log(x) - x - sp.gammaln(a)))
+scalar_rule(sp.betainc, _no_derivative("betainc", "a"), _no_derivative("betainc", "b"),
+            lambda a, b, x, y: np.exp((a - 1.0) * np.log(x) + (b - 1.0) * np.log1p(-x) - sp.betaln(a, b)))
+non_differentiable(sp.gammasgn)
+
+# ---- x log y and entropies ---------------------------------------------------------------------------
+scalar_rule(sp.xlogy, lambda x, y, out: np.log(y), lambda x, y, out: x / y)
+scalar_rule(sp.xlog1py, lambda x, y, out: np.log1p(y), lambda x, y, out: x / (1.0 + y))
+scalar_rule(sp.entr, lambda x, y: -(np.log(x) + 1.0))
+scalar_rule(sp.rel_entr, lambda x, y, out: np.log(x / y) + 1.0, lambda x, y, out: -x / y)
+scalar_rule(sp.kl_div, lambda x, y, out: np.log(x / y), lambda x, y, out: 1.0 - x / y)
+
+# ---- exponential integrals ---------------------------------------------------------------------------
+scalar_rule(sp.expi, lambda x, y: np.exp(x) / x)
+scalar_rule(sp.exp1, lambda x, y: -np.exp(-x) / x)
+
+# ---- scipy.special's own elementary functions ---------------------------------------------------------
+_DEGREE = np.pi / 180.0
+scalar_rule(sp.exp2, lambda x, y: y * np.log(2.0))
+scalar_rule(sp.exp10, lambda x, y: y * np.log(10.0))
+scalar_rule(sp.expm1, lambda x, y: y + 1.0)
+scalar_rule(sp.log1p, lambda x, y: 1.0 / (1.0 + x))
+scalar_rule(sp.cbrt, lambda x, y: 1.0 / (3.0 * y * y))
+scalar_rule(sp.cosm1, lambda x, y: -np.sin(x))
+scalar_rule(sp.powm1, lambda x, p, y: p * np.power(x, p - 1.0), lambda x, p, y: (y + 1.0) * np.log(x))
+scalar_rule(sp.sindg, lambda x, y: _DEGREE * sp.cosdg(x))
+scalar_rule(sp.cosdg, lambda x, y: -_DEGREE * sp.sindg(x))
+scalar_rule(sp.tandg, lambda x, y: _DEGREE * (1.0 + y * y))
+scalar_rule(sp.cotdg, lambda x, y: -_DEGREE * (1.0 + y * y))
+scalar_rule(sp.radian, lambda d, m, s, y: _DEGREE, lambda d, m, s, y: _DEGREE / 60.0,
+            lambda d, m, s, y: _DEGREE / 3600.0)
+scalar_rule(sp.boxcox, lambda x, lmbda, y: np.power(x, lmbda - 1.0), _no_derivative("boxcox", "lmbda"))
+scalar_rule(sp.boxcox1p, lambda x, lmbda, y: np.power(1.0 + x, lmbda - 1.0), _no_derivative("boxcox1p", "lmbda"))
+scalar_rule(sp.loggamma, lambda x, y: sp.digamma(x))  # real x > 0
+scalar_rule(sp.poch, lambda z, m, y: y * (sp.digamma(z + m) - sp.digamma(z)), lambda z, m, y: y * sp.digamma(z + m))
+scalar_rule(sp.expn, _no_derivative("expn", "the order n"), lambda n, x, y: -sp.expn(n - 1, x))
+scalar_rule(sp.spence, lambda z, y: np.log(z) / (1.0 - z))
+scalar_rule(sp.ndtri_exp, lambda x, y: _SQRT_2PI * np.exp(x + 0.5 * y * y))
+non_differentiable(sp.round)
+
+# ---- Bessel functions (derivatives w.r.t. the argument) ---------------------------------------------------
+scalar_rule(sp.j0, lambda x, y: -sp.j1(x))
+scalar_rule(sp.j1, lambda x, y: 0.5 * (sp.j0(x) - sp.jv(2.0, x)))
+scalar_rule(sp.y0, lambda x, y: -sp.y1(x))
+scalar_rule(sp.y1, lambda x, y: 0.5 * (sp.y0(x) - sp.yv(2.0, x)))
+scalar_rule(sp.i0, lambda x, y: sp.i1(x))
+scalar_rule(sp.i1, lambda x, y: 0.5 * (sp.i0(x) + sp.iv(2.0, x)))
+scalar_rule(sp.i0e, lambda x, y: sp.i1e(x) - np.sign(x) * y)
+scalar_rule(sp.i1e, lambda x, y: 0.5 * (sp.i0e(x) + sp.ive(2.0, x)) - np.sign(x) * y)
+scalar_rule(sp.k0, lambda x, y: -sp.k1(x))
+scalar_rule(sp.k1, lambda x, y: -0.5 * (sp.k0(x) + sp.kv(2.0, x)))
+scalar_rule(sp.k0e, lambda x, y: y - sp.k1e(x))
+scalar_rule(sp.k1e, lambda x, y: y - 0.5 * (sp.k0e(x) + sp.kve(2.0, x)))
+scalar_rule(sp.jv, _no_derivative("jv", "the order v"), lambda v, z, y: 0.5 * (sp.jv(v - 1, z) - sp.jv(v + 1, z)))
+scalar_rule(sp.yv, _no_derivative("yv", "the order v"), lambda v, z, y: 0.5 * (sp.yv(v - 1, z) - sp.yv(v + 1, z)))
+scalar_rule(sp.yn, _no_derivative("yn", "the order n"), lambda n, z, y: 0.5 * (sp.yv(n - 1, z) - sp.yv(n + 1, z)))
+scalar_rule(sp.iv, _no_derivative("iv", "the order v"), lambda v, z, y: 0.5 * (sp.iv(v - 1, z) + sp.iv(v + 1, z)))
+scalar_rule(sp.ive, _no_derivative("ive", "the order v"),
+            lambda v, z, y: 0.5 * (sp.ive(v - 1, z) + sp.ive(v + 1, z)) - np.sign(z) * y)
+scalar_rule(sp.kv, _no_derivative("kv", "the order v"), lambda v, z, y: -0.5 * (sp.kv(v - 1, z) + sp.kv(v + 1, z)))
+scalar_rule(sp.kn, _no_derivative("kn", "the order n"), lambda n, z, y: -0.5 * (sp.kv(n - 1, z) + sp.kv(n + 1, z)))
+scalar_rule(sp.jve, _no_derivative("jve", "the order v"), lambda v, z, y: 0.5 * (sp.jve(v - 1, z) - sp.jve(v + 1, z)))
+scalar_rule(sp.yve, _no_derivative("yve", "the order v"), lambda v, z, y: 0.5 * (sp.yve(v - 1, z) - sp.yve(v + 1, z)))
+scalar_rule(sp.kve, _no_derivative("kve", "the order v"),
+            lambda v, z, y: y - 0.5 * (sp.kve(v - 1, z) + sp.kve(v + 1, z)))

@@ -1,0 +1,257 @@
+"""Rules: differences, derivatives, integrals, interpolation, convolutions, cross products.
+
+Each function here is written once as an implementation in NumPy calls that have rules
+(slices, concatenate, matmul, take...) and registered with ``composite_rule``, which
+gives its rrule and frule by tracing that implementation. Every float argument is
+differentiable: ``interp`` w.r.t. ``x``, ``xp`` and ``fp``, ``gradient`` and
+``trapezoid`` w.r.t. the samples and the coordinates. Polynomials (``polyval``,
+``polyadd``, ``polysub``, ``polymul``, ``polyder``, ``polyint``, ``vander``) are 1-d
+coefficient arrays, highest power first.
+"""
+
+import numpy as np
+
+from ._compose import composite_rule
+
+_NOVALUE = getattr(np, "_NoValue", None)  # NumPy's "argument not given" marker
+
+
+def _along(axis, ndim, index):
+    """The index tuple that applies ``index`` along ``axis`` of an ``ndim``-d array."""
+    full = [slice(None)] * ndim
+    full[axis] = index
+    return tuple(full)
+
+
+def _column(c, axis, ndim):
+    """1-d ``c`` shaped to broadcast along ``axis`` of an ``ndim``-d array."""
+    return np.reshape(c, [-1 if d == axis else 1 for d in range(ndim)])
+
+
+def _float_dtype(a):
+    dtype = np.result_type(a)
+    return dtype if dtype.kind == "f" else np.dtype(np.float64)
+
+
+# ---- differences -------------------------------------------------------------------------
+def _end_piece(value, a, axis):
+    if np.ndim(value) == 0:
+        shape = list(np.shape(a))
+        shape[axis] = 1
+        return np.broadcast_to(value, shape)
+    return value
+
+
+def diff(a, n=1, axis=-1, prepend=_NOVALUE, append=_NOVALUE):
+    """``np.diff`` as slices: ``a[1:] - a[:-1]`` along ``axis``, ``n`` times."""
+    axis = axis % np.ndim(a)
+    pieces = [a]
+    if prepend is not _NOVALUE:
+        pieces.insert(0, _end_piece(prepend, a, axis))
+    if append is not _NOVALUE:
+        pieces.append(_end_piece(append, a, axis))
+    if len(pieces) > 1:
+        a = np.concatenate(pieces, axis)
+    upper, lower = _along(axis, np.ndim(a), slice(1, None)), _along(axis, np.ndim(a), slice(None, -1))
+    for _ in range(n):
+        a = a[upper] - a[lower]
+    return a
+
+
+def ediff1d(ary, to_end=None, to_begin=None):
+    pieces = [np.ravel(to_begin)] if to_begin is not None else []
+    pieces.append(diff(np.ravel(ary)))
+    if to_end is not None:
+        pieces.append(np.ravel(to_end))
+    return np.concatenate(pieces) if len(pieces) > 1 else pieces[0]
+
+
+# ---- np.gradient: second-order central differences, NumPy's formulas ---------------------------
+def _gradient_along(f, spacing, axis, edge_order):
+    ndim, n = np.ndim(f), np.shape(f)[axis]
+    if n < edge_order + 1:
+        raise ValueError("Shape of array too small to calculate a numerical gradient, "
+                         "at least (edge_order + 1) elements are required.")
+    if np.ndim(spacing) == 0:
+        dx = spacing * np.ones(n - 1, dtype=_float_dtype(f))
+    else:
+        dx = diff(spacing)
+    at = lambda index: f[_along(axis, ndim, index)]  # noqa: E731
+    col = lambda c: _column(c, axis, ndim)  # noqa: E731
+    dx1, dx2 = dx[:-1], dx[1:]
+    interior = (col(-dx2 / (dx1 * (dx1 + dx2))) * at(slice(None, -2))
+                + col((dx2 - dx1) / (dx1 * dx2)) * at(slice(1, -1))
+                + col(dx1 / (dx2 * (dx1 + dx2))) * at(slice(2, None)))
+    if edge_order == 1:
+        first = (at(slice(1, 2)) - at(slice(0, 1))) / dx[0]
+        last = (at(slice(-1, None)) - at(slice(-2, -1))) / dx[-1]
+    else:
+        d1, d2 = dx[0], dx[1]
+        first = (-(2.0 * d1 + d2) / (d1 * (d1 + d2)) * at(slice(0, 1))
+                 + (d1 + d2) / (d1 * d2) * at(slice(1, 2)) - d1 / (d2 * (d1 + d2)) * at(slice(2, 3)))
+        d1, d2 = dx[-2], dx[-1]
+        last = (d2 / (d1 * (d1 + d2)) * at(slice(-3, -2)) - (d2 + d1) / (d1 * d2) * at(slice(-2, -1))
+                + (2.0 * d2 + d1) / (d2 * (d1 + d2)) * at(slice(-1, None)))
+    return np.concatenate([first, interior, last], axis)
+
+
+def gradient(f, *varargs, axis=None, edge_order=1):
+    ndim = np.ndim(f)
+    axes = range(ndim) if axis is None else ((axis,) if np.ndim(axis) == 0 else axis)
+    axes = [a % ndim for a in axes]
+    if not varargs:
+        spacings = [1.0] * len(axes)
+    elif len(varargs) == 1 and np.ndim(varargs[0]) == 0:
+        spacings = list(varargs) * len(axes)
+    elif len(varargs) == len(axes):
+        spacings = list(varargs)
+    else:
+        raise TypeError("numpy.gradient: invalid number of spacing arguments")
+    out = tuple(_gradient_along(f, h, ax, edge_order) for h, ax in zip(spacings, axes))
+    return out[0] if len(out) == 1 else out
+
+
+# ---- integration -------------------------------------------------------------------------------
+def trapezoid(y, x=None, dx=1.0, axis=-1):
+    ndim = np.ndim(y)
+    axis = axis % ndim
+    if x is None:
+        d = dx
+    elif np.ndim(x) == 1:
+        d = _column(diff(x), axis, ndim)
+    else:
+        d = diff(x, axis=axis)
+    upper, lower = _along(axis, ndim, slice(1, None)), _along(axis, ndim, slice(None, -1))
+    return np.sum(d * (y[upper] + y[lower]) / 2.0, axis)
+
+
+# ---- interpolation --------------------------------------------------------------------------------
+def interp(x, xp, fp, left=None, right=None, period=None):
+    if period is not None:
+        raise NotImplementedError(
+            "numpy.interp(..., period=...) has no derivative rule; map x into one period "
+            "(np.remainder) and extend xp, fp by one point at each end instead.")
+    lo = fp[0] if left is None else left
+    hi = fp[-1] if right is None else right
+    if np.shape(xp)[0] == 1:
+        inside = fp[0] + 0.0 * x
+    else:
+        j = np.clip(np.searchsorted(xp, x, side="right") - 1, 0, np.shape(xp)[0] - 2)
+        x0, x1 = xp[j], xp[j + 1]
+        inside = fp[j] + (x - x0) / (x1 - x0) * (fp[j + 1] - fp[j])
+    return np.where(x < xp[0], lo, np.where(x > xp[-1], hi, inside))
+
+
+# ---- convolution ------------------------------------------------------------------------------------
+def _convolve_full(a, v):
+    """``sum_i a[i] v[k - i]`` as a (Toeplitz matrix of v) @ a product."""
+    n, m = np.shape(a)[0], np.shape(v)[0]
+    k, i = np.arange(n + m - 1)[:, None], np.arange(n)[None, :]
+    inside = (k - i >= 0) & (k - i < m)
+    padded = np.concatenate([v, np.zeros(1, dtype=_float_dtype(v))])
+    return padded[np.where(inside, k - i, m)] @ a
+
+
+def _mode_slice(full, n, m, mode):
+    if mode in ("full", 2):
+        return full
+    if mode in ("same", 1):
+        start = (min(n, m) - 1) // 2
+        return full[start:start + max(n, m)]
+    if mode in ("valid", 0):
+        return full[min(n, m) - 1:max(n, m)]
+    raise ValueError(f"numpy.convolve: mode must be 'full', 'same' or 'valid', got {mode!r}")
+
+
+def convolve(a, v, mode="full"):
+    n, m = np.shape(a)[0], np.shape(v)[0]
+    return _mode_slice(_convolve_full(a, v), n, m, mode)
+
+
+def correlate(a, v, mode="valid"):
+    n, m = np.shape(a)[0], np.shape(v)[0]
+    if n < m:  # NumPy correlates the longer against the shorter, then reverses
+        return _mode_slice(_convolve_full(v, a[::-1]), m, n, mode)[::-1]
+    return _mode_slice(_convolve_full(a, v[::-1]), n, m, mode)
+
+
+# ---- cross products -----------------------------------------------------------------------------------
+def cross(a, b, axisa=-1, axisb=-1, axisc=-1, axis=None):
+    if axis is not None:
+        axisa = axisb = axisc = axis
+    a, b = np.moveaxis(a, axisa, -1), np.moveaxis(b, axisb, -1)
+    (a0, a1), (b0, b1) = (a[..., 0], a[..., 1]), (b[..., 0], b[..., 1])
+    if np.shape(a)[-1] == 2 and np.shape(b)[-1] == 2:
+        return a0 * b1 - a1 * b0
+    a2 = a[..., 2] if np.shape(a)[-1] == 3 else 0.0 * a0
+    b2 = b[..., 2] if np.shape(b)[-1] == 3 else 0.0 * b0
+    c = np.stack([a1 * b2 - a2 * b1, a2 * b0 - a0 * b2, a0 * b1 - a1 * b0], -1)
+    return np.moveaxis(c, -1, axisc)
+
+
+# ---- polynomials -----------------------------------------------------------------------------------------
+def polyval(p, x):
+    y = 0.0 * x + p[0]
+    for k in range(1, np.shape(p)[0] if hasattr(p, "shape") else len(p)):
+        y = y * x + p[k]  # Horner, like NumPy
+    return y
+
+
+def _aligned(a1, a2):
+    """Coefficient arrays padded with leading zeros to one length (highest power first)."""
+    n1, n2 = np.shape(a1)[0], np.shape(a2)[0]
+    pad = lambda a, k: np.concatenate([np.zeros(k, dtype=np.result_type(a, 1.0)), a]) if k else a  # noqa: E731
+    return pad(a1, max(n2 - n1, 0)), pad(a2, max(n1 - n2, 0))
+
+
+def polyadd(a1, a2):
+    a1, a2 = _aligned(a1, a2)
+    return a1 + a2
+
+
+def polysub(a1, a2):
+    a1, a2 = _aligned(a1, a2)
+    return a1 - a2
+
+
+def polymul(a1, a2):
+    return convolve(a1, a2)
+
+
+def polyder(p, m=1):
+    for _ in range(m):
+        n = np.shape(p)[0]
+        p = p[:-1] * np.arange(n - 1, 0, -1) if n > 1 else 0.0 * p
+    return p
+
+
+def polyint(p, m=1, k=None):
+    constants = np.zeros(m) if k is None else (np.full(m, k) if np.ndim(k) == 0 else k)
+    for i in range(m):
+        n = np.shape(p)[0]
+        p = np.concatenate([p / np.arange(n, 0, -1), np.reshape(constants[i], (1,))])
+    return p
+
+
+def vander(x, N=None, increasing=False):
+    powers = np.arange(np.shape(x)[0] if N is None else N)
+    powers = powers if increasing else powers[::-1]
+    return np.reshape(x, (-1, 1)) ** powers.astype(np.result_type(x, 1.0))
+
+
+# ---- the table -------------------------------------------------------------------------------------------
+composite_rule(np.diff, diff)
+composite_rule(np.ediff1d, ediff1d)
+composite_rule(np.gradient, gradient)
+composite_rule(np.trapezoid if hasattr(np, "trapezoid") else np.trapz, trapezoid)
+composite_rule(np.interp, interp)
+composite_rule(np.convolve, convolve)
+composite_rule(np.correlate, correlate)
+composite_rule(np.cross, cross)
+composite_rule(np.polyval, polyval)
+composite_rule(np.polyadd, polyadd)
+composite_rule(np.polysub, polysub)
+composite_rule(np.polymul, polymul)
+composite_rule(np.polyder, polyder)
+composite_rule(np.polyint, polyint)
+composite_rule(np.vander, vander)

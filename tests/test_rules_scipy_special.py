@@ -1,0 +1,129 @@
+"""rules/scipy_special.py against finite differences (rrule, frule, second order) over
+scalar, vector, matrix and broadcast shapes in float64 and float32, and the lazy loading
+of the rules (``import adrules`` never imports SciPy)."""
+
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+sp = pytest.importorskip("scipy.special", reason="SciPy is an optional extra: pip install adrules[scipy]")
+
+import adrules as ad  # noqa: E402
+from adrules.testing import check_frule, check_grads, check_rrule  # noqa: E402
+
+
+def _u(lo, hi):
+    return lambda rng, shape: rng.uniform(lo, hi, size=shape)
+
+
+UNARY = [
+    (sp.expit, _u(-3, 3)), (sp.logit, _u(0.1, 0.9)), (sp.log_expit, _u(-3, 3)),
+    (sp.erf, _u(-2, 2)), (sp.erfc, _u(-2, 2)), (sp.erfinv, _u(-0.9, 0.9)), (sp.erfcinv, _u(0.1, 1.9)),
+    (sp.erfcx, _u(-1, 3)), (sp.erfi, _u(-1, 1)), (sp.dawsn, _u(-2, 2)),
+    (sp.ndtr, _u(-3, 3)), (sp.log_ndtr, _u(-5, 3)), (sp.ndtri, _u(0.05, 0.95)),
+    (sp.gamma, _u(0.5, 3)), (sp.rgamma, _u(0.5, 3)), (sp.gammaln, _u(0.5, 3)), (sp.digamma, _u(0.5, 3)),
+    (sp.entr, _u(0.2, 2)), (sp.expi, _u(0.3, 2)), (sp.exp1, _u(0.3, 2)),
+    (sp.j0, _u(0.2, 4)), (sp.j1, _u(0.2, 4)), (sp.y0, _u(0.5, 4)), (sp.y1, _u(0.5, 4)),
+    (sp.i0, _u(-2, 2)), (sp.i1, _u(-2, 2)), (sp.i0e, _u(0.2, 2)), (sp.i1e, _u(0.2, 2)),
+    (sp.k0, _u(0.5, 3)), (sp.k1, _u(0.5, 3)), (sp.k0e, _u(0.5, 3)), (sp.k1e, _u(0.5, 3)),
+    (sp.exp2, _u(-2, 2)), (sp.exp10, _u(-1, 1)), (sp.expm1, _u(-2, 2)), (sp.log1p, _u(-0.5, 2)),
+    (sp.cbrt, _u(0.5, 3)), (sp.cosm1, _u(-2, 2)), (sp.sindg, _u(-80, 80)), (sp.cosdg, _u(-80, 80)),
+    (sp.tandg, _u(-60, 60)), (sp.cotdg, _u(20, 160)), (sp.loggamma, _u(0.5, 3)), (sp.spence, _u(0.3, 2)),
+    (sp.ndtri_exp, _u(-3, -0.2)),
+]
+
+BINARY = [
+    (sp.xlogy, _u(-2, 2), _u(0.3, 2)), (sp.xlog1py, _u(-2, 2), _u(-0.5, 2)),
+    (sp.rel_entr, _u(0.2, 2), _u(0.2, 2)), (sp.kl_div, _u(0.2, 2), _u(0.2, 2)),
+    (sp.beta, _u(0.5, 3), _u(0.5, 3)), (sp.betaln, _u(0.5, 3), _u(0.5, 3)),
+    (sp.powm1, _u(0.5, 2), _u(-1, 2)), (sp.poch, _u(0.5, 3), _u(0.2, 2)),
+]
+
+ORDER_THEN_ARGUMENT = [  # the first parameter is held constant (no derivative exists)
+    (sp.jv, 1.5, _u(0.5, 4)), (sp.yv, 0.5, _u(0.5, 4)), (sp.yn, 2, _u(0.5, 4)),
+    (sp.iv, 1.5, _u(0.2, 2)), (sp.ive, 0.5, _u(0.2, 2)), (sp.kv, 1.5, _u(0.5, 3)),
+    (sp.kve, 0.5, _u(0.5, 3)), (sp.gammainc, 1.7, _u(0.3, 3)), (sp.gammaincc, 1.7, _u(0.3, 3)),
+    (sp.kn, 2, _u(0.5, 3)), (sp.jve, 1.5, _u(0.5, 4)), (sp.yve, 0.5, _u(0.5, 4)), (sp.expn, 2, _u(0.3, 2)),
+]
+
+
+def test_radian_and_boxcox():
+    d, m, s = np.array([10.0, 45.0]), np.array([30.0, 5.0]), np.array([15.0, 59.0])
+    check_rrule(sp.radian, d, m, s)
+    check_frule(sp.radian, d, m, s)
+    x = np.array([0.5, 1.5, 2.5])
+    check_grads(lambda v: sp.boxcox(v, 0.3), x, order=2)
+    check_grads(lambda v: sp.boxcox1p(v, -0.4), x, order=2)
+
+
+def _ids(cases):
+    return [c[0].__name__ for c in cases]
+
+
+@pytest.mark.parametrize("shape", [(), (4,), (2, 3)])
+@pytest.mark.parametrize("f, sample", UNARY, ids=_ids(UNARY))
+def test_unary(f, sample, shape):
+    x = sample(np.random.default_rng(0), shape)
+    check_rrule(f, x)
+    check_frule(f, x)
+    check_grads(f, x, order=2)
+
+
+@pytest.mark.parametrize("f, sample", UNARY[:12], ids=_ids(UNARY[:12]))
+def test_unary_float32(f, sample):
+    x = sample(np.random.default_rng(0), (3,)).astype(np.float32)
+    check_rrule(f, x)
+    check_frule(f, x)
+
+
+@pytest.mark.parametrize("shapes", [((), ()), ((2, 3), (2, 3)), ((2, 3), (3,)), ((3, 1), (1, 2))])
+@pytest.mark.parametrize("f, sa, sb", BINARY, ids=_ids(BINARY))
+def test_binary(f, sa, sb, shapes):
+    rng = np.random.default_rng(1)
+    a, b = sa(rng, shapes[0]), sb(rng, shapes[1])
+    check_rrule(f, a, b)
+    check_frule(f, a, b)
+    check_grads(f, a, b, order=2)
+
+
+@pytest.mark.parametrize("f, order, sample", ORDER_THEN_ARGUMENT, ids=_ids(ORDER_THEN_ARGUMENT))
+def test_derivative_in_the_argument(f, order, sample):
+    z = sample(np.random.default_rng(2), (2, 3))
+    check_grads(lambda x: f(order, x), z, order=2)  # through the tracer: rrule and frule
+
+
+def test_betainc_in_x():
+    x = np.array([0.2, 0.5, 0.7])
+    check_grads(lambda v: sp.betainc(2.0, 3.0, v), x, order=2)
+
+
+def test_a_traced_order_says_there_is_no_derivative():
+    with pytest.raises(NotImplementedError, match="the order v"):
+        ad.gradient(lambda v: sp.jv(v, 1.0), 1.5)
+    with pytest.raises(NotImplementedError, match="gammainc: no derivative with respect to a"):
+        ad.gradient(lambda a: sp.gammainc(a, 1.0), 1.5)
+
+
+def test_third_derivative_of_gammaln_is_polygamma_2():
+    x = 1.7
+    d3 = ad.gradient(lambda v: ad.gradient(lambda w: ad.gradient(sp.gammaln, w)[0], v)[0], x)[0]
+    assert np.isclose(d3, sp.polygamma(2, x))
+
+
+def _run(code):
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+
+
+def test_import_adrules_does_not_import_scipy_and_rules_arrive_with_it():
+    out = _run("import sys, adrules, numpy as np\n"
+               "print('scipy.special' in sys.modules)\n"
+               "import scipy.special as sp\n"
+               "print(float(adrules.gradient(sp.expit, 0.0)[0]))")
+    assert out.split() == ["False", "0.25"]
+
+
+def test_rules_load_when_scipy_came_first_and_nothing_breaks_without_scipy():
+    assert _run("import scipy.special as sp, adrules\nprint(sp.ndtr in adrules.rrule)").strip() == "True"
+    assert _run("import sys\nsys.modules['scipy'] = None\nimport adrules\nprint('ok')").strip() == "ok"

@@ -1,0 +1,118 @@
+"""rules/shape_more.py against finite differences (rrule, frule, second order) and NumPy's
+values: rot90, rollaxis, append, meshgrid, linspace, partition, cumulative_sum/prod, pad modes."""
+
+import numpy as np
+import pytest
+
+import adrules as ad
+from adrules.testing import check_frule, check_grads, check_rrule
+
+
+def _x(shape, dtype=np.float64, seed=0):
+    return np.random.default_rng(seed).uniform(-1.0, 1.0, size=shape).astype(dtype)
+
+
+def _check_all(f, *args, fkwargs=None, order=2):
+    fkwargs = fkwargs or {}
+    check_rrule(f, *args, fkwargs=fkwargs)
+    check_frule(f, *args, fkwargs=fkwargs)
+    if all(getattr(a, "dtype", np.float64) != np.float32 for a in args):
+        check_grads(lambda *a: f(*a, **fkwargs), *args, order=order)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("k, axes", [(1, (0, 1)), (2, (0, 1)), (3, (1, 2)), (-1, (2, 0)), (4, (0, 1))])
+def test_rot90(k, axes, dtype):
+    _check_all(np.rot90, _x((2, 3, 4), dtype), k, axes)
+
+
+@pytest.mark.parametrize("axis, start", [(2, 0), (0, 3), (-1, 1), (1, -1), (1, 1)])
+def test_rollaxis(axis, start):
+    _check_all(np.rollaxis, _x((2, 3, 4)), axis, start)
+
+
+@pytest.mark.parametrize("shapes, axis", [(((2, 3), (4,)), None), (((2, 3), (1, 3)), 0), (((2, 3), (2, 2)), 1)])
+def test_append(shapes, axis):
+    _check_all(np.append, _x(shapes[0], seed=1), _x(shapes[1], seed=2), axis)
+
+
+@pytest.mark.parametrize("indexing", ["xy", "ij"])
+@pytest.mark.parametrize("sparse", [False, True])
+def test_meshgrid(indexing, sparse):
+    x, y, z = _x((3,), seed=1), _x((4,), seed=2), _x((2,), seed=3)
+    _check_all(np.meshgrid, x, y, z, fkwargs={"indexing": indexing, "sparse": sparse})
+    _check_all(np.meshgrid, x, y, fkwargs={"indexing": indexing, "sparse": sparse})
+
+
+@pytest.mark.parametrize("kwargs", [{}, {"num": 5, "endpoint": False}, {"num": 1}, {"num": 4, "axis": 1}])
+def test_linspace_traced_endpoints(kwargs):
+    start, stop = _x((3,), seed=1), _x((3,), seed=2)
+    _check_all(np.linspace, start, stop, fkwargs=kwargs)
+    if "axis" not in kwargs:
+        _check_all(np.linspace, 0.3, 2.0, fkwargs=kwargs)
+
+
+def test_linspace_retstep():
+    start, stop = _x((2,), seed=1), _x((2,), seed=2)
+    _check_all(np.linspace, start, stop, 7, True, True)
+    _check_all(np.linspace, np.float32(0.5), np.float32(1.5), fkwargs={"num": 3})
+
+
+@pytest.mark.parametrize("kth, axis", [(1, -1), ([0, 3], 0), (2, None)])
+def test_partition(kth, axis):
+    x = np.random.default_rng(3).permutation(20).reshape(4, 5) * 0.1  # gaps >> the FD step
+    _check_all(np.partition, x, kth, axis)
+
+
+@pytest.mark.skipif(not hasattr(np, "cumulative_sum"), reason="NumPy >= 2.1")
+@pytest.mark.parametrize("kwargs", [{"axis": 0}, {"axis": 1, "include_initial": True}])
+def test_cumulative_sum_and_prod(kwargs):
+    x = _x((3, 4)) + 1.5
+    _check_all(np.cumulative_sum, x, fkwargs=kwargs)
+    _check_all(np.cumulative_prod, x, fkwargs=kwargs)
+    _check_all(np.cumulative_sum, _x((5,)), fkwargs={"include_initial": True})
+
+
+@pytest.mark.parametrize("mode", ["wrap", "edge", "reflect", "symmetric"])
+@pytest.mark.parametrize("pad_width", [1, (2, 3), ((1, 0), (4, 5))])
+def test_pad_modes(mode, pad_width):
+    x = _x((3, 4))
+    _check_all(np.pad, x, pad_width, mode)
+    _check_all(np.pad, x, pad_width, fkwargs={"mode": mode})
+
+
+def test_pad_float32_and_constant_mode_still_the_existing_rule():
+    _check_all(np.pad, _x((3,), np.float32), 2, "reflect")
+    _check_all(np.pad, _x((3,)), 2, fkwargs={"constant_values": 1.5})
+    with pytest.raises(NotImplementedError, match="mode='mean'"):
+        ad.gradient(lambda v: np.sum(np.pad(v, 1, mode="mean")), _x((3,)))
+
+
+def test_broadcast_arrays_unstack_diagflat_matrix_transpose():
+    _check_all(np.broadcast_arrays, _x((3,)), _x((2, 1), seed=1))
+    _check_all(np.diagflat, _x((2, 2)), fkwargs={"k": 1})
+    if hasattr(np, "unstack"):
+        _check_all(np.unstack, _x((2, 3)), fkwargs={"axis": 1})
+    if hasattr(np, "matrix_transpose"):
+        _check_all(np.matrix_transpose, _x((2, 3, 4)))
+
+
+def test_full_like_and_logspace():
+    _check_all(np.full_like, _x((2, 3)), 1.5)
+    _check_all(np.full_like, _x((2, 3)), _x((3,), seed=1))  # a fill value that broadcasts
+    _check_all(np.logspace, _x((2,)), _x((2,), seed=1), fkwargs={"num": 4, "base": 2.0})
+    _check_all(np.logspace, 0.5, 1.5, 5)
+
+
+@pytest.mark.parametrize("axis", [None, 1])
+def test_compress_extract_delete(axis):
+    x = _x((2, 4))
+    _check_all(np.compress, np.array([True, False, True, True]) if axis else x.ravel() > 0, x, axis)
+    _check_all(np.extract, x > 0, x)
+    _check_all(np.delete, x, [0, 2], axis)
+    _check_all(np.delete, x, slice(1, 3), axis)
+
+
+def test_geomspace():
+    _check_all(np.geomspace, np.array([0.5, 2.0]), np.array([3.0, 7.0]), fkwargs={"num": 4})
+    _check_all(np.geomspace, -0.5, -4.0, 5, False)

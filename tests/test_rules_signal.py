@@ -1,0 +1,131 @@
+"""rules/signal.py against finite differences (rrule, frule, second order) and against
+NumPy's own values: diff, ediff1d, gradient, trapezoid, interp, convolve, correlate, cross."""
+
+import numpy as np
+import pytest
+
+import adrules as ad
+from adrules.testing import check_frule, check_grads, check_rrule
+
+trapezoid = np.trapezoid if hasattr(np, "trapezoid") else np.trapz
+
+
+def _x(shape, dtype=np.float64, seed=0):
+    return np.random.default_rng(seed).uniform(-1.0, 1.0, size=shape).astype(dtype)
+
+
+def _check_all(f, *args, order=2, fkwargs=None):
+    """The rrule and the frule of ``f`` against finite differences, then the tracer up to ``order``."""
+    fkwargs = fkwargs or {}
+    check_rrule(f, *args, fkwargs=fkwargs)
+    check_frule(f, *args, fkwargs=fkwargs)
+    if all(getattr(a, "dtype", np.float64) != np.float32 for a in args):
+        check_grads(lambda *a: f(*a, **fkwargs), *args, order=order)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("shape, n, axis", [((5,), 1, -1), ((3, 4), 2, 0), ((2, 3, 4), 1, 1)])
+def test_diff(shape, n, axis, dtype):
+    _check_all(np.diff, _x(shape, dtype), n, axis)
+
+
+def test_diff_prepend_append_and_keywords():
+    x = _x((3, 4))
+    _check_all(np.diff, x, fkwargs={"axis": 0, "prepend": 0.5, "append": np.ones((1, 4))})
+    check_grads(lambda a, p: np.diff(a, 1, 1, p), x, _x((3, 1), seed=1))  # traced prepend
+
+
+def test_ediff1d():
+    _check_all(np.ediff1d, _x((2, 3)), fkwargs={"to_begin": [9.0], "to_end": 1.0})
+
+
+@pytest.mark.parametrize("edge_order", [1, 2])
+def test_gradient_uniform_and_per_axis(edge_order):
+    x = _x((4, 5))
+    _check_all(np.gradient, x, fkwargs={"edge_order": edge_order})
+    _check_all(np.gradient, x, 0.5, fkwargs={"axis": 1, "edge_order": edge_order})
+    _check_all(np.gradient, x, 0.5, 2.0, fkwargs={"edge_order": edge_order})
+
+
+@pytest.mark.parametrize("edge_order", [1, 2])
+def test_gradient_coordinates_are_differentiable(edge_order):
+    f, t = _x((6,)), np.array([0.0, 0.3, 0.7, 1.2, 1.5, 2.4])
+    _check_all(np.gradient, f, t, fkwargs={"edge_order": edge_order})
+    _check_all(np.gradient, np.float32(1) * f.astype(np.float32), fkwargs={"edge_order": edge_order})
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_trapezoid(dtype):
+    y = _x((3, 5), dtype)
+    _check_all(trapezoid, y)
+    _check_all(trapezoid, y, fkwargs={"dx": 0.3, "axis": 0})
+    if dtype == np.float64:
+        _check_all(trapezoid, y, np.array([0.0, 0.2, 0.5, 0.9, 1.4]))  # 1-d x, differentiable
+        _check_all(trapezoid, y, np.cumsum(np.full((3, 5), 0.3), axis=1))  # x like y
+
+
+def test_interp_in_fp_x_and_xp():
+    xp = np.array([0.0, 0.5, 1.2, 2.0])
+    fp = np.array([1.0, -0.5, 0.3, 2.0])
+    x = np.array([-0.3, 0.1, 0.7, 1.9, 2.5])
+    _check_all(np.interp, x, xp, fp)
+    _check_all(np.interp, x, xp, fp, fkwargs={"left": -1.0, "right": 3.0})
+    _check_all(np.interp, 0.8, xp, fp)
+
+
+def test_interp_period_says_what_to_do():
+    with pytest.raises(NotImplementedError, match="period"):
+        ad.gradient(lambda f: np.interp(0.5, [0.0, 1.0], f, period=1.0), np.ones(2))
+
+
+@pytest.mark.parametrize("mode", ["full", "same", "valid"])
+@pytest.mark.parametrize("n, m", [(5, 3), (3, 5), (4, 4), (4, 1)])
+def test_convolve_and_correlate(n, m, mode):
+    a, v = _x((n,), seed=1), _x((m,), seed=2)
+    _check_all(np.convolve, a, v, mode)
+    _check_all(np.correlate, a, v, mode)
+
+
+def test_convolve_float32_keeps_dtype():
+    a, v = _x((5,), np.float32), _x((3,), np.float32)
+    _check_all(np.convolve, a, v)
+    assert ad.gradient(lambda p: np.sum(np.convolve(p, v)), a)[0].dtype == np.float32
+
+
+@pytest.mark.filterwarnings("ignore:Arrays of 2-dimensional vectors:DeprecationWarning")
+@pytest.mark.parametrize("sa, sb, kwargs", [
+    ((3,), (3,), {}), ((4, 3), (3,), {}), ((2, 1, 3), (4, 3), {}), ((3, 2), (2, 3), {"axisa": 0}),
+    ((3, 4), (3, 4), {"axis": 0}), ((4, 3), (4, 3), {"axisc": 0}), ((2,), (3,), {}),
+])
+def test_cross(sa, sb, kwargs):
+    _check_all(np.cross, _x(sa, seed=1), _x(sb, seed=2), fkwargs=kwargs)
+
+
+def test_cross_float32():
+    _check_all(np.cross, _x((2, 3), np.float32), _x((3,), np.float32))
+
+
+def test_polyval_in_coefficients_and_points():
+    _check_all(np.polyval, _x((4,)), _x((2, 3), seed=1))
+    _check_all(np.polyval, _x((1,)), 0.7)
+
+
+@pytest.mark.parametrize("kwargs", [{}, {"N": 4}, {"increasing": True}])
+def test_vander(kwargs):
+    _check_all(np.vander, _x((3,)), fkwargs=kwargs)
+
+
+@pytest.mark.parametrize("n1, n2", [(3, 3), (2, 4), (4, 1)])
+def test_polynomial_arithmetic(n1, n2):
+    a, b = _x((n1,), seed=1), _x((n2,), seed=2)
+    _check_all(np.polyadd, a, b)
+    _check_all(np.polysub, a, b)
+    _check_all(np.polymul, a, b)
+
+
+@pytest.mark.parametrize("m", [1, 2, 4])
+def test_polyder_polyint(m):
+    p = _x((4,))
+    _check_all(np.polyder, p, m)
+    _check_all(np.polyint, p, m)
+    _check_all(np.polyint, p, m, _x((m,), seed=3))  # the integration constants are differentiable
