@@ -31,7 +31,7 @@ LAYERS = {
         ["adrules.testing", "adrules.schedule", "adrules.sending"],
         ["adrules.parallel", "adrules.derivatives"],
         ["adrules.rules.*"],
-        ["adrules"],
+        ["adrules", "adrules.coverage"],
     ],
 }
 

@@ -15,7 +15,9 @@ Only the public registration API is used here.
 
 import numpy as np
 
+from ..api import frule_via_ad, rrule_via_ad
 from ..registry import frule, primitive, rrule
+from ..tangents import NoTangent
 
 
 def _short_name(f):
@@ -53,7 +55,6 @@ def _holding_constants(implementation, args, kwargs):
 
 
 def _traced_rrule(name, implementation, args, kwargs):
-    from .. import NoTangent, rrule_via_ad  # the public names: core modules load before the rules
 
     moving, of_moving = _holding_constants(implementation, args, kwargs)
     y, back = rrule_via_ad(of_moving, *(args[i] for i in moving))
@@ -69,8 +70,6 @@ def _traced_rrule(name, implementation, args, kwargs):
 
 
 def _traced_frule(implementation, tangents, args, kwargs):
-    from .. import NoTangent, frule_via_ad
-
     moving, of_moving = _holding_constants(implementation, args, kwargs)
     return frule_via_ad((NoTangent(), *(tangents[i + 1] for i in moving)), of_moving,
                         *(args[i] for i in moving))
