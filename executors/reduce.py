@@ -114,7 +114,7 @@ def neumaier_sum(values, *, zero=_MISSING):
 
     >>> neumaier_sum([1e100, 1.0, -1e100])
     1.0
-    >>> sum([1e100, 1.0, -1e100])
+    >>> (1e100 + 1.0) + -1e100   # a plain left fold loses the 1.0
     0.0
     >>> import numpy as np
     >>> neumaier_sum([np.array([1e16, 1.0]), np.array([1.0, 1e-16]), np.array([-1e16, 0.0])])
