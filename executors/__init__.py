@@ -27,6 +27,7 @@ bits on every backend and worker count::
 45
 """
 
+from ._version import __version__
 from .base import Executor, WorkerError
 from .config import config, current_chunk_size, resolve
 from ._context import in_worker
