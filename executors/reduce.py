@@ -108,7 +108,7 @@ def tree_sum(
     return level[0]
 
 
-def neumaier_sum(values: Iterable[Any], *, zero: Any = _MISSING) -> Any:
+def neumaier_sum(values, *, zero=_MISSING):
     """Compensated (Neumaier) sum of scalars or same-shape arrays, left to right.
 
     Elementwise for arrays (broadcasting like ``+``); complex values are
