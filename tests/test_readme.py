@@ -9,6 +9,7 @@ holds what they read: self-signed TLS credentials as ``ca.pem``, ``cert.pem``, `
 """
 
 import importlib.util
+import logging
 import os
 import re
 import traceback
@@ -93,12 +94,25 @@ def _write_tls_credentials(directory):
     (directory / "key.pem").write_text(tmp.tls_client_key)
 
 
+def _logging_state():
+    loggers = [logging.root] + [
+        lg for lg in logging.root.manager.loggerDict.values() if isinstance(lg, logging.Logger)
+    ]
+    return {lg: (lg.level, list(lg.handlers)) for lg in loggers}
+
+
 @pytest.fixture(scope="module")
 def session(tmp_path_factory):
     workdir = tmp_path_factory.mktemp("readme")
     _write_tls_credentials(workdir)
     s = _Session(workdir)
+    before = _logging_state()
     yield s
+    # a block may turn logging on (basicConfig, DEBUG levels): later tests see it as it was
+    for lg in _logging_state():
+        level, handlers = before.get(lg, (logging.NOTSET, []))
+        lg.setLevel(level)
+        lg.handlers[:] = handlers
     for value in list(s.namespace.values()):  # executors a block left open
         close = getattr(value, "close", None)
         if type(value).__module__.startswith("executors") and callable(close):
