@@ -96,6 +96,11 @@ def _map_list(fn, xs, shared, start, vectorized):
 def _note(exc, text):
     if hasattr(exc, "add_note"):
         exc.add_note(text)
+    else:  # Python 3.10: no add_note; keep the same __notes__ list, as executors.base.annotate does
+        try:
+            exc.__notes__ = [*getattr(exc, "__notes__", ()), text]
+        except Exception:
+            pass
 
 
 class Plan:

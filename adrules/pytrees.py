@@ -50,7 +50,7 @@ class TreeDef:
         return (isinstance(other, TreeDef) and self.kind is other.kind and self.aux == other.aux
                 and self.children == other.children)
 
-    __hash__ = None
+    __hash__ = None  # type: ignore[assignment]
 
     def __repr__(self):
         if self.kind is None:

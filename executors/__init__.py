@@ -58,8 +58,17 @@ def __getattr__(name):
         from .dask import DaskExecutor
 
         return DaskExecutor
+    if name == "__version__":
+        # looked up on first use: importlib.metadata would add milliseconds to every import,
+        # worker processes' included
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            return version("adrules")  # the distribution that ships this package
+        except PackageNotFoundError:  # a source tree that was never installed
+            return "0+unknown"
     raise AttributeError(f"module 'executors' has no attribute {name!r}")
 
 
 def __dir__():
-    return sorted(set(globals()) | {"DaskExecutor"})
+    return sorted(set(globals()) | {"DaskExecutor", "__version__"})

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import math
 import operator
+from typing import Any, Callable, Iterable, SupportsIndex, TypeVar
 
 from .base import check_positive_int
 
@@ -28,16 +29,18 @@ __all__ = ["chunk_ranges", "tree_sum", "TreeSum", "neumaier_sum", "DEFAULT_N_CHU
 #: without an explicit chunk_size, items are split into (at most) this many chunks
 DEFAULT_N_CHUNKS = 16
 
-_MISSING = object()
+_MISSING: Any = object()
+
+T = TypeVar("T")
 
 
-def _check_count(n_items):
+def _check_count(n_items: SupportsIndex | None) -> int:
     if n_items is None:
         raise ValueError("n_items must be a non-negative integer, got None")
     return check_positive_int(n_items, "n_items", minimum=0)
 
 
-def chunk_ranges(n_items, chunk_size=None) -> list:
+def chunk_ranges(n_items: SupportsIndex, chunk_size: SupportsIndex | None = None) -> list[range]:
     """Split ``range(n_items)`` into consecutive ranges of ``chunk_size`` items.
 
     Boundaries depend only on ``n_items`` and ``chunk_size`` (never on the
@@ -70,7 +73,9 @@ def chunk_ranges(n_items, chunk_size=None) -> list:
     return [range(start, min(start + size, n)) for start in range(0, n, size)]
 
 
-def tree_sum(values, add=operator.add, *, zero=_MISSING):
+def tree_sum(
+    values: Iterable[T], add: Callable[[T, T], T] = operator.add, *, zero: T = _MISSING
+) -> T:
     """Sum ``values`` with a fixed pairwise tree over their index.
 
     Level by level, pairs ``(0, 1), (2, 3), ...`` are added with
@@ -167,7 +172,7 @@ def neumaier_sum(values, *, zero=_MISSING):
 
     >>> neumaier_sum([1e100, 1.0, -1e100])
     1.0
-    >>> sum([1e100, 1.0, -1e100])
+    >>> (1e100 + 1.0) + -1e100   # a plain left fold loses the 1.0
     0.0
     >>> import numpy as np
     >>> neumaier_sum([np.array([1e16, 1.0]), np.array([1.0, 1e-16]), np.array([-1e16, 0.0])])

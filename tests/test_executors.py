@@ -41,6 +41,7 @@ BACKENDS = ["serial", "threads-1", "threads-2", "processes-1", "processes-2", "d
 
 @pytest.fixture(scope="module")
 def dask_executor():
+    pytest.importorskip("distributed")  # the dask extra; every dask-2 case goes through here
     ex = executors.DaskExecutor(n_workers=2, silence_logs=logging.CRITICAL)
     yield ex
     ex.close()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import doctest
 import importlib
+import importlib.util
 import inspect
 import subprocess
 import sys
@@ -38,7 +39,13 @@ MODULES = [
     "executors",
     "executors.base",
     "executors.local",
-    "executors.dask",
+    pytest.param(
+        "executors.dask",
+        marks=pytest.mark.skipif(
+            importlib.util.find_spec("distributed") is None,
+            reason='its examples need the optional "distributed" package: pip install -e ".[dask]"',
+        ),
+    ),
     "executors.config",
     "executors.reduce",
     "executors._context",

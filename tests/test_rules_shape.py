@@ -17,6 +17,13 @@ ONES = np.ones((2, 4))
 INTS = np.arange(4).reshape(1, 4)
 
 
+def since_numpy_2_3(param, what):
+    """A case that calls a NumPy 2.3 API (Python 3.10 gets NumPy 2.2 at most)."""
+    too_old = np.lib.NumpyVersion(np.__version__) < "2.3.0"
+    return pytest.param(*param.values, id=param.id,
+                        marks=pytest.mark.skipif(too_old, reason=f"{what} is new in NumPy 2.3"))
+
+
 def case(f, *args, **kwargs):
     """One rule check of ``f(*args, **kwargs)``, with a readable test id."""
     def show(a):
@@ -57,7 +64,7 @@ CASES = [
     case(np.roll, V, 1), case(np.roll, M, (1, -2), (0, 1)), case(np.roll, M, 5), case(np.roll, T, -1, axis=1),
     # padding
     case(np.pad, M, 1), case(np.pad, M, ((0, 2), (1, 0)), constant_values=3.0), case(np.pad, V, (2, 3)),
-    case(np.pad, T, {1: 2, 2: (0, 1)}),
+    since_numpy_2_3(case(np.pad, T, {1: 2, 2: (0, 1)}), "a dict pad_width"),
     # diagonals and triangles
     case(np.diag, V), case(np.diag, V, -2), case(np.diag, M), case(np.diag, M, 1), case(np.diag, M, k=-1),
     case(np.diag, M.T, 2), case(np.triu, M), case(np.tril, M, -1), case(np.triu, T, 1), case(np.tril, V),
