@@ -17,7 +17,8 @@ reference to it, which the workers open read-only without copying::
 
 Why ``.npy`` files through ``np.lib.format`` rather than joblib's memmapping
 reducers: the format is public and self-describing (dtype, shape, order), and the
-files' life follows this executor (LRU eviction, ``close``, interpreter exit), while
+files' life follows this executor (LRU eviction, ``close``, interpreter exit, and
+loky's resource tracker if the process is killed), while
 joblib's private ``_memmapping_reducer`` ties its temporary folders to joblib's own
 executor and resource tracker.
 
@@ -117,15 +118,18 @@ class ArrayStore:
                 self._finalizer.detach()
                 self._finalizer = None
         if folder is not None:
-            shutil.rmtree(folder, ignore_errors=True)
+            _remove_folder(folder)
 
     # -------------------------------------------------------------- internals
 
     def _folder(self):
         if self._dir is None:
             self._dir = tempfile.mkdtemp(prefix=f"executors-{os.getpid()}-", dir=_shm_root())
+            # loky's resource tracker (a process loky runs anyway) removes the folder if
+            # this process is killed and never gets to clean up
+            _track(self._dir, True)
             # runs at garbage collection or, at the latest, at interpreter exit
-            self._finalizer = weakref.finalize(self, shutil.rmtree, self._dir, True)
+            self._finalizer = weakref.finalize(self, _remove_folder, self._dir)
         return self._dir
 
     def _write(self, a):
@@ -154,6 +158,22 @@ class ArrayStore:
                     break
             else:
                 return
+
+
+def _remove_folder(folder):
+    shutil.rmtree(folder, ignore_errors=True)
+    _track(folder, False)
+
+
+def _track(folder, register):
+    try:
+        from loky.backend import resource_tracker
+    except ImportError:  # pragma: no cover - loky is a dependency
+        return
+    try:
+        (resource_tracker.register if register else resource_tracker.unregister)(folder, "folder")
+    except Exception:  # pragma: no cover - cleanup is best effort; close() still removes it
+        pass
 
 
 def _unlink(path):

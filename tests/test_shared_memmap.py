@@ -147,3 +147,29 @@ def test_psum_gradient_with_a_large_shared_array_bitwise_equal_to_serial(ex):
     # against an independent loop too, so the reference is the right number
     loop = ad.value_and_gradient(lambda ws, X: sum(chunk_loss(w, X, y) for w in ws), ws, X)
     np.testing.assert_allclose(got[1][1], loop[1][1], rtol=1e-12, atol=1e-14)
+
+
+def test_files_removed_when_the_parent_is_killed():
+    import signal
+    import time
+
+    code = (
+        "import os, signal, sys, numpy as np, executors\n"
+        # orphaned loky workers linger until their idle timeout, and the tracker waits for them
+        "ex = executors.ProcessExecutor(1, idle_timeout=2)\n"
+        "ex.map(lambda i, a: float(a[i]), [0], shared=(np.ones(400_000),))\n"
+        "print(ex._arrays.directory, flush=True)\n"
+        "os.kill(os.getpid(), signal.SIGKILL)\n"  # no close, no atexit: loky's tracker cleans up
+    )
+    # not subprocess.run(capture_output=True): the orphaned workers and tracker hold the
+    # pipes open until they exit
+    p = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE,
+                         stderr=subprocess.DEVNULL, text=True)
+    folder = p.stdout.readline().strip()
+    assert p.wait(timeout=120) == -signal.SIGKILL
+    p.stdout.close()
+    assert folder
+    deadline = time.monotonic() + 60
+    while os.path.exists(folder) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not os.path.exists(folder)
