@@ -58,11 +58,13 @@ class JoblibExecutor(Executor):
     """
 
     name = "joblib"
-    # Measured on this machine (2 shared cores, joblib 1.6, warm pool), median of 20
-    # maps of tiny tasks: loky 2 tasks 14 ms, 8 tasks 17 ms; threading 2 tasks 1.3 ms,
-    # 8 tasks 2.0 ms (``python -m executors.joblib_backend`` prints these figures).
-    # The loky figures (the default backend) go here: a per-map cost and a per-task one.
-    call_cost = 1.3e-2
+    # Measured on this machine (2 shared cores, load 4-6, joblib 1.6, warm pool) with
+    # ``python -m executors.joblib_backend``: maps of 2 and 16 tasks that each sleep
+    # 10 ms on 2 jobs, median over 15 maps of (wall - ideal), two runs: loky 12.4-14.8 ms
+    # and 16.1-35.9 ms, threading 13.0-13.5 ms and 16.7-19.8 ms (joblib sets up each
+    # Parallel call, threads included). Hence ~12 ms a map, and 0.26-1.5 ms a task: the
+    # middle of that goes in.
+    call_cost = 1.2e-2
     dispatch_cost = 5e-4
 
     def __init__(self, n_jobs=None):
@@ -214,7 +216,14 @@ def _note_infrastructure(exc, n, backend_name):
     return exc
 
 
-def _measure(repeats=20):  # pragma: no cover - prints the figures quoted in the class
+def _nap(x, seconds):
+    import time
+
+    time.sleep(seconds)
+    return x
+
+
+def _measure(repeats=15, nap=0.01):  # pragma: no cover - prints the figures quoted in the class
     import statistics
     import time
 
@@ -223,14 +232,15 @@ def _measure(repeats=20):  # pragma: no cover - prints the figures quoted in the
     ex = JoblibExecutor(n_jobs=2)
     for backend in ("loky", "threading"):
         with joblib.parallel_config(backend=backend):
-            for n in (2, 8):
-                ex.map(abs, range(n))
-                times = []
+            ex.map(abs, range(4))
+            for n in (2, 16):
+                overhead = []
                 for _ in range(repeats):
                     t = time.perf_counter()
-                    ex.map(abs, range(n))
-                    times.append(time.perf_counter() - t)
-                print(f"{backend:10s} {n} tasks: median {statistics.median(times) * 1e3:.1f} ms")
+                    ex.map(_nap, range(n), shared=(nap,))
+                    overhead.append(time.perf_counter() - t - n * nap / 2)
+                print(f"{backend:10s} {n:2d} tasks of {nap * 1e3:.0f} ms on 2 jobs: overhead "
+                      f"{statistics.median(overhead) * 1e3:.1f} ms (median of {repeats})")
 
 
 if __name__ == "__main__":  # pragma: no cover
