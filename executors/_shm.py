@@ -50,10 +50,10 @@ def _shm_root():
 
 
 class _Entry:
-    __slots__ = ("ref", "path", "view", "nbytes", "in_use")
+    __slots__ = ("ref", "path", "view", "in_use")
 
-    def __init__(self, ref, path, view, nbytes):
-        self.ref, self.path, self.view, self.nbytes, self.in_use = ref, path, view, nbytes, 0
+    def __init__(self, ref, path, view):
+        self.ref, self.path, self.view, self.in_use = ref, path, view, 0
 
 
 class ArrayStore:
@@ -70,12 +70,14 @@ class ArrayStore:
         self.writes = 0  # files written so far (tests and benchmarks read it)
         self._entries: collections.OrderedDict = collections.OrderedDict()  # id(array) -> _Entry
         self._lock = threading.Lock()
-        self._dir = None
-        self._finalizer = None
+        self._dir = None  # in /dev/shm where it exists
+        self._disk_dir = None  # for arrays /dev/shm has no room for
+        self._finalizers = []
 
     @property
     def directory(self):
-        """The directory holding the files (None until the first one is written)."""
+        """The directory holding the files, in /dev/shm where it exists (None until the
+        first one is written)."""
         return self._dir
 
     def wants(self, obj) -> bool:
@@ -90,7 +92,7 @@ class ArrayStore:
         with self._lock:
             entry = self._entries.get(id(a))
             if entry is not None and (entry.ref() is not a or not _same(a, entry.view)):
-                self._drop(id(a), entry, force=entry.in_use == 0)
+                self._drop(id(a), entry)
                 entry = None
             if entry is None:
                 entry = self._write(a)
@@ -110,43 +112,56 @@ class ArrayStore:
             self._evict()
 
     def close(self) -> None:
-        """Remove every file and the directory (idempotent; a later write starts afresh)."""
+        """Remove every file and the directories (idempotent; a later write starts afresh)."""
         with self._lock:
             self._entries.clear()
-            folder, self._dir = self._dir, None
-            if self._finalizer is not None:
-                self._finalizer.detach()
-                self._finalizer = None
-        if folder is not None:
+            folders = [d for d in (self._dir, self._disk_dir) if d is not None]
+            self._dir = self._disk_dir = None
+            for fin in self._finalizers:
+                fin.detach()
+            self._finalizers = []
+        for folder in folders:
             _remove_folder(folder)
 
     # -------------------------------------------------------------- internals
 
-    def _folder(self):
-        if self._dir is None:
-            self._dir = tempfile.mkdtemp(prefix=f"executors-{os.getpid()}-", dir=_shm_root())
+    def _folder(self, nbytes):
+        """The shared-memory folder, or one on disk when /dev/shm lacks room for
+        ``nbytes`` (containers often give it 64 MB)."""
+        shm = _shm_root()
+        if shm is None or _free_bytes(shm) >= 2 * nbytes:
+            attr, root = "_dir", shm
+        else:
+            attr, root = "_disk_dir", None
+        if getattr(self, attr) is None:
+            folder = tempfile.mkdtemp(prefix=f"executors-{os.getpid()}-", dir=root)
             # loky's resource tracker (a process loky runs anyway) removes the folder if
             # this process is killed and never gets to clean up
-            _track(self._dir, True)
+            _track(folder, True)
             # runs at garbage collection or, at the latest, at interpreter exit
-            self._finalizer = weakref.finalize(self, _remove_folder, self._dir)
-        return self._dir
+            self._finalizers.append(weakref.finalize(self, _remove_folder, folder))
+            setattr(self, attr, folder)
+        return getattr(self, attr)
 
     def _write(self, a):
         import numpy as np
 
-        path = os.path.join(self._folder(), f"{uuid.uuid4().hex}.npy")
+        path = os.path.join(self._folder(a.nbytes), f"{uuid.uuid4().hex}.npy")
         order = a if a.flags.c_contiguous or a.flags.f_contiguous else np.ascontiguousarray(a)
-        with open(path, "wb") as f:
-            np.lib.format.write_array(f, order, allow_pickle=False)
+        try:
+            with open(path, "wb") as f:
+                np.lib.format.write_array(f, order, allow_pickle=False)
+        except BaseException:
+            _unlink(path)
+            raise
         self.writes += 1
         view = np.load(path, mmap_mode="r")  # the parent compares against it later
-        return _Entry(weakref.ref(a), path, view, a.nbytes)
+        return _Entry(weakref.ref(a), path, view)
 
-    def _drop(self, key, entry, force):
+    def _drop(self, key, entry):
         del self._entries[key]
         entry.view = None
-        if force or entry.in_use == 0:
+        if entry.in_use == 0:
             _unlink(entry.path)
         # else: a map in flight still reads it; it is removed with the directory
 
@@ -154,10 +169,18 @@ class ArrayStore:
         while len(self._entries) > self.max_files:
             for key, entry in self._entries.items():
                 if entry.in_use == 0:
-                    self._drop(key, entry, force=True)
+                    self._drop(key, entry)
                     break
             else:
                 return
+
+
+def _free_bytes(folder):
+    try:
+        st = os.statvfs(folder)
+    except OSError:
+        return 0
+    return st.f_bavail * st.f_frsize
 
 
 def _remove_folder(folder):
