@@ -66,6 +66,34 @@ class SharedTrainingArrayStep:
         self.step()
 
 
+class SharedTrainingArrayRatio:
+    """The step on 2 processes over the step on 2 threads, timed in alternation in one
+    process (medians of 5): on a shared machine, load that comes and goes between two
+    separately timed benchmarks would otherwise decide the ratio. Target: <= 1.3."""
+
+    unit = "ratio"
+    timeout = 600
+
+    def setup(self):
+        self.models, X, y = training_data()
+        self.executors = {name: make_executor(name) for name in ("threads", "processes")}
+        self.steps = {
+            name: (lambda ex: lambda: ad.gradient(
+                lambda ms: ad.psum(member_loss, ms, X, y, executor=ex), self.models))(ex)
+            for name, ex in self.executors.items()}
+        for step in self.steps.values():
+            for _ in range(3):
+                step()
+
+    def teardown(self):
+        for ex in getattr(self, "executors", {}).values():
+            ex.close()
+
+    def track_processes_over_threads(self):
+        t = common.interleaved_medians(self.steps, repeat=5, budget=0)
+        return t["processes"] / t["threads"]
+
+
 _PEAK = """
 import sys, threading, time
 import numpy as np, psutil
