@@ -173,3 +173,20 @@ def test_files_removed_when_the_parent_is_killed():
     while os.path.exists(folder) and time.monotonic() < deadline:
         time.sleep(0.2)
     assert not os.path.exists(folder)
+
+
+def test_a_read_only_map_of_a_file_is_not_copied(ex, tmp_path):
+    path = str(tmp_path / "train.npy")
+    np.save(path, np.arange(MB // 8 * 2, dtype=np.float64).reshape(-1, 4))
+    a = np.load(path, mmap_mode="r")
+    writes = ex._arrays.writes
+    seen = ex.map(what_the_worker_sees, [5, 9], shared=(a,))
+    assert [s["file"] for s in seen] == [os.path.realpath(path)] * 2
+    assert [s["value"] for s in seen] == [5.0, 9.0] and not seen[0]["writeable"]
+    assert ex._arrays.writes == writes  # nothing written
+    # a slice of it, or a copy-on-write map, goes through the store like any array
+    assert ex.map(what_the_worker_sees, [0], shared=(a[1:],))[0]["value"] == 4.0
+    c = np.load(path, mmap_mode="c")
+    c[0, 0] = -7.0  # private to this process: the file still holds 0
+    assert ex.map(what_the_worker_sees, [0], shared=(c,))[0]["value"] == -7.0
+    assert ex._arrays.writes == writes + 2
