@@ -38,6 +38,8 @@ def make_executor(backend):
     """2 workers: threads, processes (arrays by memory map) or processes-pickled."""
     import executors
 
+    backend = backend.replace("-npy-mmap", "")  # the same executor; the data differ
+
     if backend == "threads":
         return executors.ThreadExecutor(2)
     return executors.ProcessExecutor(2, max_nbytes=None if backend == "processes-pickled" else 2**20)
@@ -100,6 +102,12 @@ import numpy as np, psutil
 import adrules as ad, executors
 backend = sys.argv[1]
 models, X, y = training_data()
+if backend == "processes-npy-mmap":  # the user loads the training set as a read-only map
+    import os, tempfile
+    path = os.path.join(tempfile.mkdtemp(), "X.npy")
+    np.save(path, X)
+    del X
+    X = np.load(path, mmap_mode="r")
 ex = make_executor(backend)
 ex.map(abs, [-1, -2])  # workers up (and numpy imported there) before the baseline
 me = psutil.Process()
@@ -128,6 +136,10 @@ stop.set(); t.join()
 peak[0] = max(peak[0], total())
 print((peak[0] - base) / X.nbytes, peak[0] / X.nbytes)
 ex.close()
+if backend == "processes-npy-mmap":
+    del X
+    os.remove(path)
+    os.rmdir(os.path.dirname(path))
 """
 
 
@@ -152,9 +164,11 @@ class SharedTrainingArrayPeakMemory:
     """Peak memory of parent plus workers (psutil, PSS summed, sampled every 10 ms) during
     the first gradient step, in multiples of the 200 MB array: ``growth`` counts what the
     step adds to the baseline (the parent already holds the array, the workers are up),
-    ``whole`` is the peak itself, the parent's array included. Target: under 2x."""
+    ``whole`` is the peak itself, the parent's array and three interpreters included.
+    "processes-npy-mmap": the parent holds the array as ``np.load(path, mmap_mode="r")``
+    (file pages count once, where mapped). Target: under 2x."""
 
-    params = [["threads", "processes", "processes-pickled"]]
+    params = [["threads", "processes", "processes-pickled", "processes-npy-mmap"]]
     param_names = ["backend"]
     unit = "x the array"
     timeout = 600
