@@ -4,7 +4,8 @@
 
 * backends with one contract -- :class:`SerialExecutor`,
   :class:`ThreadExecutor`, :class:`ProcessExecutor` (loky) and
-  :class:`DaskExecutor` (``distributed``, imported lazily);
+  :class:`DaskExecutor` (``distributed``, imported lazily),
+  :class:`JoblibExecutor` (whatever ``joblib.parallel_config`` selects, imported lazily);
 * configuration -- :func:`config` (contextvars), the ``ADRULES_EXECUTOR``
   environment variable and :func:`resolve` applying the precedence
   per-call argument > ``config`` > environment > default ("threads");
@@ -39,6 +40,7 @@ __all__ = [
     "ThreadExecutor",
     "ProcessExecutor",
     "DaskExecutor",
+    "JoblibExecutor",
     "config",
     "resolve",
     "resolve_dispatch",
@@ -58,6 +60,10 @@ def __getattr__(name):
         from .dask import DaskExecutor
 
         return DaskExecutor
+    if name == "JoblibExecutor":
+        from .joblib_backend import JoblibExecutor
+
+        return JoblibExecutor
     if name == "__version__":
         # looked up on first use: importlib.metadata would add milliseconds to every import,
         # worker processes' included
@@ -71,4 +77,4 @@ def __getattr__(name):
 
 
 def __dir__():
-    return sorted(set(globals()) | {"DaskExecutor", "__version__"})
+    return sorted(set(globals()) | {"DaskExecutor", "JoblibExecutor", "__version__"})

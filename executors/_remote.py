@@ -32,7 +32,7 @@ import os
 import pickle
 import threading
 
-from . import _context
+from . import _context, _shm
 from ._blas import blas_pinned, pin_for_process
 from .base import RemoteError, SerializationError
 
@@ -92,11 +92,15 @@ def _load_blob(blob):
         if hit is not None:
             _cache.move_to_end(key)
             return hit[0]
+    mapped = _shm.mapped_bytes_opened()
     obj = loads(data)
+    # memory-mapped arrays count too: a cached object keeps its files' pages alive,
+    # also after the parent deleted them
+    nbytes = len(data) + _shm.mapped_bytes_opened() - mapped
     with _cache_lock:
         if key not in _cache:
-            _cache[key] = (obj, len(data))
-            _cache_bytes += len(data)
+            _cache[key] = (obj, nbytes)
+            _cache_bytes += nbytes
             while len(_cache) > 1 and (
                 len(_cache) > _CACHE_MAX_ITEMS or _cache_bytes > _CACHE_MAX_BYTES
             ):

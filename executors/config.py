@@ -56,12 +56,20 @@ def _dask_factory(n_workers=None):
     return DaskExecutor(n_workers=n_workers)
 
 
+def _joblib_factory(n_workers=None):
+    from .joblib_backend import JoblibExecutor  # keeps `import executors` free of joblib
+
+    # n_workers only fills in n_jobs when the active joblib.parallel_config sets none
+    return JoblibExecutor(n_jobs=n_workers)
+
+
 #: name -> ``factory(n_workers) -> Executor``, in the order names are listed to users
 BACKENDS: dict = {
     "serial": lambda n_workers=None: SerialExecutor(),
     "threads": ThreadExecutor,
     "processes": ProcessExecutor,
     "dask": _dask_factory,
+    "joblib": _joblib_factory,
 }
 
 
@@ -144,7 +152,8 @@ def config(executor=None, n_workers=None, chunk_size=None, dispatch=None):
     Based on ``contextvars``: each thread (and asyncio task) has its own
     setting, nested blocks override only what they give and restore the outer
     values on exit.  ``executor`` is an :class:`Executor` instance or a name
-    ("serial", "threads", "processes", "dask").  ``dispatch`` is "auto" (work
+    ("serial", "threads", "processes", "dask", "joblib": whatever
+    ``joblib.parallel_config`` selects).  ``dispatch`` is "auto" (work
     too small to pay for dispatch runs inline) or "always" (every chunk goes to
     the executor).  Yields the merged settings.
 

@@ -8,6 +8,8 @@
     ProcessExecutor    caller ──cloudpickle bytes──▶ loky ProcessPoolExecutor
                        (persistent, lazy; workers start with BLAS pinned to 1)
                        ◀──pickled result bytes── ; see ``_remote`` for the task
+                       large arrays in shared args ──.npy in /dev/shm, once per
+                       content──▶ workers open them read-only (see ``_shm``)
 
 All three pin BLAS/OpenMP pools to one thread while chunk work runs, and all
 return results in item order (see ``_futures.collect``).
@@ -26,7 +28,7 @@ import contextvars
 import os
 import threading
 
-from . import _context, _remote
+from . import _context, _remote, _shm
 from ._blas import PIN_ENV, blas_pinned
 
 # Worker processes are dedicated to array work: glibc keeps freed memory for reuse
@@ -131,6 +133,15 @@ class ThreadExecutor(Executor):
 class ProcessExecutor(Executor):
     """A persistent loky process pool; ``fn``, items and shared args go by cloudpickle.
 
+    NumPy arrays of at least ``max_nbytes`` bytes (default 1 MiB; None: never) inside
+    shared arguments are written once per content to a memory-mapped file (in
+    ``/dev/shm`` where it exists) that the workers open read-only, without copying: a
+    large training set costs one write, not a pickle per task.  An array changed in
+    place is written again (it is compared with its file at each map), never read
+    stale; the files are removed by :meth:`close` (at the latest at interpreter exit).
+    Code that writes into a shared array on a worker gets numpy's "assignment
+    destination is read-only".
+
     Lambdas and closures work.  The pool starts on first use and stays alive
     across calls (idle workers exit after ``idle_timeout`` seconds and are
     restarted on demand).  A worker that dies mid-map raises
@@ -149,10 +160,12 @@ class ProcessExecutor(Executor):
     call_cost = 1e-3
     startup_cost = 1.0  # measured here: 0.7 s for 2 workers, then ~0.5 s importing numpy
 
-    def __init__(self, n_workers=None, *, idle_timeout=300.0):
+    def __init__(self, n_workers=None, *, idle_timeout=300.0, max_nbytes=2**20):
         n = check_positive_int(n_workers)
         self.n_workers = n if n is not None else usable_cpu_count()
         self.idle_timeout = idle_timeout
+        self.max_nbytes = check_positive_int(max_nbytes, "max_nbytes")
+        self._arrays = _shm.ArrayStore(self.max_nbytes) if self.max_nbytes is not None else None
         self._pool = None
         self._warm_up = None  # futures of start(): done once the workers are up
         self._lock = threading.Lock()
@@ -229,13 +242,30 @@ class ProcessExecutor(Executor):
         ]
 
     def _map(self, fn, items, shared, on_done, results):
+        paths = []  # memory-mapped arrays this map uses: kept until it is over
+        try:
+            self._map_sending(fn, items, shared, on_done, results, paths)
+        finally:
+            if paths:
+                self._arrays.release(paths)
+
+    def _dumps_shared(self, a, j, paths):
+        what = f"shared arg {j}"
+        if self._arrays is None:
+            return _remote.dumps(a, what, self.name)
+        try:
+            return _shm.dumps_sharing_arrays(a, self._arrays, paths)
+        except Exception:  # the same message as without memory maps
+            _remote.dumps(a, what, self.name)  # raises SerializationError naming `what`
+            raise
+
+    def _map_sending(self, fn, items, shared, on_done, results, paths):
         from loky.process_executor import BrokenProcessPool, ShutdownExecutorError
 
         name = self.name
         fn_blob = _remote.make_blob(_remote.dumps(fn, "fn", name))
         shared_blobs = [
-            _remote.make_blob(_remote.dumps(a, f"shared arg {j}", name))
-            for j, a in enumerate(shared)
+            _remote.make_blob(self._dumps_shared(a, j, paths)) for j, a in enumerate(shared)
         ]
         items_data = [_remote.dumps(x, f"item {i}", name) for i, x in enumerate(items)]
         chunk_size = _context.SETTINGS.get().chunk_size
@@ -285,6 +315,8 @@ class ProcessExecutor(Executor):
         with self._lock:
             pool = self._pool
             self._shutdown_locked(kill=pool is not None and not _loky_pool_healthy(pool))
+        if self._arrays is not None:
+            self._arrays.close()  # after the workers are gone: nothing maps the files any more
 
 
 def _boxed(fn, item, shared):

@@ -1,4 +1,5 @@
-"""One contract, every backend: serial (the reference), threads, processes, dask.
+"""One contract, every backend: serial (the reference), threads, processes, dask, and
+the joblib executor under joblib's loky, threading and dask backends.
 
 Real thread pools, real loky processes and a real dask LocalCluster; no mocks.
 """
@@ -33,7 +34,8 @@ from executors import (
 # default HTTP port; distributed then picks a free port and warns
 pytestmark = pytest.mark.filterwarnings("ignore:Port 8787 is already in use:UserWarning")
 
-BACKENDS = ["serial", "threads-1", "threads-2", "processes-1", "processes-2", "dask-2"]
+BACKENDS = ["serial", "threads-1", "threads-2", "processes-1", "processes-2", "dask-2",
+            "joblib-loky", "joblib-threading", "joblib-dask"]
 
 
 # ----------------------------------------------------------------- fixtures
@@ -61,11 +63,39 @@ def local_pools():
         ex.close()
 
 
+@pytest.fixture(scope="module")
+def joblib_dask_client():
+    """A real LocalCluster for joblib's dask backend (loopback only, no dashboard)."""
+    distributed = pytest.importorskip("distributed", reason="joblib's dask backend needs distributed")
+    cluster = distributed.LocalCluster(
+        n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
+        dashboard_address=None, scheduler_kwargs={"dashboard": False},
+        silence_logs=logging.CRITICAL,
+    )
+    client = distributed.Client(cluster, set_as_default=False)
+    yield client
+    client.close()
+    cluster.close()
+
+
 @pytest.fixture(params=BACKENDS)
 def ex(request, local_pools):
     if request.param.startswith("dask"):
         return request.getfixturevalue("dask_executor")
+    if request.param.startswith("joblib-"):
+        return _joblib_under(request, request.param.split("-", 1)[1])
     return local_pools[request.param]
+
+
+def _joblib_under(request, backend):
+    """Enter ``joblib.parallel_config(backend=...)`` for the rest of the test."""
+    import joblib
+
+    kwargs = {"client": request.getfixturevalue("joblib_dask_client")} if backend == "dask" else {}
+    cfg = joblib.parallel_config(backend=backend, **kwargs)
+    cfg.__enter__()
+    request.addfinalizer(lambda: cfg.__exit__(None, None, None))
+    return executors.JoblibExecutor(n_jobs=2)
 
 
 # ------------------------------------------------------- module-level helpers
@@ -302,8 +332,9 @@ class TestContract:
         assert results == {t: [(t, x * x) for x in range(20)] for t in ("a", "b")}
 
     def test_capability_flags(self, ex):
-        assert ex.name in ("serial", "threads", "processes", "dask")
-        assert ex.shares_memory == (ex.name in ("serial", "threads"))
+        assert ex.name in ("serial", "threads", "processes", "dask", "joblib")
+        threads = ex.name == "joblib" and ex.backend_name == "ThreadingBackend"
+        assert ex.shares_memory == (ex.name in ("serial", "threads") or threads)
         assert ex.dispatch_cost >= 0
         assert ex.n_workers >= 1
 
@@ -457,10 +488,12 @@ def test_keyboard_interrupt_dask(dask_executor):
 # ----------------------------------------------------------- pickling errors
 
 
-@pytest.fixture(params=["processes-1", "dask-2"])
+@pytest.fixture(params=["processes-1", "dask-2", "joblib-loky"])
 def remote_ex(request, local_pools):
     if request.param.startswith("dask"):
         return request.getfixturevalue("dask_executor")
+    if request.param.startswith("joblib-"):
+        return _joblib_under(request, request.param.split("-", 1)[1])
     return local_pools[request.param]
 
 

@@ -22,6 +22,7 @@ PUBLIC = [
     "ThreadExecutor",
     "ProcessExecutor",
     "DaskExecutor",
+    "JoblibExecutor",
     "config",
     "resolve",
     "resolve_dispatch",
@@ -46,6 +47,7 @@ MODULES = [
             reason='its examples need the optional "distributed" package: pip install -e ".[dask]"',
         ),
     ),
+    "executors.joblib_backend",
     "executors.config",
     "executors.reduce",
     "executors._context",
@@ -69,6 +71,7 @@ def test_import_does_not_import_distributed_or_loky():
         "import sys, executors\n"
         "assert 'distributed' not in sys.modules, 'distributed imported'\n"
         "assert 'loky' not in sys.modules, 'loky imported'\n"
+        "assert 'joblib' not in sys.modules, 'joblib imported'\n"
         "executors.resolve('serial').map(abs, [-1])\n"
         "assert 'distributed' not in sys.modules\n"
         "print('ok')"
