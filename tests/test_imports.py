@@ -30,7 +30,7 @@ LAYERS = {
         ["adrules.api"],
         ["adrules.testing", "adrules.schedule", "adrules.sending"],
         ["adrules.parallel", "adrules.derivatives"],
-        ["adrules.rules.*"],
+        ["adrules.rules.*", "adrules.coverage"],
         ["adrules"],
     ],
 }
