@@ -5,6 +5,11 @@ Jacobian columns (forward mode) and rows (reverse mode), and Hessian columns
 on an executor. Chunks depend only on the number of columns and ``chunk_size``, and
 each column is computed by the same operations wherever it runs, so the result is
 bitwise identical on every backend and worker count.
+
+Inside another differentiation (``gradient(lambda x: np.sum(hessian(f, x)), x)``,
+``jacobian`` of a ``jacobian``) the arguments, or values ``f`` captured, are traced:
+they live on this thread's tape and cannot travel, so the pieces run here, in chunk
+order, and are assembled with NumPy calls the outer differentiation records.
 """
 
 from __future__ import annotations
@@ -13,12 +18,16 @@ import numpy as np
 
 import executors
 
+from . import _state
 from .api import gradient, jvp, pullback
 from .schedule import run, work_key
 from .tangents import is_float_value
+from .tracer import Traced
 
 
 def _as_array_arg(fname, i, x):
+    if type(x) is Traced:  # nested in another differentiation
+        return x
     if isinstance(x, (float, int, np.floating, np.integer)):  # an integer point too, in float
         return np.asarray(x, dtype=float)
     if isinstance(x, np.ndarray) and is_float_value(x, allow_complex=False):
@@ -26,6 +35,21 @@ def _as_array_arg(fname, i, x):
     raise TypeError(f"{fname}: argument {i} is a {type(x).__name__}; Jacobians and Hessians are "
                     f"taken with respect to float arrays or numbers. Use adrules.pullback or "
                     f"adrules.jvp for containers.")
+
+
+def _array(v):
+    """``v`` as an array; a traced value (this derivative nested in another) stays traced."""
+    return v if type(v) is Traced else np.asarray(v)
+
+
+def _pieces(fn, chunks, fn_args, f, executor, label):
+    """``[fn(chunk, *fn_args) for chunk in chunks]``, on the executor unless some
+    differentiation is open: then traced values may be among the arguments or captured
+    by ``f``, and they cannot leave this thread."""
+    if _state.STATE.active:
+        return [fn(chunk, *fn_args) for chunk in chunks]
+    return run(executors.resolve(executor), fn, chunks, fn_args, key=work_key(f),
+               dispatch=executors.resolve_dispatch(), label=label, about=f)
 
 
 def _basis(x, k):
@@ -38,16 +62,16 @@ def _columns_forward(cols, f, args, i):
     """Forward-mode columns ``cols`` (flat input indices) of argument i's Jacobian."""
     out = []
     for k in cols:
-        tangents = [np.zeros_like(a) for a in args]
+        tangents = [np.zeros(a.shape, dtype=a.dtype) for a in args]
         tangents[i] = _basis(args[i], k)
-        out.append(np.asarray(jvp(f, args, tangents)[1]))
+        out.append(_array(jvp(f, args, tangents)[1]))
     return out
 
 
 def _rows_reverse(rows, f, args):
     """Reverse-mode rows ``rows`` (flat output indices): one tuple of arg cotangents each."""
     y, back = pullback(f, *args)
-    y = np.asarray(y)
+    y = _array(y)
     out = []
     for k in rows:
         seed = np.zeros(y.size, dtype=y.dtype)
@@ -71,37 +95,40 @@ def jacobian(f, *args, mode=None, executor=None, chunk_size=None):
     >>> ad.jacobian(lambda x: x ** 2, np.array([1.0, 2.0]))[0]
     array([[2., 0.],
            [0., 4.]])
+
+    It nests like every derivative: the derivative of ``x0 * x1**3``'s gradient is its Hessian.
+
+    >>> ad.jacobian(lambda x: ad.jacobian(lambda u: u[0] * u[1] ** 3, x)[0], np.array([2.0, 1.0]))[0]
+    array([[ 0.,  3.],
+           [ 3., 12.]])
     """
     fname = f"jacobian({getattr(f, '__name__', 'f')})"
     args = tuple(_as_array_arg(fname, i, a) for i, a in enumerate(args))
-    y = np.asarray(f(*args))
+    y = _array(f(*args))
     n_in = sum(a.size for a in args)
     if mode is None:
         mode = "fwd" if n_in <= y.size else "rev"
     if mode not in ("fwd", "rev"):
         raise ValueError(f"{fname}: mode must be 'fwd', 'rev' or None, got {mode!r}")
-    ex = executors.resolve(executor)
     if mode == "fwd":
         jacs = []
         for i, a in enumerate(args):
             chunks = _ranges(a.size, chunk_size)
-            parts = run(ex, _columns_forward, chunks, (f, args, i), key=work_key(f),
-                        dispatch=executors.resolve_dispatch(), label="jacobian columns", about=f)
+            parts = _pieces(_columns_forward, chunks, (f, args, i), f, executor, "jacobian columns")
             cols = [c for part in parts for c in part]
             jac = np.stack(cols, axis=-1) if cols else np.zeros(y.shape + (0,))
             jacs.append(jac.reshape(y.shape + a.shape))
         return tuple(jacs)
     chunks = _ranges(y.size, chunk_size)
-    parts = run(ex, _rows_reverse, chunks, (f, args), key=work_key(f),
-                dispatch=executors.resolve_dispatch(), label="jacobian rows", about=f)
+    parts = _pieces(_rows_reverse, chunks, (f, args), f, executor, "jacobian rows")
     rows = [r for part in parts for r in part]
-    return tuple(np.stack([np.asarray(r[i]) for r in rows]).reshape(y.shape + a.shape)
+    return tuple(np.stack([_array(r[i]) for r in rows]).reshape(y.shape + a.shape)
                  if rows else np.zeros(y.shape + a.shape) for i, a in enumerate(args))
 
 
 def _hessian_columns(cols, f, x):
     grad = _grad_of(f)
-    return [np.asarray(jvp(grad, (x,), (_basis(x, k),))[1]) for k in cols]
+    return [_array(jvp(grad, (x,), (_basis(x, k),))[1]) for k in cols]
 
 
 class _grad_of:
@@ -124,9 +151,7 @@ def hessian(f, x, executor=None, chunk_size=None):
            [2., 0.]])
     """
     x = _as_array_arg(f"hessian({getattr(f, '__name__', 'f')})", 0, x)
-    ex = executors.resolve(executor)
-    parts = run(ex, _hessian_columns, _ranges(x.size, chunk_size), (f, x), key=work_key(f),
-                dispatch=executors.resolve_dispatch(), label="hessian columns", about=f)
+    parts = _pieces(_hessian_columns, _ranges(x.size, chunk_size), (f, x), f, executor, "hessian columns")
     cols = [c for part in parts for c in part]
     return np.stack(cols, axis=-1).reshape(x.shape + x.shape)
 

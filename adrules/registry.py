@@ -20,6 +20,7 @@ and calls it; the tracer and ``adrules.rrule(f, *args)`` (in ``api.py``) both us
 from __future__ import annotations
 
 import functools
+import inspect
 import types
 
 import numpy as np
@@ -196,9 +197,133 @@ def scalar_frule(f, partials, dargs, args, kwargs):
     return y, dy
 
 
+# ---------------------------------------------------------------------------
+# binding a call to the function's signature
+# ---------------------------------------------------------------------------
+
+_NOVALUE = getattr(np, "_NoValue", object())  # NumPy's "argument not given" default
+
+#: Keyword-only aliases NumPy accepts for positional parameters (``np.clip(x, min=0)``);
+#: NumPy uses them when neither aliased parameter is given.
+KEYWORD_ALIASES = {np.clip: {"min": "a_min", "max": "a_max"}}
+
+
+class _Binding:
+    """What binding needs of one function's signature: its positional parameters
+    (names, defaults) and where its trailing options begin."""
+
+    __slots__ = ("names", "index", "defaults", "options", "aliases")
+
+    def __init__(self, params, aliases):
+        self.names = [p.name for p in params]
+        self.index = {p.name: i for i, p in enumerate(params) if p.kind is p.POSITIONAL_OR_KEYWORD}
+        self.defaults = [p.default for p in params]
+        # A trailing run of parameters defaulting to NumPy's "not given" (keepdims, initial,
+        # where) are options NumPy forwards by keyword only when passed: they stay keywords,
+        # so rules see them as NumPy's implementation does.
+        options = len(params)
+        while options and params[options - 1].default is _NOVALUE:
+            options -= 1
+        self.options = options
+        self.aliases = aliases
+
+
+_bindings = {}
+
+
+def _binding(f):
+    try:
+        return _bindings[f]
+    except KeyError:
+        pass
+    except TypeError:  # unhashable callable: bound uncached
+        return _make_binding(f)
+    b = _bindings[f] = _make_binding(f)
+    return b
+
+
+def _make_binding(f):
+    if isinstance(f, np.ufunc) or isinstance(getattr(f, "__self__", None), np.ufunc):
+        return None  # ufunc inputs are positional-only; NumPy normalizes reduce's options
+    try:
+        params = list(inspect.signature(f).parameters.values())
+    except (TypeError, ValueError):
+        return None
+    positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    if not any(p.kind is p.POSITIONAL_OR_KEYWORD for p in positional):
+        return None
+    return _Binding(positional, KEYWORD_ALIASES.get(f))
+
+
+def bind(f, args, kwargs):
+    """``(args, kwargs)`` of the call ``f(*args, **kwargs)`` with every keyword argument
+    that names a positional parameter of ``f`` moved to its position, so a rule sees
+    ``np.take(x, indices=i)`` as ``np.take(x, i)`` and its slots line up with positions.
+
+    Intervening positions get the parameters' defaults. Keyword-only arguments, and
+    trailing options defaulting to NumPy's "not given" (``keepdims``, ``where``), stay
+    keywords unless they hold a traced value. Callers skip it when ``kwargs`` is empty.
+
+    >>> import numpy as np
+    >>> bind(np.take, ("x",), {"mode": "clip", "indices": [0]})
+    (('x', [0], None, None, 'clip'), {})
+    >>> bind(np.sum, ("x",), {"keepdims": True, "axis": 0})
+    (('x', 0), {'keepdims': True})
+    """
+    try:
+        b = _bindings[f]
+    except (KeyError, TypeError):
+        b = _binding(f)
+    if b is None:
+        return args, kwargs
+    index, n = b.index, len(args)
+    if b.aliases is not None:
+        kwargs = _resolve_aliases(b, n, kwargs)
+    last = -1
+    for name, value in kwargs.items():
+        i = index.get(name, -1)
+        if i > last and i >= n and (i < b.options or _holds_traced(value)):
+            last = i
+    if last < 0:
+        return args, kwargs
+    names, defaults = b.names, b.defaults
+    moved, taken = list(args), 0
+    for i in range(n, last + 1):
+        name = names[i]
+        if name in kwargs:
+            moved.append(kwargs[name])
+            taken += 1
+        else:
+            moved.append(defaults[i])
+    if taken == len(kwargs):
+        return tuple(moved), {}
+    return tuple(moved), {k: v for k, v in kwargs.items() if index.get(k, last + 1) > last}
+
+
+def _holds_traced(value):
+    if isinstance(value, (list, tuple)):
+        return any(isinstance(v, _state.TracedValue) for v in value)
+    return isinstance(value, _state.TracedValue)
+
+
+def _resolve_aliases(b, n, kwargs):
+    aliases = b.aliases
+    if (not any(k in aliases for k in kwargs) or any(k in kwargs for k in aliases.values())
+            or any(b.index[t] < n for t in aliases.values())):
+        return kwargs  # nothing to resolve, or a clash NumPy itself reports
+    out = {}
+    for k, v in kwargs.items():
+        out[aliases.get(k, k)] = v
+    for target in aliases.values():
+        out.setdefault(target, None)  # NumPy: an alias given, the other bound is None
+    return out
+
+
 def call_rrule(entry, config, f, args, kwargs):
     """``(y, pullback)`` from ``f``'s registered ``entry``: the one place that reads
-    what kind of rule an entry holds. ``config`` goes to rules registered with
+    what kind of rule an entry holds. The call is bound first (``bind``), so the rule
+    sees keyword arguments at their positions; the pullback still returns one slot per
+    argument passed positionally (ChainRules' convention). ``config`` goes to rules registered with
     ``config=True``. The tracer's hot path mirrors this for scalar and
     non-differentiable entries, which it records without a pullback closure.
 
@@ -208,6 +333,12 @@ def call_rrule(entry, config, f, args, kwargs):
     >>> y, [unthunk(t) for t in back(1.0)]
     (np.float64(-2.0), [NoTangent(), -1.0])
     """
+    if kwargs:
+        n = len(args)
+        args, kwargs = bind(f, args, kwargs)
+        if len(args) > n:  # the caller passed these by keyword: they get no slot
+            y, pullback = call_rrule(entry, config, f, args, kwargs)
+            return y, _first_slots(pullback, n + 1)
     kind = entry.kind
     if kind is SCALAR:
         return scalar_rrule(f, entry.partials, args, kwargs)
@@ -218,6 +349,13 @@ def call_rrule(entry, config, f, args, kwargs):
     return entry.fn(*args, **kwargs)
 
 
+def _first_slots(pullback, n):
+    def keyword_pullback(g):
+        return tuple(pullback(g))[:n]
+
+    return keyword_pullback
+
+
 def call_frule(entry, config, tangents, f, args, kwargs):
     """``(y, ẏ)`` from ``f``'s registered ``entry``, ``tangents`` holding the self
     slot's then one per argument; the forward twin of ``call_rrule``.
@@ -226,6 +364,10 @@ def call_frule(entry, config, tangents, f, args, kwargs):
     >>> call_frule(frule.lookup(np.negative), None, (NoTangent(), 3.0), np.negative, (2.0,), {})
     (np.float64(-2.0), -3.0)
     """
+    if kwargs:
+        args, kwargs = bind(f, args, kwargs)
+        if len(tangents) <= len(args):  # arguments moved from keywords: constants
+            tangents = (*tangents, *(ZeroTangent(),) * (len(args) + 1 - len(tangents)))
     kind = entry.kind
     if kind is SCALAR:
         return scalar_frule(f, entry.partials, tangents[1:], args, kwargs)

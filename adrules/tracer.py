@@ -2,7 +2,8 @@
 
     gradient(f, x) -- Trace(config) -- x boxed as Traced(value, trace, slot)
         f(x) calls plain numpy --> Traced.__array_ufunc__ / __array_function__ / methods
-            --> apply(f, args): unbox the args of the innermost trace, look up the rule,
+            --> apply(f, args): bind keywords to positions (registry.bind), unbox
+                the args of the innermost trace, look up the rule,
                 run it on the unboxed values (registry.call_rrule), box the output,
                 append a Node to the tape
         backprop(trace): walk the tape backwards, call pullbacks, accumulate cotangents
@@ -24,7 +25,6 @@ of open traces, which lets ``@primitive`` functions skip all checks when it is z
 
 from __future__ import annotations
 
-import inspect
 import itertools
 import sys
 import threading
@@ -36,7 +36,7 @@ from ._state import TracedValue
 from .callables import Lifted, _Rebuild, split_callable
 from .projection import ProjectionError, project_like
 from .pytrees import LEAF_TYPES, flatten
-from .registry import NONDIFF, ONE, SCALAR, call_frule, call_rrule, frule as _frules, function_name, rrule as _rrules
+from .registry import NONDIFF, ONE, SCALAR, bind, call_frule, call_rrule, frule as _frules, function_name, rrule as _rrules
 from .tangents import NoTangent, ZeroTangent, is_float_value, is_zero, unthunk
 
 _next_level = itertools.count(1).__next__
@@ -159,8 +159,6 @@ class Traced(TracedValue):
                 raise TracerError(
                     f"{function_name(func)}(..., out=...) writes in place into an array, which "
                     f"cannot be differentiated: drop out= and use the returned array.")
-            if _top_in_sequences(kwargs.values()) is not None:
-                args, kwargs = _keywords_to_positions(func, args, kwargs)
         return apply(func, args, kwargs, sequences=True)
 
     @property
@@ -372,26 +370,14 @@ def _top_in_sequences(args):
     return top
 
 
-def _keywords_to_positions(func, args, kwargs):
-    """Pass traced keyword arguments positionally: rules differentiate positional
-    arguments only (``np.average(x, weights=w)`` becomes ``np.average(x, None, w)``)."""
-    try:
-        sig = inspect.signature(func)
-        bound = sig.bind(*args, **kwargs)
-    except (TypeError, ValueError):
-        sig = None
-    traced = [k for k, v in kwargs.items() if _top_in_sequences((v,)) is not None]
-    positional = [p.name for p in sig.parameters.values()
-                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)] if sig else []
-    if sig is None or any(k not in positional for k in traced):
-        raise TracerError(
-            f"{function_name(func)}: a traced value was passed as keyword argument "
-            f"{traced[0]!r}, which cannot be differentiated; pass it positionally.")
-    last = max(positional.index(k) for k in kwargs if k in positional)
-    bound.apply_defaults()
-    names = positional[:last + 1]
-    return (tuple(bound.arguments[n] for n in names),
-            {k: v for k, v in kwargs.items() if k not in names})
+def _traced_keyword(f, kwargs):
+    """Raise for a keyword argument left holding a traced value after binding."""
+    for k, v in kwargs.items():
+        if _top_in_sequences((v,)) is not None:
+            raise TracerError(
+                f"{function_name(f)}: keyword argument {k!r} holds a traced value, but {k!r} is "
+                f"not a positional parameter and rules differentiate positional arguments only. "
+                f"Pass it positionally (for your own @primitive, make {k!r} a positional parameter).")
 
 
 _ZERO = ZeroTangent()
@@ -435,6 +421,10 @@ def apply(f, args, kwargs, sequences=False):
     ``sequences``: look for traced values inside list and tuple arguments too
     (``np.stack([x, y])``); ufuncs and operators take none.
     """
+    if kwargs:  # bound once here, before unboxing, so slots line up with positions
+        args, kwargs = bind(f, args, kwargs)
+        if kwargs:
+            _traced_keyword(f, kwargs)
     top = _top_in_sequences(args) if sequences else top_trace(args)
     if top is None:
         return f(*args, **kwargs)
@@ -511,10 +501,6 @@ def dispatch_primitive(f, args, kwargs):
     """Entry point for ``@primitive`` functions while some trace is open."""
     if top_trace(args) is None and top_trace(kwargs.values()) is None:
         return f.__adrules_primitive__(*args, **kwargs)
-    if top_trace(kwargs.values()) is not None:
-        raise TracerError(
-            f"{function_name(f)}: a traced value was passed as a keyword argument; keyword "
-            f"arguments are never differentiated. Pass it positionally.")
     return apply(f, args, kwargs)
 
 

@@ -30,8 +30,8 @@ LAYERS = {
         ["adrules.api"],
         ["adrules.testing", "adrules.schedule", "adrules.sending"],
         ["adrules.parallel", "adrules.derivatives"],
-        ["adrules.rules.*"],
-        ["adrules", "adrules.coverage"],
+        ["adrules.rules.*", "adrules.coverage"],
+        ["adrules"],
     ],
 }
 
