@@ -228,7 +228,7 @@ class _Binding:
         self.aliases = aliases
 
 
-_bindings = {}
+_bindings: dict = {}
 
 
 def _binding(f):

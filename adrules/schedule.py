@@ -297,7 +297,7 @@ def describe(f) -> str:
     return f"{name} ({os.path.basename(code.co_filename)}:{code.co_firstlineno})"
 
 
-_OWN_DIRS = tuple(os.path.dirname(m.__file__) + os.sep for m in (executors, sys.modules[__package__]))
+_OWN_DIRS = tuple(os.path.dirname(str(m.__file__)) + os.sep for m in (executors, sys.modules[__package__]))
 
 
 def _caller():

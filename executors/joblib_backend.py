@@ -199,12 +199,12 @@ def _find_unpicklable(fn, items, shared):
         try:
             _remote.loads(data)
         except Exception as exc:
-            err = SerializationError(
+            failure = SerializationError(
                 f"could not unpickle {what} (a {type(obj).__name__}) sent to a worker of the "
                 f"'joblib' executor: {type(exc).__name__}: {exc}. Are the same modules "
                 "importable in the workers' environment?")
-            err.__cause__ = exc
-            return err
+            failure.__cause__ = exc
+            return failure
     return None
 
 

@@ -243,7 +243,7 @@ def vander(x, N=None, increasing=False):
 composite_rule(np.diff, diff)
 composite_rule(np.ediff1d, ediff1d)
 composite_rule(np.gradient, gradient)
-composite_rule(np.trapezoid if hasattr(np, "trapezoid") else np.trapz, trapezoid)
+composite_rule(getattr(np, "trapezoid", None) or getattr(np, "trapz"), trapezoid)  # trapz before NumPy 2.0
 composite_rule(np.interp, interp)
 composite_rule(np.convolve, convolve)
 composite_rule(np.correlate, correlate)
