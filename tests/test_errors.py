@@ -1,12 +1,14 @@
 """Bad input gets a clear error that names the function or argument and says the fix."""
 
 import math
+import re
 
 import numpy as np
 import pytest
 
 import adrules as ad
 from adrules import _state
+from adrules.tracer import TracerError
 
 X = np.array([1.0, 2.0, 3.0])
 
@@ -330,3 +332,43 @@ def test_tracer_usable_after_errors():
             grad(bad, X)
     assert _state.STATE.active == 0
     assert grad(lambda x: x * x, 3.0) == (6.0,)
+
+
+# ---- errors a NumPy user meets (issue 12) ---------------------------------------------------
+
+def test_assigning_traced_element_into_numpy_array():
+    # NumPy replaces our error by its own "setting an array element with a sequence" and
+    # offers no hook; ours is chained as the cause and says what to write instead.
+    def f(x):
+        y = np.zeros(2)
+        y[0] = x[0]
+        return np.sum(y)
+
+    with pytest.raises(ValueError, match="setting an array element") as info:
+        grad(f, X)
+    cause = info.value.__cause__
+    assert isinstance(cause, TracerError)
+    assert re.search(r"assigning a traced value into a NumPy array \(y\[i\] = x\) is not "
+                     r"differentiable: build the array with np\.stack / np\.concatenate / "
+                     r"np\.where instead", str(cause))
+
+
+def test_assigning_traced_slice_into_numpy_array():
+    def f(x):
+        y = np.zeros(4)
+        y[1:] = x
+        return np.sum(y)
+
+    with pytest.raises(TypeError, match=r"assigning a traced value into a NumPy array .*np\.stack"):
+        grad(f, X)
+
+
+def test_the_suggested_rewrite_differentiates():
+    (g,) = grad(lambda x: np.sum(np.stack([x[0], 0.0]) * np.array([3.0, 5.0])), X)
+    np.testing.assert_allclose(g, [3.0, 0.0, 0.0])
+
+
+def test_float_outside_an_assignment_keeps_its_message():
+    with pytest.raises(TypeError, match=r"float\(\) of a traced value") as info:
+        grad(lambda x: x * float(x[0]), X)
+    assert "assigning" not in str(info.value)
