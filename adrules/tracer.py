@@ -251,6 +251,20 @@ class Traced(TracedValue):
         kind = "forward" if self._trace.forward else "reverse"
         return f"Traced({self.value!r}, {kind} level {self._trace.level})"
 
+    def __format__(self, spec):
+        # Formatting the primal value: a string never feeds back into the computation, so
+        # printing or logging a traced value (f"{loss:.3f}") cannot change any gradient.
+        # Raising instead would only make debugging prints inside f harder.
+        if not spec:  # format(x, "") is str(x), as for every object
+            return str(self)
+        try:
+            return format(self.value, spec)
+        except (TypeError, ValueError) as e:
+            raise TypeError(
+                f"format spec {spec!r} cannot format a traced value of shape {self.shape}: "
+                f"format single elements (f\"{{x[0]:{spec}}}\") or use "
+                f"np.array2string(x.value, ...) for a whole array.") from e
+
     __hash__ = object.__hash__
 
     # -- array attributes --------------------------------------------------------

@@ -372,3 +372,27 @@ def test_float_outside_an_assignment_keeps_its_message():
     with pytest.raises(TypeError, match=r"float\(\) of a traced value") as info:
         grad(lambda x: x * float(x[0]), X)
     assert "assigning" not in str(info.value)
+
+
+def test_format_spec_prints_the_value_and_leaves_the_gradient_alone():
+    printed = []
+
+    def f(x):
+        printed.append(f"{x[0]:.3f} {np.sum(x):>7.2f}")
+        return np.sum(x ** 2)
+
+    (g,) = grad(f, X)
+    assert printed == ["1.000    6.00"]
+    np.testing.assert_allclose(g, 2 * X)
+
+
+def test_format_spec_on_a_traced_array_says_what_to_write():
+    with pytest.raises(TypeError, match=r"format spec '\.3f' cannot format a traced value of "
+                                        r"shape \(3,\).*x\[0\]:\.3f.*array2string"):
+        grad(lambda x: np.sum(x) if f"{x:.3f}" else x, X)
+
+
+def test_format_without_spec_is_str():
+    seen = []
+    grad(lambda x: seen.append((f"{x}", str(x))) or x * 2.0, 1.5)
+    assert seen[0][0] == seen[0][1]
