@@ -8,7 +8,7 @@ import pytest
 
 import adrules as ad
 from adrules import _state
-from adrules.tracer import TracerError
+from adrules.tracer import NoRuleError, TracerError
 
 X = np.array([1.0, 2.0, 3.0])
 
@@ -396,3 +396,24 @@ def test_format_without_spec_is_str():
     seen = []
     grad(lambda x: seen.append((f"{x}", str(x))) or x * 2.0, 1.5)
     assert seen[0][0] == seen[0][1]
+
+
+def test_scipy_ufuncs_are_named_by_the_module_users_import_them_from():
+    sp = pytest.importorskip("scipy.special")
+    import importlib
+
+    from adrules.registry import function_name
+
+    assert function_name(sp.expit) == "scipy.special.expit"
+    assert function_name(sp.digamma) in ("scipy.special.digamma", "scipy.special.psi")
+    assert function_name(np.exp) == "numpy.exp" and function_name(np.add.reduce) == "numpy.add.reduce"
+    # the no-rule message's suggested registration names an object that exists, and is the ufunc
+    with pytest.raises(NoRuleError, match=r"register\(scipy\.special\.ellipk\)") as info:
+        grad(lambda x: np.sum(sp.ellipk(x)), np.array([0.3]))
+    named = re.search(r"register\(([\w.]+)\)", str(info.value)).group(1)
+    module, _, attr = named.rpartition(".")
+    assert getattr(importlib.import_module(module), attr) is sp.ellipk
+    for name, obj in vars(sp).items():  # every public scipy.special ufunc
+        if isinstance(obj, np.ufunc) and not name.startswith("_"):
+            module, _, attr = function_name(obj).rpartition(".")
+            assert module == "scipy.special" and getattr(sp, attr) is obj, name
