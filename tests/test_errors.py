@@ -417,3 +417,67 @@ def test_scipy_ufuncs_are_named_by_the_module_users_import_them_from():
         if isinstance(obj, np.ufunc) and not name.startswith("_"):
             module, _, attr = function_name(obj).rpartition(".")
             assert module == "scipy.special" and getattr(sp, attr) is obj, name
+
+
+# rules whose pullback / pushforward write in place: right at first order, untraceable at second
+
+@ad.primitive
+def square_filled(x):
+    return x ** 2
+
+
+@ad.rrule.register(square_filled)
+def _square_filled_rrule(x):
+    def back(g):
+        out = np.zeros(np.shape(x))
+        out[0] = 2 * x[0] * g[0]  # element stores: NumPy's "setting an array element"
+        out[1:] = 2 * x[1:] * g[1:]
+        return ad.NoTangent(), out
+    return x ** 2, back
+
+
+@ad.primitive
+def square_accumulated(x):
+    return x ** 2
+
+
+@ad.rrule.register(square_accumulated)
+def _square_accumulated_rrule(x):
+    def back(g):
+        out = np.zeros(np.shape(x))
+        out += 2 * x * g  # numpy.add(..., out=...)
+        return ad.NoTangent(), out
+    return x ** 2, back
+
+
+@ad.frule.register(square_accumulated)
+def _square_accumulated_frule(tangents, x):
+    _, dx = tangents
+    dy = np.zeros(np.shape(x))
+    dy += 2 * x * ad.unthunk(dx)
+    return x ** 2, dy
+
+
+@pytest.mark.parametrize("fn", [square_filled, square_accumulated])
+def test_check_grads_order_2_says_it_differentiates_the_pullback(fn):
+    ad.testing.check_grads(fn, X, modes=("rev",), order=1)  # first order is right
+    np.testing.assert_allclose(grad(lambda x: np.sum(fn(x)), X)[0], 2 * X)
+    with pytest.raises(TracerError, match=r"order=2: order 2 differentiates the rules' pullbacks "
+                                          r"themselves .*writes in place.*Write the pullback with "
+                                          r"out-of-place NumPy calls") as info:
+        ad.testing.check_grads(fn, X, modes=("rev",), order=2)
+    assert info.value.__cause__ is not None  # the original error stays attached
+
+
+def test_check_grads_order_2_says_it_differentiates_the_frule():
+    ad.testing.check_grads(square_accumulated, X, modes=("fwd",), order=1)
+    with pytest.raises(TracerError, match=r"in forward mode, a rule's frule \(its pushforward\) "
+                                          r"is traced.*Write the frule \(its pushforward\) with "
+                                          r"out-of-place NumPy calls"):
+        ad.testing.check_grads(square_accumulated, X, modes=("fwd",), order=2)
+
+
+def test_check_grads_order_3_reports_once():
+    with pytest.raises(TracerError) as info:
+        ad.testing.check_grads(square_accumulated, X, modes=("rev",), order=3)
+    assert str(info.value).count("differentiates the rules' pullbacks themselves") == 1
