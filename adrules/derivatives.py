@@ -21,7 +21,7 @@ import executors
 from . import _state
 from .api import gradient, jvp, pullback
 from .schedule import run, work_key
-from .tangents import is_float_value
+from .tangents import is_float_value, is_zero
 from .tracer import Traced
 
 
@@ -141,7 +141,31 @@ class _grad_of:
         return gradient(self.f, x)[0]
 
 
-def hessian(f, x, executor=None, chunk_size=None):
+def _hessian_blocks(cols, f, args, offsets):
+    """Columns ``cols`` (flat indices over all arguments, in order) of the block Hessian:
+    for column c of argument j, the tuple over i of d(gradient_i)/d(args[j].flat[c])."""
+    grads = _grads_of(f)
+    out = []
+    for c in cols:
+        j = int(np.searchsorted(offsets, c, side="right")) - 1
+        tangents = [np.zeros(a.shape, dtype=a.dtype) for a in args]
+        tangents[j] = _basis(args[j], c - offsets[j])
+        dg = jvp(grads, args, tangents)[1]
+        out.append(tuple(np.zeros(a.shape) if is_zero(d) else _array(d) for a, d in zip(args, dg)))
+    return out
+
+
+class _grads_of:
+    """``(*args) -> gradient(f, *args)`` as a picklable object."""
+
+    def __init__(self, f):
+        self.f = f
+
+    def __call__(self, *args):
+        return tuple(gradient(self.f, *args))
+
+
+def hessian(f, *args, executor=None, chunk_size=None):
     """The Hessian of scalar ``f`` at ``x`` (shape ``x.shape + x.shape``), by
     forward-over-reverse, one column per input element, computed on an executor.
 
@@ -149,8 +173,31 @@ def hessian(f, x, executor=None, chunk_size=None):
     >>> ad.hessian(lambda x: x[0] ** 2 * x[1], np.array([1.0, 3.0]))
     array([[6., 2.],
            [2., 0.]])
+
+    With several arguments, ``hessian(f, a, b)`` returns the blocks, like ``jacobian``: a
+    tuple of tuples with ``H[i][j]`` (shape ``args[i].shape + args[j].shape``) the
+    derivative of the gradient of argument i with respect to argument j.
+
+    >>> (Haa, Hab), (Hba, Hbb) = ad.hessian(lambda a, b: np.sum(a ** 2 * b), np.ones(2), np.ones(2))
+    >>> Hab
+    array([[2., 0.],
+           [0., 2.]])
     """
-    x = _as_array_arg(f"hessian({getattr(f, '__name__', 'f')})", 0, x)
+    fname = f"hessian({getattr(f, '__name__', 'f')})"
+    if not args:
+        raise TypeError(f"{fname}: give the point to differentiate at, hessian(f, x).")
+    if len(args) > 1:
+        args = tuple(_as_array_arg(fname, i, a) for i, a in enumerate(args))
+        offsets = np.cumsum([0] + [a.size for a in args])
+        parts = _pieces(_hessian_blocks, _ranges(int(offsets[-1]), chunk_size), (f, args, offsets),
+                        f, executor, "hessian columns")
+        cols = [c for part in parts for c in part]
+        return tuple(
+            tuple((np.stack([col[i] for col in cols[offsets[j]:offsets[j + 1]]], axis=-1)
+                   if b.size else np.zeros(a.shape + (0,))).reshape(a.shape + b.shape)
+                  for j, b in enumerate(args))
+            for i, a in enumerate(args))
+    x = _as_array_arg(fname, 0, args[0])
     parts = _pieces(_hessian_columns, _ranges(x.size, chunk_size), (f, x), f, executor, "hessian columns")
     cols = [c for part in parts for c in part]
     return np.stack(cols, axis=-1).reshape(x.shape + x.shape)

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import sys
 import types
 
 import numpy as np
@@ -56,6 +57,31 @@ def _entry(fn, kind, config, partials, name):
     return RuleEntry(fn, {RULE: RULE, SCALAR: SCALAR, NONDIFF: NONDIFF}[kind], config, partials, name)
 
 
+def _ufunc_name(u) -> str:
+    """A ufunc's name where users import it from. Ufuncs carry no ``__module__``, and
+    ``__name__`` can differ from the public name (``scipy.special.digamma.__name__`` is
+    ``"psi"``), so look the object up: in ``numpy``, then in ``scipy.special`` when
+    SciPy is already imported (never imported here just for a name).
+
+    >>> import numpy as np
+    >>> _ufunc_name(np.exp)
+    'numpy.exp'
+    """
+    if getattr(np, u.__name__, None) is u:
+        return f"numpy.{u.__name__}"
+    special = sys.modules.get("scipy.special")
+    if special is not None:
+        if getattr(special, u.__name__, None) is u:
+            return f"scipy.special.{u.__name__}"
+        for name, obj in vars(special).items():
+            if obj is u and not name.startswith("_"):
+                return f"scipy.special.{name}"
+    for name, obj in vars(np).items():  # an alias (np.absolute is np.abs)
+        if obj is u and not name.startswith("_"):
+            return f"numpy.{name}"
+    return u.__name__
+
+
 def function_name(f) -> str:
     """A readable dotted name for a primitive, for error messages.
 
@@ -64,10 +90,10 @@ def function_name(f) -> str:
     ('numpy.sin', 'numpy.linalg.inv')
     """
     if isinstance(f, np.ufunc):
-        return f"numpy.{f.__name__}"
+        return _ufunc_name(f)
     owner = getattr(f, "__self__", None)
     if isinstance(owner, np.ufunc):
-        return f"numpy.{owner.__name__}.{f.__name__}"
+        return f"{_ufunc_name(owner)}.{f.__name__}"
     module = getattr(f, "__module__", None) or ""
     name = getattr(f, "__qualname__", None) or getattr(f, "__name__", None) or repr(f)
     if module.startswith("numpy"):

@@ -15,6 +15,7 @@ raise ``AssertionError`` naming the function, the argument and the size of the e
 
 from __future__ import annotations
 
+import contextlib
 import copy
 
 import numpy as np
@@ -23,6 +24,7 @@ from .api import frule, jvp, pullback, rrule
 from .projection import ProjectionError, project_like
 from .pytrees import flatten, unflatten
 from .registry import function_name
+from .tracer import TracerError
 from .tangents import InplaceableThunk, NoTangent, ZeroTangent, is_float_value, is_zero, unthunk
 
 _STEP = 1e-3
@@ -322,6 +324,33 @@ def _compare_tangent(label, what, got, ref, y, rtol, atol):
                 f"  got:      {np.array2string(g, precision=6)}\n  expected: {np.array2string(r, precision=6)}")
 
 
+_IN_PLACE_SIGNS = ("in place", "in-place", "assigning a traced value", "storing it into a NumPy array")
+_SECOND_ORDER = "differentiates the rules' pullbacks themselves"
+
+
+@contextlib.contextmanager
+def _differentiating_rules(label, order, mode):
+    """Re-raise an in-place write met while checking a derivative of a derivative with
+    what it means there: order 2 traces each rule's pullback (forward mode: frule body) as
+    ordinary code, and that code wrote into an array, which f's own first-order check
+    could not have shown."""
+    try:
+        yield
+    except (TypeError, ValueError) as e:
+        cause = e if isinstance(e, TracerError) else e.__cause__  # NumPy's "... with a sequence"
+        text = str(cause)
+        if not isinstance(cause, TracerError) or _SECOND_ORDER in text \
+                or not any(sign in text for sign in _IN_PLACE_SIGNS):
+            raise
+        body = "pullback" if mode == "reverse" else "frule (its pushforward)"
+        raise TracerError(
+            f"{label}, order={order}: order {order} {_SECOND_ORDER} (in {mode} mode, a rule's "
+            f"{body} is traced as ordinary code), and one of them writes in place: {text} "
+            f"Write the {body} with out-of-place NumPy calls (return 2 * x * g rather than "
+            f"filling out = np.zeros(...); out[...] = ... or out += ...), or check with "
+            f"order=1 if you only need first derivatives.") from e
+
+
 def check_grads(f, *args, modes=("fwd", "rev"), order=2, rtol=None, atol=None, seed=0):
     """Check the tracer's derivatives of ``f`` at ``args`` against finite differences,
     in reverse (``"rev"``) and forward (``"fwd"``) mode, up to ``order``.
@@ -355,8 +384,9 @@ def check_grads(f, *args, modes=("fwd", "rev"), order=2, rtol=None, atol=None, s
                 _compare_cotangent(f"{label} (reverse mode)", f"the gradient of argument {i}", g,
                                    _fd_cotangent(f, args, i, ybar, rng), rtol, atol)
         if order > 1:
-            check_grads(lambda *a: pullback(f, *a)[1](ybar), *args, modes=modes, order=order - 1,
-                        rtol=rtol, atol=atol, seed=seed + 1)
+            with _differentiating_rules(label, order, "reverse"):
+                check_grads(lambda *a: pullback(f, *a)[1](ybar), *args, modes=modes, order=order - 1,
+                            rtol=rtol, atol=atol, seed=seed + 1)
     if "fwd" in modes:
         tangents = [_random_tangent(a, rng) if any(_is_float_leaf(x) for x in flatten(a)[0])
                     else ZeroTangent() for a in args]
@@ -364,5 +394,6 @@ def check_grads(f, *args, modes=("fwd", "rev"), order=2, rtol=None, atol=None, s
         _compare_tangent(f"{label} (forward mode)", "the output tangent", dy,
                          _fd_jvp(f, args, tangents), y, rtol, atol)
         if order > 1:
-            check_grads(lambda *a: jvp(f, a, tangents)[1], *args, modes=modes, order=order - 1,
-                        rtol=rtol, atol=atol, seed=seed + 1)
+            with _differentiating_rules(label, order, "forward"):
+                check_grads(lambda *a: jvp(f, a, tangents)[1], *args, modes=modes, order=order - 1,
+                            rtol=rtol, atol=atol, seed=seed + 1)

@@ -25,6 +25,7 @@ of open traces, which lets ``@primitive`` functions skip all checks when it is z
 
 from __future__ import annotations
 
+import dis
 import itertools
 import sys
 import threading
@@ -115,6 +116,34 @@ _ESCAPE = (
     "want the number without its derivative (printing, logging), use x.value.")
 
 
+_ASSIGN = (
+    "assigning a traced value into a NumPy array (y[i] = x) is not differentiable: build the "
+    "array with np.stack / np.concatenate / np.where instead (y = np.stack([x[0], 0.0]) rather "
+    "than y = np.zeros(2); y[0] = x[0]). If you want the number without its derivative, use "
+    "x.value.")
+
+
+def _escape(what):
+    """The error for float()/int()/complex() of a traced value. NumPy converts the value
+    with float() when it is stored into a plain array (y[i] = x) and then replaces our
+    error by "setting an array element with a sequence", keeping ours as __cause__; the
+    caller's current instruction being a subscript store tells that case apart."""
+    return _ASSIGN if _in_store(3) else _ESCAPE.format(what=what)
+
+
+def _in_store(depth):
+    """Whether the Python frame ``depth`` levels up (the user's; NumPy's C code between
+    adds no frame) is executing a subscript store ``y[i] = ...``."""
+    try:
+        frame = sys._getframe(depth)
+        return frame.f_code.co_code[frame.f_lasti] == _STORE_SUBSCR
+    except (ValueError, IndexError, AttributeError):  # no such frame / unusual interpreter
+        return False
+
+
+_STORE_SUBSCR = dis.opmap["STORE_SUBSCR"]
+
+
 class Traced(TracedValue):
     """A value being differentiated. Behaves like the array (or float) it wraps.
 
@@ -165,6 +194,8 @@ class Traced(TracedValue):
     def __array_interface__(self):
         # A property that raises (rather than __array__) so NumPy passes our error on
         # instead of replacing it with "setting an array element with a sequence".
+        if _in_store(2):  # y[1:3] = x
+            raise TracerError(_ASSIGN)
         raise TracerError(
             "np.asarray / np.array of a traced value, or storing it into a NumPy array "
             "(a[i] = x), would drop its gradient. If you passed a Python list of traced "
@@ -174,13 +205,13 @@ class Traced(TracedValue):
 
     # -- Python-scalar escapes ---------------------------------------------------
     def __float__(self):
-        raise TracerError(_ESCAPE.format(what="float()"))
+        raise TracerError(_escape("float()"))
 
     def __int__(self):
-        raise TracerError(_ESCAPE.format(what="int()"))
+        raise TracerError(_escape("int()"))
 
     def __complex__(self):
-        raise TracerError(_ESCAPE.format(what="complex()"))
+        raise TracerError(_escape("complex()"))
 
     def __index__(self):
         raise TracerError(
@@ -219,6 +250,20 @@ class Traced(TracedValue):
     def __repr__(self):
         kind = "forward" if self._trace.forward else "reverse"
         return f"Traced({self.value!r}, {kind} level {self._trace.level})"
+
+    def __format__(self, spec):
+        # Formatting the primal value: a string never feeds back into the computation, so
+        # printing or logging a traced value (f"{loss:.3f}") cannot change any gradient.
+        # Raising instead would only make debugging prints inside f harder.
+        if not spec:  # format(x, "") is str(x), as for every object
+            return str(self)
+        try:
+            return format(self.value, spec)
+        except (TypeError, ValueError) as e:
+            raise TypeError(
+                f"format spec {spec!r} cannot format a traced value of shape {self.shape}: "
+                f"format single elements (f\"{{x[0]:{spec}}}\") or use "
+                f"np.array2string(x.value, ...) for a whole array.") from e
 
     __hash__ = object.__hash__
 

@@ -130,3 +130,61 @@ def test_a_function_without_an_frule_names_itself():
     assert ad.gradient(lambda x: only_reverse(x), 1.0) == (2.0,)
     with pytest.raises(TypeError, match=r"no frule for .*only_reverse.*@adrules\.frule\.register"):
         ad.jvp(only_reverse, (1.0,), (1.0,))
+
+
+# ---- hessian of several arguments: blocks, like jacobian -----------------------------------
+
+M = np.random.default_rng(2).normal(size=(2, 3))
+
+
+def two_args(a, b):
+    return np.sum(np.tanh(a @ b)) + a[0] ** 3 * np.sum(b[1])
+
+
+def test_hessian_of_several_arguments_is_the_blocks():
+    # hand math: f = sum(a * b) has H_aa = H_bb = 0 and H_ab = H_ba = I
+    blocks = ad.hessian(lambda a, b: np.sum(a * b), np.ones(2), np.ones(2))
+    np.testing.assert_array_equal(np.block([list(row) for row in blocks]),
+                                  np.block([[np.zeros((2, 2)), np.eye(2)], [np.eye(2), np.zeros((2, 2))]]))
+    # scalars: f = a * b**2 has H = [[0, 2b], [2b, 2a]]
+    (haa, hab), (hba, hbb) = ad.hessian(lambda a, b: a * b ** 2, 3.0, 2.0)
+    assert (haa, hab, hba, hbb) == (0.0, 4.0, 4.0, 6.0) and np.shape(hab) == ()
+
+
+@pytest.mark.parametrize("backend", ["serial", "threads", "processes"])
+def test_hessian_blocks_match_the_flat_hessian(backend):
+    a, b = np.array([0.3, -0.7]), M
+    flat = ad.hessian(lambda z: two_args(z[:2], z[2:].reshape(2, 3)), np.concatenate([a, b.ravel()]))
+    blocks = ad.hessian(two_args, a, b, executor=backend, chunk_size=3)
+    sizes = [(0, 2), (2, 8)]
+    for i, x in enumerate((a, b)):
+        for j, y in enumerate((a, b)):
+            assert blocks[i][j].shape == x.shape + y.shape
+            np.testing.assert_allclose(blocks[i][j].reshape(x.size, y.size),
+                                       flat[sizes[i][0]:sizes[i][1], sizes[j][0]:sizes[j][1]], rtol=1e-12)
+    serial = ad.hessian(two_args, a, b, executor="serial", chunk_size=3)
+    assert all(serial[i][j].tobytes() == blocks[i][j].tobytes() for i in range(2) for j in range(2))
+
+
+def test_hessian_blocks_against_finite_differences():
+    a, b = np.array([0.3, -0.7]), M
+    (_, hab), _ = ad.hessian(two_args, a, b)
+    eps = 1e-6
+    for k in range(b.size):  # column k of d(grad_a)/db by central differences of the gradient
+        e = np.zeros(b.size)
+        e[k] = eps
+        col = (ad.gradient(two_args, a, b + e.reshape(b.shape))[0]
+               - ad.gradient(two_args, a, b - e.reshape(b.shape))[0]) / (2 * eps)
+        np.testing.assert_allclose(hab.reshape(2, -1)[:, k], col, rtol=1e-6, atol=1e-8)
+
+
+def test_hessian_of_one_argument_stays_an_array_and_nests():
+    assert isinstance(ad.hessian(quartic, X), np.ndarray)
+    # d/da of sum(H_ab) for f = sum(a**2 * b): H_ab = diag(2a), so the gradient is 2
+    (g,) = ad.gradient(lambda a: np.sum(ad.hessian(lambda u, v: np.sum(u ** 2 * v), a, X)[0][1]), X)
+    np.testing.assert_allclose(g, [2.0, 2.0, 2.0])
+
+
+def test_hessian_without_a_point():
+    with pytest.raises(TypeError, match=r"hessian\(quartic\): give the point to differentiate at"):
+        ad.hessian(quartic)

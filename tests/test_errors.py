@@ -1,12 +1,14 @@
 """Bad input gets a clear error that names the function or argument and says the fix."""
 
 import math
+import re
 
 import numpy as np
 import pytest
 
 import adrules as ad
 from adrules import _state
+from adrules.tracer import NoRuleError, TracerError
 
 X = np.array([1.0, 2.0, 3.0])
 
@@ -330,3 +332,152 @@ def test_tracer_usable_after_errors():
             grad(bad, X)
     assert _state.STATE.active == 0
     assert grad(lambda x: x * x, 3.0) == (6.0,)
+
+
+# ---- errors a NumPy user meets (issue 12) ---------------------------------------------------
+
+def test_assigning_traced_element_into_numpy_array():
+    # NumPy replaces our error by its own "setting an array element with a sequence" and
+    # offers no hook; ours is chained as the cause and says what to write instead.
+    def f(x):
+        y = np.zeros(2)
+        y[0] = x[0]
+        return np.sum(y)
+
+    with pytest.raises(ValueError, match="setting an array element") as info:
+        grad(f, X)
+    cause = info.value.__cause__
+    assert isinstance(cause, TracerError)
+    assert re.search(r"assigning a traced value into a NumPy array \(y\[i\] = x\) is not "
+                     r"differentiable: build the array with np\.stack / np\.concatenate / "
+                     r"np\.where instead", str(cause))
+
+
+def test_assigning_traced_slice_into_numpy_array():
+    def f(x):
+        y = np.zeros(4)
+        y[1:] = x
+        return np.sum(y)
+
+    with pytest.raises(TypeError, match=r"assigning a traced value into a NumPy array .*np\.stack"):
+        grad(f, X)
+
+
+def test_the_suggested_rewrite_differentiates():
+    (g,) = grad(lambda x: np.sum(np.stack([x[0], 0.0]) * np.array([3.0, 5.0])), X)
+    np.testing.assert_allclose(g, [3.0, 0.0, 0.0])
+
+
+def test_float_outside_an_assignment_keeps_its_message():
+    with pytest.raises(TypeError, match=r"float\(\) of a traced value") as info:
+        grad(lambda x: x * float(x[0]), X)
+    assert "assigning" not in str(info.value)
+
+
+def test_format_spec_prints_the_value_and_leaves_the_gradient_alone():
+    printed = []
+
+    def f(x):
+        printed.append(f"{x[0]:.3f} {np.sum(x):>7.2f}")
+        return np.sum(x ** 2)
+
+    (g,) = grad(f, X)
+    assert printed == ["1.000    6.00"]
+    np.testing.assert_allclose(g, 2 * X)
+
+
+def test_format_spec_on_a_traced_array_says_what_to_write():
+    with pytest.raises(TypeError, match=r"format spec '\.3f' cannot format a traced value of "
+                                        r"shape \(3,\).*x\[0\]:\.3f.*array2string"):
+        grad(lambda x: np.sum(x) if f"{x:.3f}" else x, X)
+
+
+def test_format_without_spec_is_str():
+    seen = []
+    grad(lambda x: seen.append((f"{x}", str(x))) or x * 2.0, 1.5)
+    assert seen[0][0] == seen[0][1]
+
+
+def test_scipy_ufuncs_are_named_by_the_module_users_import_them_from():
+    sp = pytest.importorskip("scipy.special")
+    import importlib
+
+    from adrules.registry import function_name
+
+    assert function_name(sp.expit) == "scipy.special.expit"
+    assert function_name(sp.digamma) in ("scipy.special.digamma", "scipy.special.psi")
+    assert function_name(np.exp) == "numpy.exp" and function_name(np.add.reduce) == "numpy.add.reduce"
+    # the no-rule message's suggested registration names an object that exists, and is the ufunc
+    with pytest.raises(NoRuleError, match=r"register\(scipy\.special\.ellipk\)") as info:
+        grad(lambda x: np.sum(sp.ellipk(x)), np.array([0.3]))
+    named = re.search(r"register\(([\w.]+)\)", str(info.value)).group(1)
+    module, _, attr = named.rpartition(".")
+    assert getattr(importlib.import_module(module), attr) is sp.ellipk
+    for name, obj in vars(sp).items():  # every public scipy.special ufunc
+        if isinstance(obj, np.ufunc) and not name.startswith("_"):
+            module, _, attr = function_name(obj).rpartition(".")
+            assert module == "scipy.special" and getattr(sp, attr) is obj, name
+
+
+# rules whose pullback / pushforward write in place: right at first order, untraceable at second
+
+@ad.primitive
+def square_filled(x):
+    return x ** 2
+
+
+@ad.rrule.register(square_filled)
+def _square_filled_rrule(x):
+    def back(g):
+        out = np.zeros(np.shape(x))
+        out[0] = 2 * x[0] * g[0]  # element stores: NumPy's "setting an array element"
+        out[1:] = 2 * x[1:] * g[1:]
+        return ad.NoTangent(), out
+    return x ** 2, back
+
+
+@ad.primitive
+def square_accumulated(x):
+    return x ** 2
+
+
+@ad.rrule.register(square_accumulated)
+def _square_accumulated_rrule(x):
+    def back(g):
+        out = np.zeros(np.shape(x))
+        out += 2 * x * g  # numpy.add(..., out=...)
+        return ad.NoTangent(), out
+    return x ** 2, back
+
+
+@ad.frule.register(square_accumulated)
+def _square_accumulated_frule(tangents, x):
+    _, dx = tangents
+    dy = np.zeros(np.shape(x))
+    dy += 2 * x * ad.unthunk(dx)
+    return x ** 2, dy
+
+
+@pytest.mark.parametrize("fn", [square_filled, square_accumulated])
+def test_check_grads_order_2_says_it_differentiates_the_pullback(fn):
+    ad.testing.check_grads(fn, X, modes=("rev",), order=1)  # first order is right
+    np.testing.assert_allclose(grad(lambda x: np.sum(fn(x)), X)[0], 2 * X)
+    with pytest.raises(TracerError, match=r"order=2: order 2 differentiates the rules' pullbacks "
+                                          r"themselves .*writes in place.*Write the pullback with "
+                                          r"out-of-place NumPy calls") as info:
+        ad.testing.check_grads(fn, X, modes=("rev",), order=2)
+    assert info.value.__cause__ is not None  # the original error stays attached
+
+
+def test_check_grads_order_2_says_it_differentiates_the_frule():
+    ad.testing.check_grads(square_accumulated, X, modes=("fwd",), order=1)
+    with pytest.raises(TracerError, match=r"in forward mode, a rule's frule \(its pushforward\) "
+                                          r"is traced.*Write the frule \(its pushforward\) with "
+                                          r"out-of-place NumPy calls"):
+        ad.testing.check_grads(square_accumulated, X, modes=("fwd",), order=2)
+
+
+def test_check_grads_order_3_reports_once():
+    with pytest.raises(TracerError) as info:
+        ad.testing.check_grads(square_accumulated, X, modes=("rev",), order=3)
+    assert str(info.value).count("differentiates the rules' pullbacks themselves") == 1
