@@ -67,12 +67,13 @@ def _ufunc_name(u) -> str:
     >>> _ufunc_name(np.exp)
     'numpy.exp'
     """
-    if getattr(np, u.__name__, None) is u:
-        return f"numpy.{u.__name__}"
+    name: str = u.__name__
+    if getattr(np, name, None) is u:
+        return f"numpy.{name}"
     special = sys.modules.get("scipy.special")
     if special is not None:
-        if getattr(special, u.__name__, None) is u:
-            return f"scipy.special.{u.__name__}"
+        if getattr(special, name, None) is u:
+            return f"scipy.special.{name}"
         for name, obj in vars(special).items():
             if obj is u and not name.startswith("_"):
                 return f"scipy.special.{name}"
