@@ -397,3 +397,18 @@ def check_grads(f, *args, modes=("fwd", "rev"), order=2, rtol=None, atol=None, s
             with _differentiating_rules(label, order, "forward"):
                 check_grads(lambda *a: jvp(f, a, tangents)[1], *args, modes=modes, order=order - 1,
                             rtol=rtol, atol=atol, seed=seed + 1)
+
+
+def check_rules(f, *args, fkwargs=None, order=2):
+    """``check_rrule`` and ``check_frule`` of primitive ``f`` at ``args``, then
+    ``check_grads`` up to ``order`` through the tracer (skipped for float32 inputs, whose
+    finite differences are too coarse for second order): one line per rule in a test sweep.
+
+    >>> import numpy as np
+    >>> check_rules(np.sin, np.array([0.1, 0.2]))
+    """
+    fkwargs = fkwargs or {}
+    check_rrule(f, *args, fkwargs=fkwargs)
+    check_frule(f, *args, fkwargs=fkwargs)
+    if all(getattr(a, "dtype", np.float64) != np.float32 for a in args):
+        check_grads(lambda *a: f(*a, **fkwargs), *args, order=order)

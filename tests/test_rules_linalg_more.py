@@ -6,19 +6,14 @@ import numpy as np
 import pytest
 
 import adrules as ad
-from adrules.testing import check_frule, check_grads, check_rrule
+from adrules.testing import check_frule, check_grads, check_rrule, check_rules
 
 
 def R(*shape, seed=0, dtype=np.float64):
     return np.random.default_rng(seed).uniform(-1.0, 1.0, size=shape).astype(dtype)
 
 
-def _check_all(f, *args, fkwargs=None, order=2):
-    fkwargs = fkwargs or {}
-    check_rrule(f, *args, fkwargs=fkwargs)
-    check_frule(f, *args, fkwargs=fkwargs)
-    if all(getattr(a, "dtype", np.float64) != np.float32 for a in args):
-        check_grads(lambda *a: f(*a, **fkwargs), *args, order=order)
+_check_all = check_rules
 
 
 @pytest.mark.parametrize("shape", [(3, 3), (4, 2), (2, 4), (2, 3, 2)])

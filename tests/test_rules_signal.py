@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 import adrules as ad
-from adrules.testing import check_frule, check_grads, check_rrule
+from adrules.testing import check_grads, check_rules
 
 trapezoid = np.trapezoid if hasattr(np, "trapezoid") else np.trapz
 
@@ -14,13 +14,7 @@ def _x(shape, dtype=np.float64, seed=0):
     return np.random.default_rng(seed).uniform(-1.0, 1.0, size=shape).astype(dtype)
 
 
-def _check_all(f, *args, order=2, fkwargs=None):
-    """The rrule and the frule of ``f`` against finite differences, then the tracer up to ``order``."""
-    fkwargs = fkwargs or {}
-    check_rrule(f, *args, fkwargs=fkwargs)
-    check_frule(f, *args, fkwargs=fkwargs)
-    if all(getattr(a, "dtype", np.float64) != np.float32 for a in args):
-        check_grads(lambda *a: f(*a, **fkwargs), *args, order=order)
+_check_all = check_rules
 
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 import adrules as ad
-from adrules.testing import check_frule, check_grads, check_rrule
+from adrules.testing import check_frule, check_grads, check_rrule, check_rules
 
 
 def _distinct(shape, dtype=np.float64, seed=0):
@@ -20,12 +20,7 @@ def _with_nans(shape, seed=0):
     return x
 
 
-def _check_all(f, *args, fkwargs=None, order=2):
-    fkwargs = fkwargs or {}
-    check_rrule(f, *args, fkwargs=fkwargs)
-    check_frule(f, *args, fkwargs=fkwargs)
-    if all(getattr(a, "dtype", np.float64) != np.float32 for a in args):
-        check_grads(lambda *a: f(*a, **fkwargs), *args, order=order)
+_check_all = check_rules
 
 
 AXES = [None, 0, -1, (0, 2)]
