@@ -42,17 +42,19 @@ def ONE(*args):
 class RuleEntry:
     """One registration: the rule function and how to call it.
 
-    For a scalar rule, ``unread`` lists the inputs no partial reads and ``reads_y`` says
-    whether some partial reads the output: the tape need not keep the others alive.
+    For a scalar rule called with one argument per partial, ``unread`` lists the inputs
+    no partial reads and ``reads_y`` says whether some partial reads the output: the tape
+    need not keep the others alive. ``reads_all``: nothing to drop.
     """
 
-    __slots__ = ("fn", "kind", "config", "partials", "name", "unread", "reads_y")
+    __slots__ = ("fn", "kind", "config", "partials", "name", "unread", "reads_y", "reads_all")
 
     def __init__(self, fn, kind, config=False, partials=(), name=""):
         self.fn, self.kind, self.config, self.partials, self.name = fn, kind, config, partials, name
         reads = [any(r) for r in zip(*(_parameters_read(d, len(partials) + 1) for d in partials))]
         self.unread = tuple(i for i, r in enumerate(reads[:-1]) if not r)
         self.reads_y = bool(reads[-1]) if reads else True
+        self.reads_all = not self.unread and self.reads_y
 
     def __reduce__(self):
         # the tracer compares kinds by identity: a copy from another process must get the

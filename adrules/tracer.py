@@ -462,6 +462,9 @@ def apply(f, args, kwargs, sequences=False):
     if kind is SCALAR:  # registry.scalar_rrule, with the partials read from the entry in backprop
         y = f(*values, **kwargs)
         out = Traced(y, top)
+        if entry.reads_all or len(values) != len(entry.partials):  # (what they read was worked out for a full call)
+            top.nodes.append(Node(entry, out.slot, slots, values, None, y))
+            return out
         for i in entry.unread:
             v = values[i]
             if type(v) is _ndarray and v.size >= _BIG:
