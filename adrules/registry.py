@@ -44,17 +44,18 @@ class RuleEntry:
 
     For a scalar rule called with one argument per partial, ``unread`` lists the inputs
     no partial reads and ``reads_y`` says whether some partial reads the output: the tape
-    need not keep the others alive. ``reads_all``: nothing to drop.
+    need not keep the others alive. ``drop_arity`` is the number of arguments of such a
+    full call, or -1 when the partials read everything.
     """
 
-    __slots__ = ("fn", "kind", "config", "partials", "name", "unread", "reads_y", "reads_all")
+    __slots__ = ("fn", "kind", "config", "partials", "name", "unread", "reads_y", "drop_arity")
 
     def __init__(self, fn, kind, config=False, partials=(), name=""):
         self.fn, self.kind, self.config, self.partials, self.name = fn, kind, config, partials, name
         reads = [any(r) for r in zip(*(_parameters_read(d, len(partials) + 1) for d in partials))]
         self.unread = tuple(i for i, r in enumerate(reads[:-1]) if not r)
         self.reads_y = bool(reads[-1]) if reads else True
-        self.reads_all = not self.unread and self.reads_y
+        self.drop_arity = -1 if not self.unread and self.reads_y else len(partials)
 
     def __reduce__(self):
         # the tracer compares kinds by identity: a copy from another process must get the

@@ -462,7 +462,7 @@ def apply(f, args, kwargs, sequences=False):
     if kind is SCALAR:  # registry.scalar_rrule, with the partials read from the entry in backprop
         y = f(*values, **kwargs)
         out = Traced(y, top)
-        if entry.reads_all or len(values) != len(entry.partials):  # (what they read was worked out for a full call)
+        if len(values) != entry.drop_arity:  # nothing to drop, or not a full call (see RuleEntry)
             top.nodes.append(Node(entry, out.slot, slots, values, None, y))
             return out
         for i in entry.unread:
