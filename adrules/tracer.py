@@ -620,7 +620,6 @@ def backprop(trace, seeds, consume=True):
                     d = partials[i]
                     _accumulate(cot, slot, g if d is ONE else _times(g, d(*values, y)), values[i], entry, i)
             continue
-        grads = None  # the previous node's cotangents: not alive during this pullback
         grads = node.pullback(g)
         if type(grads) is not tuple or len(grads) != len(slots) + 1:
             n = len(grads) if isinstance(grads, (tuple, list)) else "not a tuple"
@@ -638,7 +637,7 @@ def backprop(trace, seeds, consume=True):
                     if sj >= 0 and not is_zero(gi):
                         _accumulate(cot, sj, unthunk(gi[j]), values[i][j], entry, i)
                 gi = None
-        grads = None
+        grads = None  # this node's cotangents: not alive during the next pullback
     return cot
 
 
