@@ -462,7 +462,8 @@ def apply(f, args, kwargs, sequences=False):
     if kind is SCALAR:  # registry.scalar_rrule, with the partials read from the entry in backprop
         y = f(*values, **kwargs)
         out = Traced(y, top)
-        if len(values) != entry.drop_arity:  # nothing to drop, or not a full call (see RuleEntry)
+        # An elementwise output is as big as its biggest input: small, nothing worth dropping.
+        if type(y) is not _ndarray or y.size < _BIG or len(values) != entry.drop_arity:
             top.nodes.append(Node(entry, out.slot, slots, values, None, y))
             return out
         for i in entry.unread:
@@ -542,7 +543,7 @@ STATE.dispatch = dispatch_primitive
 # ---------------------------------------------------------------------------
 
 def _accumulate(cot, slot, g, primal, entry, position):
-    if not (type(g) is _ndarray and type(primal) in _SHAPED and g.shape == primal.shape
+    if not (type(g) is _ndarray and type(primal) is _ndarray and g.shape == primal.shape
             and g.dtype == primal.dtype):  # the common case needs no projection
         try:
             g = project_like(g, primal)
@@ -567,7 +568,6 @@ def _accumulate(cot, slot, g, primal, entry, position):
 
 
 _ndarray = np.ndarray
-_SHAPED = (_ndarray, Spec)
 
 
 _BIG = 1 << 12  # elements: below this, allocation is cheaper than the checks
@@ -618,7 +618,14 @@ def backprop(trace, seeds, consume=True):
             for i, slot in enumerate(slots):
                 if slot >= 0:
                     d = partials[i]
-                    _accumulate(cot, slot, g if d is ONE else _times(g, d(*values, y)), values[i], entry, i)
+                    gi = g if d is ONE else _times(g, d(*values, y))
+                    v = values[i]
+                    if (type(gi) is _ndarray and type(v) is _ndarray and gi.shape == v.shape
+                            and gi.dtype == v.dtype and cot[slot] is None):  # _accumulate's common case
+                        cot[slot] = gi
+                    else:
+                        _accumulate(cot, slot, gi, v, entry, i)
+            gi = v = None  # not alive during the next pullback
             continue
         grads = node.pullback(g)
         if type(grads) is not tuple or len(grads) != len(slots) + 1:
