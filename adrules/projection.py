@@ -121,14 +121,14 @@ class ProjectTo:
             trivial = tuple(n for n in _shape(dx) if n != 1) == tuple(n for n in self.shape if n != 1)
             if trivial:
                 dx = np.reshape(dx, self.shape)
-        return project_like(dx, _Spec(self.shape, self.dtype))
+        return project_like(dx, Spec(self.shape, self.dtype))
 
     def __repr__(self):
         return f"ProjectTo(shape={self.shape}, dtype={self.dtype})"
 
 
-class _Spec:
-    """A stand-in primal with only a shape and a dtype."""
+class Spec:
+    """A stand-in primal with only a shape and a dtype (what projection reads)."""
 
     __slots__ = ("shape", "dtype")
 

@@ -19,6 +19,7 @@ and calls it; the tracer and ``adrules.rrule(f, *args)`` (in ``api.py``) both us
 
 from __future__ import annotations
 
+import dis
 import functools
 import inspect
 import sys
@@ -40,17 +41,47 @@ def ONE(*args):
 
 
 class RuleEntry:
-    """One registration: the rule function and how to call it."""
+    """One registration: the rule function and how to call it.
 
-    __slots__ = ("fn", "kind", "config", "partials", "name")
+    For a scalar rule called with one argument per partial, ``unread`` lists the inputs
+    no partial reads and ``reads_y`` says whether some partial reads the output: the tape
+    need not keep the others alive. ``drop_arity`` is the number of arguments of such a
+    full call, or -1 when the partials read everything.
+    """
+
+    __slots__ = ("fn", "kind", "config", "partials", "name", "unread", "reads_y", "drop_arity")
 
     def __init__(self, fn, kind, config=False, partials=(), name=""):
         self.fn, self.kind, self.config, self.partials, self.name = fn, kind, config, partials, name
+        reads = [any(r) for r in zip(*(_parameters_read(d, len(partials) + 1) for d in partials))]
+        self.unread = tuple(i for i, r in enumerate(reads[:-1]) if not r)
+        self.reads_y = bool(reads[-1]) if reads else True
+        self.drop_arity = -1 if not self.unread and self.reads_y else len(partials)
 
     def __reduce__(self):
         # the tracer compares kinds by identity: a copy from another process must get the
         # module's own strings back, not equal ones
         return (_entry, (self.fn, self.kind, self.config, self.partials, self.name))
+
+
+def _parameters_read(d, n):
+    """For partial ``d`` called with ``n`` positional arguments: which of them its body
+    reads (all of them when that cannot be told from its code)."""
+    if d is None or d is ONE:
+        return (False,) * n
+    code = getattr(d, "__code__", None)
+    if type(d) is not types.FunctionType or code is None or code.co_kwonlyargcount:
+        return (True,) * n
+    names = list(code.co_varnames[:code.co_argcount])
+    if code.co_flags & inspect.CO_VARARGS:
+        names += [code.co_varnames[code.co_argcount]] * (n - len(names))
+    if len(names) != n or {"locals", "vars", "eval", "exec"} & set(code.co_names):
+        return (True,) * n
+    loaded = set(code.co_cellvars)  # captured by an inner function: read there
+    for ins in dis.get_instructions(code):
+        if ins.opname.startswith(("LOAD_FAST", "LOAD_DEREF", "LOAD_CLOSURE", "DELETE_FAST")):
+            loaded.update(ins.argval if isinstance(ins.argval, tuple) else (ins.argval,))
+    return tuple(name in loaded for name in names)
 
 
 def _entry(fn, kind, config, partials, name):

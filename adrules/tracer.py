@@ -35,7 +35,7 @@ import numpy as np
 from . import _state, ops
 from ._state import TracedValue
 from .callables import Lifted, _Rebuild, split_callable
-from .projection import ProjectionError, project_like
+from .projection import ProjectionError, Spec, project_like
 from .pytrees import LEAF_TYPES, flatten
 from .registry import NONDIFF, ONE, SCALAR, bind, call_frule, call_rrule, frule as _frules, function_name, rrule as _rrules
 from .tangents import NoTangent, ZeroTangent, is_float_value, is_zero, unthunk
@@ -72,8 +72,12 @@ class Node:
     a list or tuple of those for a list argument). ``out`` is the output's slot, or a
     tuple of slots for several outputs. ``pullback`` is the rule's, or None for a
     scalar rule, whose partials are in ``entry``. ``y`` is the output where backprop
-    needs it (a scalar rule's partials take it; unused outputs of several get zeros
+    needs it (a scalar rule's partials read it; unused outputs of several get zeros
     shaped like it), else None.
+
+    Backprop reads a big argument only for its shape and dtype (to project the
+    cotangent), unless a scalar rule's partials read it: such arguments are kept as a
+    ``Spec``, so the tape does not keep forward intermediates alive that no pullback reads.
     """
 
     __slots__ = ("entry", "out", "slots", "values", "pullback", "y")
@@ -493,13 +497,26 @@ def apply(f, args, kwargs, sequences=False):
     if kind is SCALAR:  # registry.scalar_rrule, with the partials read from the entry in backprop
         y = f(*values, **kwargs)
         out = Traced(y, top)
-        top.nodes.append(Node(entry, out.slot, slots, values, None, y))
+        # An elementwise output is as big as its biggest input: small, nothing worth dropping.
+        if type(y) is not _ndarray or y.size < _BIG or len(values) != entry.drop_arity:
+            top.nodes.append(Node(entry, out.slot, slots, values, None, y))
+            return out
+        for i in entry.unread:
+            v = values[i]
+            if type(v) is _ndarray and v.size >= _BIG:
+                values[i] = Spec(v.shape, v.dtype)
+        top.nodes.append(Node(entry, out.slot, slots, values, None, y if entry.reads_y else None))
         return out
     if kind is NONDIFF:  # outputs carry no tangent: nothing to record
         return f(*values, **kwargs)
     if entry.config:  # a higher-order rule: functions it receives may carry traced state
         _lift_callables(args, values, slots, top)
     y, pullback = call_rrule(entry, top.config, f, values, kwargs)
+    i = 0
+    for v in values:  # the pullback keeps what it reads; the tape, shapes
+        if type(v) is _ndarray and v.size >= _BIG:
+            values[i] = Spec(v.shape, v.dtype)
+        i += 1
     if isinstance(y, (tuple, list)):  # several outputs (NamedTuples keep their type)
         boxes = [Traced(v, top) if is_float_value(v) else v for v in y]
         out_slots = tuple(b.slot if type(b) is Traced else -1 for b in boxes)
@@ -564,12 +581,21 @@ def _accumulate(cot, slot, g, primal, entry, position):
         except ProjectionError as e:
             raise TracerError(
                 f"the pullback of {entry.name} returned a cotangent of the wrong shape for "
-                f"argument {position} (primal shape {np.shape(primal)}): {e}. Fix the rule so "
-                f"argument {position}'s cotangent has its primal's shape.") from None
+                f"argument {position} (primal shape {getattr(primal, 'shape', ())}): {e}. Fix "
+                f"the rule so argument {position}'s cotangent has its primal's shape.") from None
         if is_zero(g):
             return
     old = cot[slot]
-    cot[slot] = g if old is None else old + g
+    if old is None:
+        cot[slot] = g
+    elif (_ELIDE and type(old) is _ndarray and old.size >= _BIG and sys.getrefcount(old) <= 3
+          and type(g) is _ndarray and g.shape == old.shape and g.dtype == old.dtype
+          and old.flags.writeable and old.flags.owndata):
+        # Only ``cot`` (and this frame) holds ``old``: a sum backprop made that nobody else
+        # reads, so adding into it saves a fresh buffer and its page faults.
+        np.add(old, g, out=old)
+    else:
+        cot[slot] = old + g
 
 
 _ndarray = np.ndarray
@@ -584,7 +610,8 @@ _ELIDE = sys.version_info < (3, 14)
 def _times(g, d):
     """``g * d``, written into ``d`` when ``d`` is a big temporary nobody else holds
     (refcount 2: the parameter and getrefcount's own argument), saving an allocation and its
-    page faults: the same trick as NumPy's own temporary elision."""
+    page faults: the same trick as NumPy's own temporary elision. Refcounts are
+    reliable for this on CPython 3.10-3.13 (``_ELIDE``)."""
     if (_ELIDE and type(d) is _ndarray and d.size >= _BIG and sys.getrefcount(d) <= 2 and d.flags.writeable
             and d.flags.owndata and np.shape(g) == d.shape and np.result_type(g, d) == d.dtype):
         return np.multiply(d, g, out=d)
@@ -622,7 +649,14 @@ def backprop(trace, seeds, consume=True):
             for i, slot in enumerate(slots):
                 if slot >= 0:
                     d = partials[i]
-                    _accumulate(cot, slot, g if d is ONE else _times(g, d(*values, y)), values[i], entry, i)
+                    gi = g if d is ONE else _times(g, d(*values, y))
+                    v = values[i]
+                    if (type(gi) is _ndarray and type(v) is _ndarray and gi.shape == v.shape
+                            and gi.dtype == v.dtype and cot[slot] is None):  # _accumulate's common case
+                        cot[slot] = gi
+                    else:
+                        _accumulate(cot, slot, gi, v, entry, i)
+            gi = v = None  # not alive during the next pullback
             continue
         grads = node.pullback(g)
         if type(grads) is not tuple or len(grads) != len(slots) + 1:
@@ -640,6 +674,8 @@ def backprop(trace, seeds, consume=True):
                 for j, sj in enumerate(slot):
                     if sj >= 0 and not is_zero(gi):
                         _accumulate(cot, sj, unthunk(gi[j]), values[i][j], entry, i)
+                gi = None
+        grads = None  # this node's cotangents: not alive during the next pullback
     return cot
 
 

@@ -24,10 +24,11 @@ Method: within each workload the libraries are timed in alternation (round robin
 ``repeat`` rounds, each sample ``number`` calls sized to about ``budget`` seconds, one
 warm-up call first), and medians are reported, so machine noise hits all alike. BLAS is
 pinned to one thread (threadpoolctl, OMP_NUM_THREADS=1, torch.set_num_threads(1), XLA
-single-threaded) and glibc malloc is configured identically for every process
-(``MALLOC_ENV`` in common.py: no heap trimming, no per-array mmap) by re-executing this
-script with those variables set, so serial runs do not pay page faults that long-lived
-parallel workers avoid. ``--no-malloc-env`` turns that off, to see its effect.
+single-threaded); glibc malloc is left as users have it, so every fresh big allocation
+pays its page faults. ``--malloc-env`` adds a second, labelled column: adrules' times from
+a second run of this script with ``MALLOC_ENV`` of common.py set (no heap trimming, no
+per-array mmap) in every process. Page faults per gradient of 8 heavy models are counted
+for adrules, autograd and the forward pass, each in a fresh process (``page_faults.py``).
 
 Writes the Markdown table to ``asv_benchmarks/peers_latest.md`` and prints it.
 """
@@ -36,6 +37,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import json
 import os
 import platform
 import sys
@@ -238,6 +240,12 @@ class Table:
         print(f"  {workload}: " + ", ".join(f"{c} {fmt_time(times.get(c))}" for c in self.COLUMNS
                                              if times.get(c) is not None), flush=True)
 
+    def add_column(self, name, by_workload):
+        """A second figure per row (``{workload: formatted time}``), before the ratios."""
+        self.COLUMNS = [*self.COLUMNS, name]
+        for row in self.rows:
+            row.insert(len(row) - 1, by_workload.get(row[0], "—"))
+
     def markdown(self):
         head = ["workload", *self.COLUMNS, "ratios"]
         lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
@@ -265,6 +273,19 @@ def timed(fns, repeat, budget):
     return times, errors
 
 
+def tuned_run(quick):
+    """adrules' times by workload from a run of this script with MALLOC_ENV set."""
+    import subprocess
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "tuned.json")
+        subprocess.run([sys.executable, os.path.abspath(__file__), "--tuned-child", path,
+                        *(["--quick"] if quick else [])], check=True)
+        with open(path) as fh:
+            return json.load(fh)
+
+
 def machine_line():
     cpu = platform.processor() or "?"
     try:
@@ -281,11 +302,12 @@ def machine_line():
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="short run: fewer, shorter samples")
-    parser.add_argument("--no-malloc-env", action="store_true",
-                        help="do not set the glibc MALLOC_* variables (to see their effect)")
+    parser.add_argument("--malloc-env", action="store_true",
+                        help="add a column of adrules' times with glibc's MALLOC_* variables set")
+    parser.add_argument("--tuned-child", help=argparse.SUPPRESS)  # JSON path: the tuned run's times
     parser.add_argument("--output", default=os.path.join(HERE, "peers_latest.md"))
     args = parser.parse_args(argv)
-    common.reexec_with_measurement_env(__file__, sys.argv[1:], not args.no_malloc_env)
+    common.reexec_with_measurement_env(__file__, sys.argv[1:], bool(args.tuned_child))
 
     import adrules as ad
     import executors
@@ -317,7 +339,7 @@ def main(argv=None):
             if label == "sum(x**2)" and n == 100 and times.get("adrules"):
                 note = verdict(times["adrules"] * 1e6, 15, unit=" µs")
             elif label == "sum(x**2)" and n == 1_000_000 and times.get("adrules") and times.get("primal"):
-                note = verdict(times["adrules"] / times["primal"], 2.5, unit="x primal")
+                note = verdict(times["adrules"] / times["primal"], 3, unit="x primal")
             table.add(f"gradient of {label}, n={n:.0e}".replace("e+0", "e"), times, "NumPy primal",
                       times.get("primal"), "x primal", note=note)
 
@@ -338,7 +360,7 @@ def main(argv=None):
     table.add("marginal gradient cost per elementwise op (50-op chain, 10 floats)", per_op,
               "bare NumPy op", per_op.get("primal"), "x NumPy op",
               note="; ".join(filter(None, [
-                  verdict(per_op["adrules"] * 1e6 if "adrules" in per_op else None, 5, unit=" µs"),
+                  verdict(per_op["adrules"] * 1e6 if "adrules" in per_op else None, 3.5, unit=" µs"),
                   "jax: jit fuses the chain" if "jax" in per_op else ""])))
 
     # -- ensembles, serial -----------------------------------------------------------
@@ -356,15 +378,34 @@ def main(argv=None):
         dims = f"{spec['n_models']} MLPs {spec['d_in']}-{spec['d_hidden']}-1, batch {spec['batch']}"
         fwd, adr, hand = times.get("forward"), times.get("adrules"), times.get("hand-written NumPy")
         table.add(f"{name} ensemble gradient, serial loop ({dims})", times, "NumPy forward", fwd,
-                  "x forward", note=verdict(adr / fwd if adr and fwd else None, 4, unit="x forward")
-                  if name == "small" else "")
+                  "x forward", note=verdict(adr / fwd if adr and fwd else None,
+                                            4 if name == "small" else 2.6, unit="x forward"))
         psum_t = {"adrules": times.get("adrules psum serial")}
         note = ""
         if name == "heavy":
-            note = verdict(psum_t["adrules"] / hand if psum_t["adrules"] and hand else None, 1.25,
-                           unit="x hand-written")
+            loop, ps = adr, psum_t["adrules"]
+            note = "; ".join([
+                verdict(ps / hand if ps and hand else None, 1.25, unit="x hand-written"),
+                verdict(loop / ps if loop and ps else None, 1.1, unit="x psum (serial loop / psum)")])
         table.add(f"{name} ensemble gradient, adrules psum on the serial executor", psum_t,
                   "NumPy forward", fwd, "x forward", note=note)
+
+    # -- page faults per gradient, 8 heavy models, fresh processes ------------------
+    if not args.tuned_child:
+        import page_faults
+
+        print("page faults, 8 heavy models", flush=True)
+        faults = {}
+        for lib, col in (("adrules", "adrules"), ("autograd", "autograd"), ("forward", "forward")):
+            if lib == "autograd" and "autograd" not in peers:
+                continue
+            faults[col] = page_faults.in_fresh_process(lib, 8)
+        a, b = faults["adrules"]["faults"], faults.get("autograd", {}).get("faults")
+        table.rows.append(["page faults per gradient, 8 heavy models (fresh process each)",
+                           f"{a:.0f}", "—" if b is None else f"{b:.0f}", "—", "—", "—",
+                           f"forward alone {faults['forward']['faults']:.0f}; "
+                           + verdict(a / b if b else None, 1, unit="x autograd's")])
+        print(f"  faults: " + ", ".join(f"{k} {v['faults']:.0f}" for k, v in faults.items()), flush=True)
 
     # -- ensembles, parallel on 2 workers ------------------------------------------
     import concurrent.futures
@@ -437,8 +478,16 @@ def main(argv=None):
     elapsed = time.perf_counter() - started
     load_after = os.getloadavg()[0]
     cores_after = common.available_cores(2, 0.3)
-    malloc = ("MALLOC_* set: " + ", ".join(f"{k}={os.environ.get(k)}" for k in common.MALLOC_ENV)
-              if common.malloc_env_is_set() else "MALLOC_* not set (--no-malloc-env)")
+    if args.tuned_child:
+        with open(args.tuned_child, "w") as fh:
+            json.dump({row[0]: row[1] for row in table.rows}, fh)
+        return 0
+    malloc = "glibc malloc untuned (the environment users have)"
+    if args.malloc_env:
+        tuned = tuned_run(args.quick)
+        table.add_column("adrules, tuned malloc", tuned)
+        malloc += ("; column 'adrules, tuned malloc': a second run with " +
+                   ", ".join(f"{k}={v}" for k, v in common.MALLOC_ENV.items()))
     skipped = [lib for lib in ("autograd", "torch", "jax") if lib not in peers]
     header = [
         "# adrules vs peers",

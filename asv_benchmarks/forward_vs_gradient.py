@@ -5,8 +5,8 @@ forward got faster; this prints both speed-ups for the same ensemble in one run.
 
     python asv_benchmarks/forward_vs_gradient.py [n_hidden batch [chunk_size]]
 
-Defaults: the heavy ensemble (32 MLPs 16-512-1, batch 4096). Set the MALLOC_* variables
-of run_quick.sh first, or serial runs pay page faults that workers avoid.
+Defaults: the heavy ensemble (32 MLPs 16-512-1, batch 4096), measured in the environment
+users have (glibc malloc untuned; BLAS on one thread).
 """
 
 import statistics

@@ -14,10 +14,8 @@ PYTHON="${PYTHON:-python}"
 GUARD_SECONDS="${ASV_QUICK_TIMEOUT:-900}"
 
 # Measurement environment, the same as compare_peers.py and scaling.py use (see
-# benchmarks/common.py): BLAS on one thread; glibc malloc keeps freed memory (no
-# trimming, no per-array mmap) so no run pays page faults that another avoids.
+# benchmarks/common.py): BLAS on one thread, glibc malloc left as users have it.
 export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1
-export MALLOC_MMAP_THRESHOLD_=33554432 MALLOC_TRIM_THRESHOLD_=1073741824 MALLOC_TOP_PAD_=67108864
 
 if ! "$PYTHON" -c "import asv" 2>/dev/null; then
     echo "run_quick.sh: asv is not installed for $PYTHON: pip install -e '.[bench]'" >&2

@@ -1,6 +1,6 @@
 """psum gradient time against worker count, per backend, on the heavy ensemble.
 
-    python asv_benchmarks/scaling.py [--repeat 9] [--quick] [--no-dask] [--no-malloc-env]
+    python asv_benchmarks/scaling.py [--repeat 9] [--quick] [--no-dask] [--malloc-env]
 
 Backends: serial, threads, processes, and dask (a ``LocalCluster``, one thread per worker
 process) when ``distributed`` is importable; worker counts 1 and 2. Workload: the
@@ -15,9 +15,9 @@ Every executor is created and warmed first, then the configurations are timed in
 alternation (one gradient each per round, ``--repeat`` rounds) and medians reported, so
 noise hits all alike. The machine is shared: each round first measures how many cores
 two busy processes actually get (``common.available_cores``), and the figure reports it,
-since no speed-up can beat it. BLAS is pinned to one thread and glibc malloc is configured
-identically for every process (``benchmarks.common.MALLOC_ENV``, by re-executing this
-script with those variables set).
+since no speed-up can beat it. BLAS is pinned to one thread; glibc malloc is left as users
+have it (``--malloc-env`` sets ``benchmarks.common.MALLOC_ENV`` in every process instead,
+and the figure says so).
 
 Writes ``asv_benchmarks/scaling.csv`` and ``asv_benchmarks/scaling.png`` (needs
 matplotlib: ``pip install matplotlib``, or ``pip install -e '.[plot]'``).
@@ -181,13 +181,13 @@ def main(argv=None):
     parser.add_argument("--repeat", type=int, default=9, help="timed rounds (default 9)")
     parser.add_argument("--quick", action="store_true", help="3 rounds")
     parser.add_argument("--no-dask", action="store_true", help="leave the dask backend out")
-    parser.add_argument("--no-malloc-env", action="store_true",
-                        help="do not set the glibc MALLOC_* variables (to see their effect)")
+    parser.add_argument("--malloc-env", action="store_true",
+                        help="set the glibc MALLOC_* variables of common.MALLOC_ENV (a tuned figure, labelled)")
     parser.add_argument("--csv", default=os.path.join(HERE, "scaling.csv"))
     parser.add_argument("--png", default=os.path.join(HERE, "scaling.png"))
     args = parser.parse_args(argv)
     plt = require_matplotlib()  # fail before the measurement, not after it
-    common.reexec_with_measurement_env(__file__, sys.argv[1:], not args.no_malloc_env)
+    common.reexec_with_measurement_env(__file__, sys.argv[1:], args.malloc_env)
     common.pin_blas()
 
     with_dask = dask_available() and not args.no_dask
@@ -204,7 +204,7 @@ def main(argv=None):
 
     avail = f"{np.median(cores):.2f} (min {min(cores):.2f}, max {max(cores):.2f})"
 
-    malloc = "MALLOC_* set" if common.malloc_env_is_set() else "MALLOC_* not set"
+    malloc = "tuned malloc (MALLOC_* set)" if common.malloc_env_is_set() else "malloc untuned"
     cpu = "?"
     try:
         with open("/proc/cpuinfo") as fh:

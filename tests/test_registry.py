@@ -639,3 +639,43 @@ def test_gradient_result_is_never_a_thunk():
     assert not isinstance(g, ad.Thunk)
     y, back = ad.pullback(lambda a: mul_lazy(a, np.array([1.0, 2.0])), np.array([3.0, 4.0]))
     assert not isinstance(back(np.ones(2))[0], ad.Thunk)
+
+
+# ---- which inputs a scalar rule's partials read (what the tape must keep) ----------------------
+
+def test_parameters_read_from_partials_code():
+    from adrules.registry import ONE, _parameters_read
+
+    scale = 2.0
+    assert _parameters_read(lambda x, y: 1.0 - y * y, 2) == (False, True)
+    assert _parameters_read(lambda x, y: scale * x, 2) == (True, False)
+    assert _parameters_read(lambda a, b, y: b, 3) == (False, True, False)
+    assert _parameters_read(lambda x, y: (lambda: y)(), 2) == (False, True)  # read by an inner function
+    assert _parameters_read(ONE, 3) == (False, False, False)
+    assert _parameters_read(None, 2) == (False, False)
+
+
+def test_parameters_read_assumes_all_when_unsure():
+    import functools
+
+    from adrules.registry import _parameters_read
+
+    def reads_args(*args):
+        return args[-1]
+
+    assert _parameters_read(reads_args, 2) == (True, True)
+    assert _parameters_read(np.cos, 2) == (True, True)  # no Python code to read
+    assert _parameters_read(functools.partial(lambda k, x, y: k * x, 2.0), 2) == (True, True)
+    assert _parameters_read(lambda x, y: eval("x"), 2) == (True, True)
+
+
+def test_scalar_rule_partial_reading_output_gets_it():
+    # the tape drops what no partial reads; a partial that reads the output must still get it
+    @ad.primitive
+    def softsign(x):
+        return x / (1.0 + np.abs(x))
+
+    ad.scalar_rule(softsign, lambda x, y: (1.0 - np.abs(y)) ** 2)
+    x = np.linspace(-3.0, 3.0, 5000)
+    np.testing.assert_allclose(ad.gradient(lambda v: np.sum(softsign(v)), x)[0],
+                               1.0 / (1.0 + np.abs(x)) ** 2, rtol=1e-12)

@@ -19,10 +19,15 @@ _EXACT_ZEROS = 2  # zeros per group split off exactly in prod/cumprod rules; see
 
 def _expand(g, x, axis, keepdims):
     """Cotangent ``g`` of a reduction of ``x`` over ``axis``, spread back to ``x``'s shape."""
+    return _expand_to(g, np.shape(x), axis, keepdims)
+
+
+def _expand_to(g, shape, axis, keepdims):
+    """``_expand`` from the reduced array's shape alone: a pullback that needs nothing else
+    of its input keeps only the shape, so the input can be freed after the forward pass."""
     if not keepdims and axis is not None:
-        g = np.expand_dims(g, normalize_axes(axis, np.ndim(x)))
-    shape = np.shape(x)
-    if not isinstance(g, (np.ndarray, np.generic)) or np.size(x) >= _BIG_ELEMENTS:
+        g = np.expand_dims(g, normalize_axes(axis, len(shape)))
+    if not isinstance(g, (np.ndarray, np.generic)) or _size(shape) >= _BIG_ELEMENTS:
         # A read-only broadcast view: no pass over memory. Gradients handed to users are
         # made fresh and writeable by the API (api._fresh).
         return np.broadcast_to(g, shape)
@@ -30,6 +35,13 @@ def _expand(g, x, axis, keepdims):
 
 
 _BIG_ELEMENTS = 1 << 16
+
+
+def _size(shape):
+    n = 1
+    for k in shape:
+        n *= k
+    return n
 
 
 def _masked(dx, where):
@@ -41,7 +53,7 @@ def _count(x, axis, where=True):
     """How many elements each output of a reduction over ``axis`` gathers (keepdims-shaped with ``where``)."""
     axes = normalize_axes(axis, np.ndim(x))
     if where is True:
-        return int(np.prod([np.shape(x)[a] for a in axes]))
+        return _size([np.shape(x)[a] for a in axes])
     return np.sum(np.broadcast_to(where, np.shape(x)), axis=axes, keepdims=True)
 
 
@@ -148,8 +160,10 @@ def _weights_along(weights, a, axis):
 # ---- sums and means ------------------------------------------------------------------
 @reverse_rule(np.sum)
 def sum_rrule(a, axis=None, dtype=None, out=None, keepdims=False, **kwargs):
+    shape = a.shape if type(a) is np.ndarray else np.shape(a)
+
     def sum_pullback(g):
-        return NoTangent(), _masked(_expand(g, a, axis, keepdims), kwargs.get("where", True))
+        return NoTangent(), _masked(_expand_to(g, shape, axis, keepdims), kwargs.get("where", True))
 
     if type(a) is np.ndarray and not kwargs:  # skip np.sum's Python wrapper: the common case
         return np.add.reduce(a, axis, dtype, None, keepdims), sum_pullback
@@ -191,9 +205,12 @@ def nansum_frule(tangents, a, axis=None, dtype=None, out=None, keepdims=False, *
 @reverse_rule(np.mean)
 def mean_rrule(a, axis=None, dtype=None, out=None, keepdims=False, **kwargs):
     where = kwargs.get("where", True)
+    shape, n = np.shape(a), _count(a, axis, where)
 
     def mean_pullback(g):
-        return NoTangent(), _masked(_expand(g, a, axis, keepdims), where) / _count(a, axis, where)
+        if where is True:  # divide before spreading: one full-size pass fewer
+            return NoTangent(), _expand_to(g / n, shape, axis, keepdims)
+        return NoTangent(), _masked(_expand_to(g, shape, axis, keepdims), where) / n
 
     return np.mean(a, axis, dtype, keepdims=keepdims, **kwargs), mean_pullback
 

@@ -36,6 +36,15 @@ scalar_rule(np.reciprocal, lambda x, y: -(y * y))
 scalar_rule(np.remainder, ONE, lambda a, b, y: -np.floor_divide(a, b))
 scalar_rule(np.fmod, ONE, lambda a, b, y: -np.trunc(a / b))
 
+def _tanh_partial(x, y):
+    """1 - y*y; for a big plain array computed in the buffer of y*y (NumPy does not elide a
+    temporary on the right of ``-``): one full-size allocation, not two."""
+    t = y * y
+    if type(t) is np.ndarray and t.size >= 1 << 12:
+        return np.subtract(1.0, t, out=t)
+    return 1.0 - t
+
+
 # ---- powers and roots --------------------------------------------------------
 def _power_base_partial(a, b, y):
     if type(b) in (int, float):  # the common x ** 2: no np.where over the exponent
@@ -79,7 +88,7 @@ scalar_rule(np.rad2deg, lambda x, y: 180.0 / np.pi)
 # ---- hyperbolic ----------------------------------------------------------------
 scalar_rule(np.sinh, lambda x, y: np.cosh(x))
 scalar_rule(np.cosh, lambda x, y: np.sinh(x))
-scalar_rule(np.tanh, lambda x, y: 1.0 - y * y)
+scalar_rule(np.tanh, _tanh_partial)
 scalar_rule(np.arcsinh, lambda x, y: 1.0 / np.sqrt(x * x + 1.0))
 scalar_rule(np.arccosh, lambda x, y: 1.0 / np.sqrt(x * x - 1.0))
 scalar_rule(np.arctanh, lambda x, y: 1.0 / (1.0 - x * x))

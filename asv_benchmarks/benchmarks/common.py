@@ -13,10 +13,10 @@ Loss functions take an array namespace ``xp`` (numpy by default; ``autograd.nump
 ``torch`` or ``jax.numpy`` in the peer comparison): they only use ``@``, ``+``, ``-``,
 ``**``, ``xp.tanh``, ``xp.sin``, ``xp.cos`` and ``xp.mean`` / ``xp.sum``.
 
-Measurement hygiene (see ``pin_blas`` and ``MALLOC_ENV``): BLAS is pinned to one
-thread, as the reference figures were taken that way, and glibc's malloc is told to keep
-freed memory (no trimming, no per-array mmap) so a serial run does not pay page faults
-that a parallel run avoids.
+Measurement environment: the one users have. BLAS is pinned to one thread (as the
+reference figures were taken that way; that is not malloc tuning), glibc's malloc is left
+alone: every large fresh allocation is paid in page faults, as in a user's program.
+``MALLOC_ENV`` exists only for a second, labelled figure (``compare_peers.py --malloc-env``).
 """
 
 from __future__ import annotations
@@ -30,7 +30,8 @@ import numpy as np
 # measurement environment
 # ---------------------------------------------------------------------------
 
-#: glibc malloc settings used for every measurement run. Without them, each large
+#: glibc malloc settings for a second, labelled "tuned malloc" figure only; the main
+#: figures are taken without them, in the environment users have. Without them, each large
 #: temporary (the heavy ensemble's 4096x512 activations are 16 MiB) is mmapped and
 #: unmapped, or the heap is trimmed, so every call pays fresh page faults (measured here:
 #: ~53k minor faults and 0.3-0.8 s of system time per loop gradient of the heavy
@@ -76,11 +77,11 @@ def malloc_env_is_set():
     return all(os.environ.get(k) == v for k, v in MALLOC_ENV.items())
 
 
-def reexec_with_measurement_env(script, argv, use_malloc_env=True):
-    """Re-run ``script`` with BLAS_ENV, XLA_ENV and (unless told not to) MALLOC_ENV set,
-    if they are not set already: glibc reads MALLOC_* at process start only, and process
-    pool workers inherit the environment, so every process of a run is configured alike.
-    Returns only when nothing had to change."""
+def reexec_with_measurement_env(script, argv, use_malloc_env=False):
+    """Re-run ``script`` with BLAS_ENV and XLA_ENV set (and MALLOC_ENV only when asked, for
+    a labelled tuned-malloc figure), if they are not set already: glibc reads MALLOC_* at
+    process start only, and process pool workers inherit the environment, so every process
+    of a run is configured alike. Returns only when nothing had to change."""
     import sys
 
     wanted = {**BLAS_ENV, **XLA_ENV, **(MALLOC_ENV if use_malloc_env else {})}
