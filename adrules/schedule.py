@@ -101,25 +101,33 @@ def parallel_seconds(executor, chunk_seconds, n):
 class _Site:
     """What one call site has learnt about its chunks on one executor."""
 
-    __slots__ = ("chunk_seconds", "measured_inline", "losses", "calls", "parallel_runs")
+    __slots__ = ("chunk_seconds", "measured_inline", "losses", "calls", "parallel_runs", "time_a_loop")
 
     def __init__(self):
         self.chunk_seconds = None  # CPU seconds of one chunk
         self.measured_inline = False  # chunk_seconds comes from an uncontended loop
         self.losses = self.calls = self.parallel_runs = 0
+        self.time_a_loop = False  # the next call runs inline, to judge parallel against it
 
     def record_inline(self, cpu_seconds, n):
         self.chunk_seconds, self.measured_inline = cpu_seconds / n, True
 
-    def record_parallel(self, wall, cpu_seconds, n, first_on_workers):
+    def record_parallel(self, wall, cpu_seconds, n, first_on_workers, n_workers=2):
         """Judge a parallel run against the loop it replaced."""
         self.parallel_runs += 1
-        if not self.measured_inline:  # the workers' clocks are the best estimate there is
-            self.chunk_seconds = cpu_seconds / n
         if first_on_workers:  # workers unpickling, importing, caching data: no verdict
+            if not self.measured_inline:
+                self.chunk_seconds = cpu_seconds / n
             return
-        loop = self.chunk_seconds * n if self.measured_inline else cpu_seconds
-        self.losses = self.losses + 1 if wall > 1.05 * loop else 0
+        if not self.measured_inline:
+            # Only the workers' clocks so far, and chunks running side by side overstate
+            # what a loop would cost (shared caches, memory bandwidth, the GIL's hand-offs).
+            # A clear gain stands on its own; an unclear one is judged against a timed loop.
+            self.chunk_seconds = cpu_seconds / n
+            if cpu_seconds < 0.7 * n_workers * wall:
+                self.time_a_loop = True
+            return
+        self.losses = self.losses + 1 if wall > 1.05 * self.chunk_seconds * n else 0
 
 
 _sites: dict = {}
@@ -223,7 +231,8 @@ def _auto(site, executor, timed, items, shared, on_done, on_result, always=False
 
     t0 = time.perf_counter()
     parts = executor.map(timed, batches, shared=shared, on_done=batch_done, on_result=batch_result)
-    site.record_parallel(time.perf_counter() - t0, cpu[0], len(items), first_on_workers)
+    site.record_parallel(time.perf_counter() - t0, cpu[0], len(items), first_on_workers,
+                         executor.n_workers)
     where = first + _placement(executor, len(items), len(batches))
     return done + [r for part in parts for r in part], where, why
 
@@ -233,6 +242,9 @@ def _wants_parallel(site, executor, n):
     work = site.chunk_seconds * n
     if executor.n_workers < 2:
         return False, f"{executor.name} has 1 worker"
+    if site.time_a_loop:
+        site.time_a_loop = False
+        return False, "timing a loop to judge the last parallel run"
     if site.losses >= 2 and site.calls % RETRY_EVERY:
         return False, (f"lost in parallel {site.losses} times in a row (retrying every "
                        f"{RETRY_EVERY} calls)")

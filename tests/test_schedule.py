@@ -84,10 +84,18 @@ def test_two_lost_parallel_calls_in_a_row_send_the_call_site_inline_with_retries
     assert sum(decisions) == 2  # inline, but a parallel try every RETRY_EVERY calls
 
 
-def test_without_an_inline_loop_the_workers_clocks_judge_a_parallel_run():
+def test_an_unclear_gain_is_judged_against_a_timed_loop():
     site = _site(0.010, inline=False)  # from chunk 0 of a first call
-    site.record_parallel(wall=0.3, cpu_seconds=0.2, n=10, first_on_workers=False)  # GIL-bound
-    assert site.losses == 1 and site.chunk_seconds == pytest.approx(0.02)
+    site.record_parallel(wall=0.11, cpu_seconds=0.2, n=10, first_on_workers=False)  # 1.8x: clear
+    assert not site.time_a_loop and site.losses == 0
+    site.record_parallel(wall=0.17, cpu_seconds=0.2, n=10, first_on_workers=False)  # 1.2x: unclear
+    assert site.time_a_loop and site.chunk_seconds == pytest.approx(0.02)
+    site.calls += 1
+    parallel, why = schedule._wants_parallel(site, _Pool(), 10)
+    assert not parallel and "timing a loop" in str(why)
+    site.record_inline(cpu_seconds=0.15, n=10)  # the loop: 15 ms a chunk, 150 ms in all
+    site.record_parallel(wall=0.17, cpu_seconds=0.2, n=10, first_on_workers=False)
+    assert site.losses == 1  # 170 ms in parallel against a 150 ms loop
 
 
 def test_chunks_report_cpu_time_not_waiting_time():
