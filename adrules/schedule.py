@@ -62,20 +62,6 @@ class _Timed:
         return (_Timed, (self.fn,))
 
 
-class _TimedItem:
-    """``fn`` on one item, returning ``(result, CPU seconds)``."""
-
-    __slots__ = ("fn",)
-
-    def __init__(self, fn):
-        self.fn = fn
-
-    def __call__(self, item, *shared):
-        t0 = time.thread_time()
-        result = self.fn(item, *shared)
-        return result, time.thread_time() - t0
-
-
 def _tasks(n, n_workers, chunk_seconds, dispatch_cost):
     """How many consecutive chunks go in one task: enough that a task outweighs its
     dispatch ~10 times, at most ~4 tasks a worker (each carries the shared data), yet
@@ -201,16 +187,12 @@ def _auto(site, executor, timed, items, shared, on_done, on_result, always=False
         first = ""
     offset = len(done)
     parallel, why = (True, "dispatch='always'") if always else _wants_parallel(site, executor, len(items))
-    if not parallel:  # one task of all the items, timed item by item around fn alone
-        cpu = [0.0]
-
-        def item_result(i, pair):
-            cpu[0] += pair[1]
-            return pair[0] if on_result is None else on_result(i + offset, pair[0])
-
-        rest = _SERIAL.map(_TimedItem(timed.fn), items, shared=shared, on_done=_shift(on_done, offset),
-                           on_result=item_result)
-        site.record_inline(cpu[0], len(items))
+    if not parallel:  # one clock reading for the lot (two syscalls, not two per item)
+        shifted = None if on_result is None else (lambda i, r: on_result(i + offset, r))
+        t0 = time.thread_time()
+        rest = _SERIAL.map(timed.fn, items, shared=shared, on_done=_shift(on_done, offset),
+                           on_result=shifted)
+        site.record_inline(time.thread_time() - t0, len(items))
         return done + rest, first + "inline", why
     per_task = _tasks(len(items), executor.n_workers, site.chunk_seconds or 0.0, executor.dispatch_cost)
     batches = [items[i:i + per_task] for i in range(0, len(items), per_task)]
