@@ -625,5 +625,8 @@ def test_loky_private_attributes():
         victim = next(iter(workers.values()))
         os.kill(victim.pid, signal.SIGKILL)
         victim.join(timeout=10)
+        deadline = time.monotonic() + 10  # loky's manager thread notices the death on its own time
+        while _loky_pool_healthy(pool) and time.monotonic() < deadline:
+            time.sleep(0.01)
         assert not _loky_pool_healthy(pool)
         assert ex.map(abs, [-3]) == [3]  # and the executor replaced it
