@@ -14,9 +14,11 @@ import pdoc
 
 import executors
 
-# DaskExecutor is imported on first use (module __getattr__), so that "import executors"
-# needs no distributed; pdoc reads the module's __dict__, so resolve it first.
+# DaskExecutor and JoblibExecutor are imported on first use (module __getattr__), so that
+# "import executors" needs neither distributed nor joblib; pdoc reads the module's
+# __dict__, so resolve them first.
 executors.DaskExecutor = executors.DaskExecutor
+executors.JoblibExecutor = executors.JoblibExecutor
 
 
 def main(argv):
