@@ -359,7 +359,10 @@ def test_assigning_traced_slice_into_numpy_array():
         y[1:] = x
         return np.sum(y)
 
-    with pytest.raises(TypeError, match=r"assigning a traced value into a NumPy array .*np\.stack"):
+    # Python 3.13 compiles a slice store so that the store is not the instruction being run
+    # when NumPy asks for the array: the general message (which names the store too) shows
+    with pytest.raises(TypeError, match=r"(assigning a traced value into a NumPy array|storing it "
+                                        r"into a NumPy array \(a\[i\] = x\)).*np\.stack"):
         grad(f, X)
 
 
