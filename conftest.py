@@ -2,6 +2,7 @@
 it is missing; .ci/run installs every extra, so there they all run."""
 
 import importlib.util
+import logging
 
 import pytest
 
@@ -15,3 +16,19 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if item.nodeid.startswith("executors/dask.py::"):
             item.add_marker(pytest.mark.skip(reason=_NEEDS_DASK))
+
+
+@pytest.fixture(scope="session")
+def loopback_dask_client():
+    """A real distributed LocalCluster (loopback only, no dashboard) for tests that hand a
+    client to another library, such as joblib's dask backend; one per test session."""
+    distributed = pytest.importorskip("distributed", reason=_NEEDS_DASK)
+    cluster = distributed.LocalCluster(
+        n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
+        dashboard_address=None, scheduler_kwargs={"dashboard": False},
+        silence_logs=logging.CRITICAL,
+    )
+    client = distributed.Client(cluster, set_as_default=False)
+    yield client
+    client.close()
+    cluster.close()

@@ -63,21 +63,6 @@ def local_pools():
         ex.close()
 
 
-@pytest.fixture(scope="module")
-def joblib_dask_client():
-    """A real LocalCluster for joblib's dask backend (loopback only, no dashboard)."""
-    distributed = pytest.importorskip("distributed", reason="joblib's dask backend needs distributed")
-    cluster = distributed.LocalCluster(
-        n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
-        dashboard_address=None, scheduler_kwargs={"dashboard": False},
-        silence_logs=logging.CRITICAL,
-    )
-    client = distributed.Client(cluster, set_as_default=False)
-    yield client
-    client.close()
-    cluster.close()
-
-
 @pytest.fixture(params=BACKENDS)
 def ex(request, local_pools):
     if request.param.startswith("dask"):
@@ -91,7 +76,7 @@ def _joblib_under(request, backend):
     """Enter ``joblib.parallel_config(backend=...)`` for the rest of the test."""
     import joblib
 
-    kwargs = {"client": request.getfixturevalue("joblib_dask_client")} if backend == "dask" else {}
+    kwargs = {"client": request.getfixturevalue("loopback_dask_client")} if backend == "dask" else {}
     cfg = joblib.parallel_config(backend=backend, **kwargs)
     cfg.__enter__()
     request.addfinalizer(lambda: cfg.__exit__(None, None, None))

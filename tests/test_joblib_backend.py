@@ -8,7 +8,6 @@ loky workers, a real LocalCluster; no mocks.
 
 from __future__ import annotations
 
-import logging
 import os
 import subprocess
 import sys
@@ -25,27 +24,12 @@ pytestmark = pytest.mark.filterwarnings("ignore:Port 8787 is already in use:User
 JOBLIB_BACKENDS = ["loky", "threading", "dask"]
 
 
-@pytest.fixture(scope="module")
-def dask_client():
-    distributed = pytest.importorskip(
-        "distributed", reason="joblib's dask backend needs distributed (pip install 'adrules[dask]')")
-    cluster = distributed.LocalCluster(
-        n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
-        dashboard_address=None, scheduler_kwargs={"dashboard": False},
-        silence_logs=logging.CRITICAL,
-    )
-    client = distributed.Client(cluster, set_as_default=False)
-    yield client
-    client.close()
-    cluster.close()
-
-
 @pytest.fixture(params=JOBLIB_BACKENDS)
 def joblib_config(request):
     """Kwargs of ``joblib.parallel_config`` for one joblib backend, 2 jobs."""
     kwargs = {"backend": request.param, "n_jobs": 2}
     if request.param == "dask":
-        kwargs["client"] = request.getfixturevalue("dask_client")
+        kwargs["client"] = request.getfixturevalue("loopback_dask_client")
     return kwargs
 
 
