@@ -173,6 +173,15 @@ def sleepy(x, seconds):
     return x
 
 
+@pytest.fixture
+def ctrl_c_raises():
+    """Python's own SIGINT handler for the test: a shell that starts a job in the
+    background (``.ci/run &``) makes it ignore SIGINT, and Python keeps that."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
+
+
 def interrupt_main_after(seconds):
     """Deliver a real SIGINT to the main thread (like Ctrl-C) after a delay."""
     main = threading.main_thread().ident
@@ -182,10 +191,13 @@ def interrupt_main_after(seconds):
 
 
 def loky_children():
+    """loky's worker processes. Its resource tracker is left out: one per interpreter,
+    started with the first pool and kept for the interpreter's life by design."""
     out = set()
     for p in psutil.Process().children(recursive=True):
         try:
-            if "loky" in " ".join(p.cmdline()):
+            cmdline = " ".join(p.cmdline())
+            if "loky" in cmdline and "resource_tracker" not in cmdline:
                 out.add(p.pid)
         except psutil.Error:
             pass
@@ -427,7 +439,7 @@ def test_dask_worker_killed_mid_map_is_recomputed(dask_executor, tmp_path):
 # --------------------------------------------------------- KeyboardInterrupt
 
 
-def test_keyboard_interrupt_threads():
+def test_keyboard_interrupt_threads(ctrl_c_raises):
     release = threading.Event()
     with ThreadExecutor(2) as ex:
         ex.map(square, [1])
@@ -441,7 +453,7 @@ def test_keyboard_interrupt_threads():
         assert ex.map(square, range(4)) == [0, 1, 4, 9]
 
 
-def test_keyboard_interrupt_processes_terminates_and_recreates_pool():
+def test_keyboard_interrupt_processes_terminates_and_recreates_pool(ctrl_c_raises):
     before = loky_children()
     ex = ProcessExecutor(2)
     try:
@@ -457,10 +469,10 @@ def test_keyboard_interrupt_processes_terminates_and_recreates_pool():
     finally:
         ex.close()
     leaked = {p for p in loky_children() - before if not gone(p)}
-    assert not leaked
+    assert not leaked, [psutil.Process(p).cmdline() for p in leaked]
 
 
-def test_keyboard_interrupt_dask(dask_executor):
+def test_keyboard_interrupt_dask(ctrl_c_raises, dask_executor):
     timer = interrupt_main_after(0.3)
     t = time.perf_counter()
     with pytest.raises(KeyboardInterrupt):
