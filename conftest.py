@@ -25,7 +25,8 @@ def loopback_dask_client():
     distributed = pytest.importorskip("distributed", reason=_NEEDS_DASK)
     cluster = distributed.LocalCluster(
         n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
-        dashboard_address=None, scheduler_kwargs={"dashboard": False},
+        dashboard_address="127.0.0.1:0", worker_dashboard_address="127.0.0.1:0",
+        scheduler_kwargs={"dashboard": False},
         silence_logs=logging.CRITICAL,
     )
     client = distributed.Client(cluster, set_as_default=False)

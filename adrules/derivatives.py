@@ -20,6 +20,7 @@ import executors
 
 from . import _state
 from .api import gradient, jvp, pullback
+from .pytrees import flatten
 from .schedule import run, work_key
 from .tangents import is_float_value, is_zero
 from .tracer import Traced
@@ -204,14 +205,26 @@ def hessian(f, *args, executor=None, chunk_size=None):
 
 
 def hvp(f, x, v):
-    """Hessian-vector product ``H(x) @ v`` of scalar ``f`` without forming ``H``.
+    """Hessian-vector product ``H(x) @ v`` of scalar ``f`` without forming ``H``, by
+    forward-over-reverse. ``x`` may be a container (a list of models, a dict of
+    parameters); ``v`` then has its structure and the product comes back in it. A
+    ``psum`` inside ``f`` computes each chunk's product on its executor.
 
     >>> import numpy as np, adrules as ad
     >>> ad.hvp(lambda x: np.sum(x ** 3), np.array([1.0, 2.0]), np.array([1.0, 0.0]))
     array([6., 0.])
+    >>> h = ad.hvp(lambda p: p["a"] ** 2 * p["b"], {"a": 1.0, "b": 3.0}, {"a": 1.0, "b": 0.0})
+    >>> float(h["a"]), float(h["b"])
+    (6.0, 2.0)
     """
     fname = f"hvp({getattr(f, '__name__', 'f')})"
-    if np.shape(v) != np.shape(x):
-        raise TypeError(f"{fname}: v has shape {np.shape(v)} but x has shape {np.shape(x)}; "
-                        f"give v the shape of x.")
+    (x_leaves, x_tree), (v_leaves, v_tree) = flatten(x), flatten(v)
+    if x_tree != v_tree:
+        raise TypeError(f"{fname}: v has structure {v_tree} but x has structure {x_tree}; "
+                        f"give v the structure of x.")
+    for k, (a, b) in enumerate(zip(x_leaves, v_leaves)):
+        if np.shape(a) != np.shape(b):
+            where = "" if x_tree.kind is None else f" at leaf {k} of x"
+            raise TypeError(f"{fname}: v has shape {np.shape(b)} but x has shape {np.shape(a)}"
+                            f"{where}; give v the shape of x.")
     return jvp(_grad_of(f), (x,), (v,))[1]

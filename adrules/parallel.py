@@ -20,10 +20,17 @@
       DONE:      ȳ · the sums above; ȳ · element cotangents, gathered in order
       otherwise: schedule.run(back_c(ȳ) or recompute-then-pull back, chunks), same reduction
 
+    under a second derivative (psum's inputs are traced by an outer differentiation):
+      the chunk work becomes a pmap over chunks (_map_over_chunks) that the outer
+      differentiation differentiates with these same rules, so it runs on the executor:
+        hvp (jvp of a gradient):  per chunk, value, gradient at ȳ = 1 and their tangents
+        gradient of a gradient:   per chunk, a pullback of the chunk's pullback
+      the parent sums chunk results with the same fixed tree.
+
 Every backend and worker count runs the same float operations in the same order, so
-values and gradients are bitwise identical for a given chunk_size. Under a second
-derivative (psum's inputs are themselves traced) the chunks run in the calling thread,
-traced by the outer differentiation.
+values and gradients, of first and second order, are bitwise identical for a given
+chunk_size. ``f`` may return a container (``(loss, aux)``): values add leaf by leaf, and
+the primitive returns the leaves, which the tracer boxes one by one.
 """
 
 from __future__ import annotations
@@ -38,7 +45,7 @@ from . import sending
 from .api import jvp, pullback
 from .callables import has_traced as _has_traced, split_callable
 from .schedule import run, work_key
-from .pytrees import flatten, tree_map, unflatten
+from .pytrees import LEAF_TYPES, _children, flatten, tree_map, unflatten
 from .registry import frule, primitive, rrule
 from .tangents import NoTangent, ZeroTangent, is_zero
 from .tracer import Traced, TracerError
@@ -59,8 +66,29 @@ def _values(fn, xs, shared, start):
         try:
             yield fn(xs[k], *shared)
         except Exception as e:
-            _note(e, f"psum/pmap: raised by f at element {start + k}")
+            if not isinstance(fn, _ChunkWork):  # which already named the user's element
+                _note(e, f"psum/pmap: raised by f at element {start + k}")
             raise
+
+
+def _is_container(v):
+    return type(v) not in LEAF_TYPES and type(v) is not Traced and flatten(v)[1].kind is not None
+
+
+def add_values(a, b):
+    """``a + b`` for values of ``f``; leaf by leaf when ``f`` returns a container (a tuple
+    ``(loss, aux)``, a dict of metrics), which must then have the same structure.
+
+    >>> add_values((1.0, {"n": 2.0}), (3.0, {"n": 4.0}))
+    (4.0, {'n': 6.0})
+    """
+    if not (_is_container(a) or _is_container(b)):
+        return a + b
+    la, ta = flatten(a)
+    lb, tb = flatten(b)
+    if ta != tb:
+        raise ValueError(f"a value of structure {tb} does not add to one of structure {ta}")
+    return unflatten(ta, [u + v for u, v in zip(la, lb)])
 
 
 def _fold(fn, xs, shared, start, vectorized):
@@ -73,7 +101,7 @@ def _fold(fn, xs, shared, start, vectorized):
             total = value
             continue
         try:
-            total = total + value
+            total = add_values(total, value)
         except (ValueError, TypeError) as e:
             raise type(e)(
                 f"psum: f's value at element {start + k} ({_what(value)}) does not add to the "
@@ -169,7 +197,7 @@ def chunk_forward(item, plan, active, state, shared, keep_tape):
     xs, start = item
     fn, args, idx = _active_call(plan, start, active, state, xs, shared)
     y, back = pullback(fn, *args)
-    if plan.kind == "sum" and np.shape(y) == () and not isinstance(y, (list, tuple, dict)):
+    if plan.kind == "sum" and np.shape(y) == () and not _is_container(y):
         dt = getattr(y, "dtype", None)
         grads = _expand(back(dt.type(1) if dt is not None else 1.0), idx, len(active))
         return ChunkForward(y, Backward.DONE, grads=grads)
@@ -257,7 +285,7 @@ class _Values:
 
     def _add(self, a, b):
         try:
-            return a + b
+            return add_values(a, b)
         except (ValueError, TypeError) as e:
             xs, start = self.items[self._chunk]
             raise type(e)(
@@ -330,6 +358,20 @@ class Call:
         self.executor, self.chunk_size, self.progress = executor, chunk_size, progress
         self.dispatch = dispatch
         self.name = "psum" if plan.kind == "sum" else "pmap"
+        self.out_tree = None  # set when f's values are containers: the primitive returns leaves
+
+    def output(self, y):
+        """What the primitive returns for the value ``y``: ``y`` itself when it is one
+        array or number, else its leaves (the tracer boxes a flat sequence of outputs),
+        which ``rebuild`` turns back into ``y``'s structure."""
+        if self.plan.kind == "sum" and not _is_container(y):
+            self.out_tree = None
+            return y
+        leaves, self.out_tree = flatten(y)
+        return tuple(leaves)
+
+    def rebuild(self, out):
+        return out if self.out_tree is None else unflatten(self.out_tree, list(out))
 
     def unpack(self, leaves):
         state, xs, shared = unflatten(self.treedef, leaves)
@@ -360,7 +402,7 @@ def _map_chunks(call, *leaves):
         values.take(i, y)
 
     call.run(executor, "forward", chunk_value, items, (call.plan, state, shared), take)
-    return values.result()
+    return call.output(values.result())
 
 
 @rrule.register(_map_chunks)
@@ -384,9 +426,10 @@ def _psum_rrule(call, *leaves):
 
     chunks = call.run(executor, "forward", chunk_forward, items,
                       (call.plan, call.active, state, shared, executor.shares_memory), take)
-    y = values.result()
+    y = call.output(values.result())
 
     def psum_pullback(ybar):
+        ybar = call.rebuild(ybar)
         if chunks and all(c.backward is Backward.DONE for c in chunks):
             leaf_bars = eager.leaves(None if _is_one(ybar) else ybar)
         else:
@@ -434,21 +477,133 @@ def _check_no_escaped_trace(value):
 
 
 def _nested_rrule(call, state, xs, shared, leaves):
-    """Under a higher derivative: run in this thread, traced by the outer differentiation."""
-    body = call.plan.body
+    """psum's rrule under a higher derivative (its inputs are traced by an outer
+    differentiation): the chunk work is a pmap over chunks that the outer
+    differentiation differentiates with pmap's own rules, so it runs on the executor.
 
-    def whole(s, x, *sh):
-        parts = [body(s, chunk, start, *sh) for chunk, start in _chunks(x, call.chunk_size)]
-        if call.plan.kind == "sum":
-            return executors.tree_sum(parts) if parts else 0.0
-        return [v for p in parts for v in p]
-
-    y, back = pullback(whole, state, xs, *shared)
+    First pass, one task per chunk: the chunk's value and, for a scalar sum, its
+    cotangents at ȳ = 1 (the pullback is linear in ȳ, so it is ȳ times their sum): an
+    hvp is then one forward-over-reverse pass per chunk. Otherwise the pullback maps a
+    second time, each chunk pulling back its own ȳ.
+    """
+    items = _chunks(xs, call.chunk_size)
+    first = _map_over_chunks(call, _ChunkGradient(call.plan, call.active), items, (state, *shared),
+                             "value and gradient")
+    y = _reduce_values(call, [r[0] for r in first])
+    done = all(len(r) == 2 for r in first)
 
     def psum_nested_pullback(ybar):
-        return (NoTangent(), NoTangent(), *_flat_cotangents([state, xs, *shared], back(ybar)))
+        ybar = call.rebuild(ybar)
+        if done:
+            cotangents = _reduce_cotangents(call, xs, items, [r[1] for r in first])
+            if not _is_one(ybar):
+                cotangents = [_scale_tree(c, ybar) for c in cotangents]
+        else:
+            per_chunk = call.plan.kind == "map"
+            elements = list(zip(items, _chunk_bars(call, items, ybar))) if per_chunk else items
+            grads = _map_over_chunks(call, _ChunkPullback(call.plan, call.active, per_chunk), elements,
+                                     (state, None if per_chunk else ybar, *shared), "gradient")
+            cotangents = _reduce_cotangents(call, xs, items, grads)
+        return (NoTangent(), NoTangent(), *_flat_cotangents([state, xs, *shared], cotangents))
 
-    return y, psum_nested_pullback
+    return call.output(y), psum_nested_pullback
+
+
+class _ChunkWork:
+    """Work on one chunk of a psum/pmap, itself mapped over chunks by a pmap (under a
+    higher derivative). Plain picklable objects: no differentiable state of their own."""
+
+    def __init__(self, plan, active):
+        self.plan, self.active = plan, active
+
+
+class _ChunkGradient(_ChunkWork):
+    """``(value,)`` of one chunk, or ``(value, cotangents at ȳ = 1)`` for a scalar sum."""
+
+    def __call__(self, item, state, *shared):
+        xs, start = item
+        fn, args, idx = _active_call(self.plan, start, self.active, state, xs, shared)
+        y, back = pullback(fn, *args)
+        if self.plan.kind == "sum" and np.shape(y) == () and not _is_container(y):
+            dt = getattr(y, "dtype", None)
+            return y, _expand(back(dt.type(1) if dt is not None else 1.0), idx, len(self.active))
+        return (y,)
+
+
+class _ChunkPullback(_ChunkWork):
+    """The cotangents of one chunk's parts for its ȳ (given with the chunk for a pmap,
+    shared by every chunk for a sum)."""
+
+    def __init__(self, plan, active, per_chunk):
+        super().__init__(plan, active)
+        self.per_chunk = per_chunk
+
+    def __call__(self, element, state, ybar, *shared):
+        (xs, start), ybar = element if self.per_chunk else (element, ybar)
+        fn, args, idx = _active_call(self.plan, start, self.active, state, xs, shared)
+        return _expand(pullback(fn, *args)[1](ybar), idx, len(self.active))
+
+
+class _ChunkJVP(_ChunkWork):
+    """``(value, tangent)`` of one chunk along the tangents given with it."""
+
+    def __call__(self, element, state, dstate, *shared_and_tangents):
+        item, dxs = element
+        n = len(shared_and_tangents) // 2
+        shared, dshared = shared_and_tangents[:n], shared_and_tangents[n:]
+        tangents = tree_map(_none_to_zero, (dxs, dstate, tuple(dshared)))
+        return chunk_jvp(item, self.plan, state, shared, tangents)
+
+
+# Zero tangents travel as None: a pmap's arguments are values (of an outer differentiation).
+def _zero_to_none(t):
+    return None if is_zero(t) else t
+
+
+def _none_to_zero(t):
+    return ZeroTangent() if t is None else t
+
+
+def _map_over_chunks(call, work, elements, shared, phase):
+    """``[work(e, *shared) for e in elements]`` (one element per chunk of ``call``) as a
+    pmap on ``call``'s executor, so an outer differentiation runs its rules there too."""
+    leaves, treedef = flatten((None, elements, list(shared)))
+    active = (False, _has_traced(elements), *(_has_traced(s) for s in shared))
+    sub = Call(Plan(work, None, "map", False), treedef, active, call.about, call.executor, 1,
+               call.progress, call.dispatch)
+    sub.key = (call.key, type(work).__name__)  # learnt apart from the user's first-order calls
+    sub.name = f"{call.name} {phase}"
+    return sub.rebuild(_map_chunks(sub, *leaves))
+
+
+def _reduce_values(call, values):
+    if call.plan.kind == "sum":
+        return executors.tree_sum(values, add_values) if values else 0.0
+    return [v for part in values for v in part]
+
+
+def _reduce_cotangents(call, xs, items, grads):
+    """Per-chunk cotangents of ``(state, xs chunk, *shared)``: shared and state summed
+    by the fixed tree over chunks, element cotangents concatenated in order."""
+    out = []
+    for j in range(len(call.active)):
+        column = [g[j] for g in grads]
+        if j == 1:
+            parts = [_zeros_for(chunk) if is_zero(c) else c for c, (chunk, _) in zip(column, items)]
+            out.append(_gather_elements(parts, xs) if parts else NoTangent())
+        else:
+            out.append(executors.tree_sum(column, _tree_add, zero=ZeroTangent()))
+    return out
+
+
+def _zeros_for(chunk):
+    if type(chunk) is np.ndarray or type(chunk) is Traced:
+        return np.zeros(np.shape(chunk))
+    return [tree_map(lambda _: ZeroTangent(), x) for x in chunk]
+
+
+def _scale_tree(g, ybar):
+    return g if is_zero(g) else tree_map(lambda v: _scale(v, ybar), g)
 
 
 @frule.register(_map_chunks)
@@ -457,15 +612,35 @@ def _psum_frule(tangents, call, *leaves):
     dstate, dxs, dshared = unflatten(call.treedef, [_dense_tangent(t, v) for t, v in zip(tangents[2:], leaves)])
     items = _chunks(xs, call.chunk_size)
     d_items = _chunks(dxs, call.chunk_size)
-    pairs = [(item, (d[0], dstate, tuple(dshared))) for item, d in zip(items, d_items)]
-    if any(type(v) is Traced for v in leaves):
-        results = [_jvp_item(p, call.plan, state, shared) for p in pairs]
+    if any(type(v) is Traced for v in leaves):  # under another differentiation: see _nested_rrule
+        elements = [(item, tree_map(_zero_to_none, d[0])) for item, d in zip(items, d_items)]
+        tangents = tree_map(_zero_to_none, (dstate, *dshared))
+        results = _map_over_chunks(call, _ChunkJVP(call.plan, call.active), elements,
+                                   (state, tangents[0], *shared, *tangents[1:]), "jvp")
     else:
         executor = call.resolve(state, xs, shared)
+        pairs = [(item, (d[0], dstate, tuple(dshared))) for item, d in zip(items, d_items)]
         results = call.run(executor, "forward (jvp)", _jvp_item, pairs, (call.plan, state, shared))
+    y = _reduce_values(call, [r[0] for r in results])
     if call.plan.kind == "sum":
-        return executors.tree_sum([r[0] for r in results]), executors.tree_sum([r[1] for r in results])
-    return [v for r in results for v in r[0]], [d for r in results for d in r[1]]
+        dy = executors.tree_sum([r[1] for r in results], _tree_add) if results else ZeroTangent()
+    else:
+        dy = [d for r in results for d in ([ZeroTangent()] * len(r[0]) if is_zero(r[1]) else r[1])]
+    out = call.output(y)
+    if call.out_tree is None:
+        return out, dy
+    return out, tuple(ZeroTangent() for _ in out) if is_zero(dy) else tuple(_flat_like(call.out_tree, dy))
+
+
+def _flat_like(tree, dy):
+    """Leaves of the tangent ``dy`` of a value of structure ``tree``; a zero part gives
+    zero leaves."""
+    if tree.kind is None:
+        return [dy]
+    if is_zero(dy):
+        return [ZeroTangent()] * tree.n_leaves
+    children = _children(dy)[2]
+    return [leaf for c, d in zip(tree.children, children) for leaf in _flat_like(c, d)]
 
 
 def _jvp_item(pair, plan, state, shared):
@@ -503,7 +678,7 @@ def _call(kind, f, xs, shared, executor, chunk_size, vectorized, progress, dispa
     leaves, treedef = flatten((state, xs, list(shared)))
     active = (state is not None, _has_traced(xs), *(_has_traced(s) for s in shared))
     call = Call(plan, treedef, active, f, executor, chunk_size, progress, dispatch)
-    return _map_chunks(call, *leaves)
+    return call.rebuild(_map_chunks(call, *leaves))
 
 
 def psum(f, xs, *shared, executor=None, chunk_size=None, dispatch=None, vectorized=False,

@@ -4,7 +4,8 @@ Targets: heavy ensemble psum gradient on 2 processes >= 1.8x the serial psum gra
 serial heavy psum gradient within 1.25x of the hand-written gradient
 (``HeavyEnsembleReference.time_handwritten_gradient``); psum of 10 cheap scalars on a
 warm process executor within 10% (or 50 us) of a plain loop; small ensemble faster on
-2 workers than serially.
+2 workers than serially; hvp of the heavy ensemble loss on 2 workers >= 1.6x over serial
+and <= 3x the gradient's time.
 
 Every executor is created and warmed (pool started, a psum gradient run once) in
 ``setup`` and closed in ``teardown``, outside the timed body.
@@ -55,6 +56,37 @@ class PsumHeavyEnsemble(_EnsemblePsum):
 
     spec = common.HEAVY
     timeout = 300
+
+
+class PsumHeavyHvp:
+    """Hessian-vector product of the heavy ensemble's psum loss with respect to the
+    models (forward-over-reverse: each chunk's product on the executor), beside the
+    gradient of the same loss on the same executor.
+    Targets (2 workers): hvp >= 1.6x over serial when the machine gives 2 cores, and
+    hvp <= 3x the gradient's time."""
+
+    params = [common.BACKENDS]
+    param_names = ["backend"]
+    timeout = 600
+    number, repeat, warmup_time = 1, 3, 0
+
+    def setup(self, backend):
+        import numpy as np
+
+        self.models, x, y = common.ensemble(common.HEAVY)
+        self.v = [{k: np.ones_like(a) for k, a in m.items()} for m in self.models]
+        self.ex = common.make_executor(backend, 2 if backend != "serial" else 1)
+        ex, loss = self.ex, common.member_loss(common.HEAVY)
+        self.total = lambda models: ad.psum(loss, models, x, y, executor=ex)
+
+    def teardown(self, backend):
+        common.close_executor(self)
+
+    def time_hvp(self, backend):
+        ad.hvp(self.total, self.models, self.v)
+
+    def time_gradient(self, backend):
+        ad.gradient(self.total, self.models)
 
 
 class HeavyEnsembleReference:
