@@ -1,7 +1,8 @@
 """psum as a user's first script meets it: ``python script.py``, rules registered in
 ``__main__``, the executor chosen by environment variable, every chunk dispatched.
 
-Each script checks its gradients and jvps against hand-derived formulas and prints the
+Each script checks its gradients, jvps and Hessian-vector products against hand-derived
+formulas and prints the
 bits of its results, so the test can also check they are identical on every backend.
 """
 
@@ -61,10 +62,15 @@ USER_RULES = textwrap.dedent('''
         ones = [np.ones(5)] * len(ws)
         _, dy = ad.jvp(lambda ws: total(ws, x), (ws,), (ones,))
         assert np.isclose(dy, sum(np.sum(g) for g in want_ws)), dy
+        vs = [np.linspace(-1.0, 1.0, 5)] * len(ws)  # second order: each chunk's hvp on a worker
+        hv = ad.hvp(lambda ws: total(ws, x), ws, vs)
+        s = [1 / (1 + np.exp(-w)) for w in ws]
+        want_hv = [(2 * x + si * (1 - si)) * v for si, v in zip(s, vs)]
+        assert all(np.allclose(h, want) for h, want in zip(hv, want_hv)), (hv, want_hv)
         elsewhere = os.getpid() not in set(ad.pmap(where, ws, x, chunk_size=1))
         print("ELSEWHERE", elsewhere)
         print("BITS", np.float64(value).tobytes().hex(), np.concatenate(g_ws + [g_x]).tobytes().hex(),
-              np.float64(dy).tobytes().hex())
+              np.float64(dy).tobytes().hex(), np.concatenate(hv).tobytes().hex())
 ''')
 
 
