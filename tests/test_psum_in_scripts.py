@@ -2,8 +2,8 @@
 ``__main__``, the executor chosen by environment variable, every chunk dispatched.
 
 Each script checks its gradients, jvps and Hessian-vector products against hand-derived
-formulas and prints the
-bits of its results, so the test can also check they are identical on every backend.
+formulas and prints the bits of its results, so the test can also check they are
+identical on every backend.
 """
 
 import os
