@@ -248,7 +248,7 @@ class Tangent:
         return (isinstance(other, Tangent) and self.primal_type is other.primal_type
                 and _backing_equal(self.backing, other.backing))
 
-    __hash__ = None
+    __hash__ = None  # type: ignore[assignment]  # equal by value (arrays inside): unhashable
 
     def __repr__(self):
         name = getattr(self.primal_type, "__name__", repr(self.primal_type))

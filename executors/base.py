@@ -142,7 +142,7 @@ def annotate(exc: BaseException, index: int, n_items: int, name: str) -> BaseExc
     """
     note = f"executors: raised by item {index} of {n_items} in a map on the {name!r} executor"
     try:
-        exc.executors_item_index = index
+        exc.executors_item_index = index  # type: ignore[attr-defined]  # our own marker attribute
     except Exception:  # pragma: no cover - exotic exception without __dict__
         pass
     if sys.version_info >= (3, 11):
@@ -152,7 +152,7 @@ def annotate(exc: BaseException, index: int, n_items: int, name: str) -> BaseExc
             notes = getattr(exc, "__notes__", None)
             if not isinstance(notes, list):
                 notes = []
-                exc.__notes__ = notes
+                exc.__notes__ = notes  # type: ignore[attr-defined]  # what add_note makes on 3.11+
             notes.append(note)
         except Exception:
             pass

@@ -175,7 +175,7 @@ class DaskExecutor(Executor):
         return self._client
 
     @property
-    def n_workers(self) -> int:
+    def n_workers(self) -> int:  # type: ignore[override]  # read-only: asked of the scheduler
         """Number of workers known to the scheduler (at least 1; see the class example),
         asked at most once a second: each question is a round trip to the scheduler
         (~0.8 ms here), and psum's schedule reads it several times a call."""

@@ -82,13 +82,13 @@ class JoblibExecutor(Executor):
         return backend, n_jobs
 
     @property
-    def n_workers(self) -> int:
+    def n_workers(self) -> int:  # type: ignore[override]  # read-only: follows joblib's config
         """Effective number of jobs of the active joblib backend (see the class example)."""
         backend, n_jobs = self._active()
         return max(1, int(backend.effective_n_jobs(n_jobs)))
 
     @property
-    def shares_memory(self) -> bool:
+    def shares_memory(self) -> bool:  # type: ignore[override]  # read-only: follows joblib's config
         """True for joblib's threading backend: results are the objects ``fn`` built."""
         from joblib._parallel_backends import ThreadingBackend
 
