@@ -67,7 +67,7 @@ class JoblibExecutor(Executor):
     call_cost = 1.2e-2
     dispatch_cost = 5e-4
 
-    def __init__(self, n_jobs=None):
+    def __init__(self, n_jobs: int | None = None) -> None:
         self.n_jobs = check_positive_int(n_jobs, "n_jobs")
 
     # --------------------------------------------------------------- the config
@@ -130,7 +130,7 @@ class JoblibExecutor(Executor):
                 raise culprit from exc
             raise _note_infrastructure(exc, n, self.backend_name)
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"JoblibExecutor(n_jobs={self.n_jobs})"
 
 
