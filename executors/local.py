@@ -75,7 +75,7 @@ class SerialExecutor(Executor):
     def _map(self, fn, items, shared, on_done, results):
         _map_inline(fn, items, shared, on_done, self.name, results)
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return "SerialExecutor()"
 
 
