@@ -9,18 +9,20 @@
 
 from __future__ import annotations
 
+from typing import Any, Callable, Iterable, Sequence
+
 import numpy as np
 
 from . import registry
-from .pytrees import LEAF, _children, flatten, unflatten
-from .registry import RuleRegistry, call_frule, call_rrule
+from .pytrees import LEAF, PyTree, TreeDef, _children, flatten, unflatten
+from .registry import Pullback, RuleRegistry, call_frule, call_rrule
 from .tangents import NoTangent, Tangent, ZeroTangent, is_float_value, is_zero, unthunk
 from .tracer import Trace, Traced, TracerError, backprop, tracing
 
 _CONST_TYPES = (bool, int, str, bytes, type(None), np.integer, np.bool_)
 
 
-def _leaf_is_differentiable(leaf, fname, where):
+def _leaf_is_differentiable(leaf: Any, fname: object, where: str) -> bool:
     """True for float leaves, False for constants; raises for what cannot be handled."""
     if type(leaf) is Traced or is_float_value(leaf, allow_complex=False):
         return True
@@ -45,17 +47,21 @@ class _Name:
 
     __slots__ = ("api", "f")
 
-    def __init__(self, api, f):
+    def __init__(self, api: str, f: Callable[..., Any]) -> None:
         self.api, self.f = api, f
 
-    def __str__(self):
+    def __str__(self) -> str:
         return f"{self.api}({getattr(self.f, '__name__', 'f')})"
 
-    def __format__(self, spec):
+    def __format__(self, spec: str) -> str:
         return format(str(self), spec)
 
 
-def _box_args(fname, args, trace):
+#: How ``_gather`` reads one argument's gradient: (structure, leaves, boxed leaves).
+_Plan = tuple[TreeDef, list[Any], list[Any]]
+
+
+def _box_args(fname: object, args: tuple[Any, ...], trace: Trace) -> tuple[list[Any], list[_Plan]]:
     """Box the float leaves of ``args`` on ``trace``; returns (boxed args, per-arg leaf plans)."""
     boxed, plans = [], []
     for i, arg in enumerate(args):
@@ -78,13 +84,13 @@ def _box_args(fname, args, trace):
     return boxed, plans
 
 
-def _zero_like(leaf):
+def _zero_like(leaf: Any) -> Any:
     if isinstance(leaf, float):
         return 0.0
     return np.zeros_like(leaf.value if type(leaf) is Traced else leaf)
 
 
-def _fresh(g, seen):
+def _fresh(g: Any, seen: set[int]) -> Any:
     """A gradient the user may write into: no read-only broadcast views, no array shared
     with another gradient (rules pass cotangents through without copying)."""
     if type(g) is np.ndarray and (not g.flags.writeable or id(g) in seen):
@@ -93,11 +99,12 @@ def _fresh(g, seen):
     return g
 
 
-def _gather(plans, cot):
+def _gather(plans: list[_Plan], cot: Sequence[Any]) -> tuple[Any, ...]:
     """Per-argument cotangents, in the structure of each argument."""
+    seen: set[int]
     out, seen = [], set()
     for tdef, leaves, boxes in plans:
-        grads = []
+        grads: list[Any] = []
         for leaf, box in zip(leaves, boxes):
             if type(box) is not Traced or box is leaf:
                 grads.append(NoTangent())
@@ -113,12 +120,12 @@ def _gather(plans, cot):
     return tuple(out)
 
 
-def _one_like(v):
+def _one_like(v: Any) -> Any:
     dt = getattr(v, "dtype", None)
     return dt.type(1) if dt is not None else 1.0
 
 
-def value_and_gradient(f, *args):
+def value_and_gradient(f: Callable[..., Any], *args: PyTree) -> tuple[Any, tuple[PyTree, ...]]:
     """``(f(*args), gradient(f, *args))`` from one forward and one reverse pass.
 
     >>> import numpy as np, adrules as ad
@@ -149,7 +156,7 @@ def value_and_gradient(f, *args):
     return value, _gather(plans, cot)
 
 
-def gradient(f, *args):
+def gradient(f: Callable[..., Any], *args: PyTree) -> tuple[PyTree, ...]:
     """Gradients of scalar ``f`` with respect to each positional argument.
 
     Arrays and floats get dense gradients of the same shape and dtype; containers
@@ -163,7 +170,7 @@ def gradient(f, *args):
     return value_and_gradient(f, *args)[1]
 
 
-def pullback(f, *args):
+def pullback(f: Callable[..., Any], *args: PyTree) -> tuple[PyTree, Pullback]:
     """``(y, back)``: the value of ``f(*args)`` and its pullback.
 
     ``y`` may be any array or container; ``back(ȳ)`` takes a cotangent of ``y``'s
@@ -184,7 +191,7 @@ def pullback(f, *args):
     out_slots = [b.slot if type(b) is Traced and b._trace is trace else -1 for b in out_leaves]
     y = unflatten(out_def, [b.value if s >= 0 else b for b, s in zip(out_leaves, out_slots)])
 
-    def back(ybar):
+    def back(ybar: PyTree) -> tuple[PyTree, ...]:
         bars = _match_structure(unthunk(ybar), out_def)
         if bars is None:
             raise TracerError(
@@ -206,7 +213,7 @@ def pullback(f, *args):
     return y, back
 
 
-def _match_structure(tangent, tdef):
+def _match_structure(tangent: Any, tdef: TreeDef) -> list[Any] | None:
     """Leaves of ``tangent`` aligned with structure ``tdef``: zeros stand for whole
     subtrees, and a ``Tangent`` is read by field or position. None if they do not fit."""
     if is_zero(tangent):
@@ -235,7 +242,7 @@ def _match_structure(tangent, tdef):
     return out
 
 
-def jvp(f, primals, tangents):
+def jvp(f: Callable[..., Any], primals: Iterable[PyTree], tangents: Iterable[PyTree]) -> tuple[PyTree, PyTree]:
     """``(y, ẏ)``: the value of ``f(*primals)`` and its directional derivative along
     ``tangents``, by forward mode.
 
@@ -303,7 +310,7 @@ class ReverseRules(RuleRegistry):
     True
     """
 
-    def __call__(self, f, *args, **kwargs):
+    def __call__(self, f: Callable[..., Any], *args: Any, **kwargs: Any) -> tuple[Any, Pullback] | None:
         entry = self.lookup(f)
         return None if entry is None else call_rrule(entry, DEFAULT_CONFIG, f, args, kwargs)
 
@@ -318,7 +325,8 @@ class ForwardRules(RuleRegistry):
     (np.float64(1.0), np.float64(3.0))
     """
 
-    def __call__(self, tangents, f, *args, **kwargs):
+    def __call__(self, tangents: Sequence[Any], f: Callable[..., Any], *args: Any,
+                 **kwargs: Any) -> tuple[Any, Any] | None:
         entry = self.lookup(f)
         return None if entry is None else call_frule(entry, DEFAULT_CONFIG, tangents, f, args, kwargs)
 
@@ -328,11 +336,11 @@ rrule = ReverseRules("rrule", registry.rrule.rules)
 frule = ForwardRules("frule", registry.frule.rules)
 
 
-def _call(fn, *args):
+def _call(fn: Callable[..., Any], *args: Any) -> Any:
     return fn(*args)
 
 
-def rrule_via_ad(f, *args, **kwargs):
+def rrule_via_ad(f: Callable[..., Any], *args: Any, **kwargs: Any) -> tuple[Any, Pullback]:
     """A rule for ``f`` if one is registered, otherwise one made by tracing ``f``.
 
     Returns ``(y, pullback)`` with ``pullback(ȳ) -> (f̄, x̄1, ..., x̄n)``; ``f̄`` is the
@@ -358,7 +366,8 @@ def rrule_via_ad(f, *args, **kwargs):
     return pullback(_call, f, *args)
 
 
-def frule_via_ad(tangents, f, *args, **kwargs):
+def frule_via_ad(tangents: Sequence[Any], f: Callable[..., Any], *args: Any,
+                 **kwargs: Any) -> tuple[Any, Any]:
     """An frule for ``f`` if registered, otherwise forward-mode tracing of ``f``.
 
     >>> import numpy as np, adrules as ad
@@ -387,11 +396,12 @@ class RuleConfig:
 
     __slots__ = ()
 
-    def rrule_via_ad(self, f, *args, **kwargs):
+    def rrule_via_ad(self, f: Callable[..., Any], *args: Any, **kwargs: Any) -> tuple[Any, Pullback]:
         """``adrules.rrule_via_ad``: a registered rule for ``f``, otherwise trace ``f``."""
         return rrule_via_ad(f, *args, **kwargs)
 
-    def frule_via_ad(self, tangents, f, *args, **kwargs):
+    def frule_via_ad(self, tangents: Sequence[Any], f: Callable[..., Any], *args: Any,
+                     **kwargs: Any) -> tuple[Any, Any]:
         """``adrules.frule_via_ad``: a registered frule for ``f``, otherwise trace ``f`` forward."""
         return frule_via_ad(tangents, f, *args, **kwargs)
 

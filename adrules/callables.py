@@ -13,13 +13,14 @@ from __future__ import annotations
 
 import functools
 import types
+from typing import Any
 
 from ._state import STATE as _STATE, TracedValue
 from .pytrees import _children, flatten, register_node, unflatten
 from .tangents import add_tangents, is_zero
 
 
-def has_traced(tree) -> bool:
+def has_traced(tree: Any) -> bool:
     """True when any leaf of ``tree`` is a traced value (never while no trace is open).
 
     >>> import numpy as np, adrules as ad

@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import pathlib
 import sys
+from typing import Any
 
 import numpy as np
 
@@ -88,7 +89,7 @@ for _bessel in ("iv", "ive", "jv", "jn", "yv", "yn", "kv", "kve"):
     NOTES[f"scipy.special.{_bessel}"] = "w.r.t. the argument (not the order)"
 
 
-def status(f) -> str:
+def status(f: Any) -> str:
     """``'rrule, frule'``, ``'rrule only'``, ``'frule only'``, ``'non-differentiable'`` or
     ``'not supported'`` for callable ``f``."""
     r, fw = rrule.lookup(f), frule.lookup(f)

@@ -14,19 +14,25 @@ order, and are assembled with NumPy calls the outer differentiation records.
 
 from __future__ import annotations
 
+from typing import Any, Callable, Literal, Union, overload
+
 import numpy as np
+from numpy.typing import NDArray
 
 import executors
 
 from . import _state
 from .api import gradient, jvp, pullback
-from .pytrees import flatten
+from .pytrees import PyTree, flatten
 from .schedule import run, work_key
 from .tangents import is_float_value, is_zero
 from .tracer import Traced
 
+#: What ``jacobian``, ``hessian`` and ``hvp`` differentiate at: a float array or a number.
+FloatArg = Union[float, np.floating[Any], np.integer[Any], NDArray[np.floating[Any]]]
 
-def _as_array_arg(fname, i, x):
+
+def _as_array_arg(fname: str, i: int, x: Any) -> Any:
     if type(x) is Traced:  # nested in another differentiation
         return x
     if isinstance(x, (float, int, np.floating, np.integer)):  # an integer point too, in float
@@ -38,12 +44,13 @@ def _as_array_arg(fname, i, x):
                     f"adrules.jvp for containers.")
 
 
-def _array(v):
+def _array(v: Any) -> Any:
     """``v`` as an array; a traced value (this derivative nested in another) stays traced."""
     return v if type(v) is Traced else np.asarray(v)
 
 
-def _pieces(fn, chunks, fn_args, f, executor, label):
+def _pieces(fn: Callable[..., Any], chunks: list[range], fn_args: tuple[Any, ...], f: Callable[..., Any],
+            executor: executors.Executor | str | None, label: str) -> list[Any]:
     """``[fn(chunk, *fn_args) for chunk in chunks]``, on the executor unless some
     differentiation is open: then traced values may be among the arguments or captured
     by ``f``, and they cannot leave this thread."""
@@ -53,13 +60,13 @@ def _pieces(fn, chunks, fn_args, f, executor, label):
                dispatch=executors.resolve_dispatch(), label=label, about=f)
 
 
-def _basis(x, k):
+def _basis(x: Any, k: int) -> NDArray[Any]:
     e = np.zeros(x.size, dtype=x.dtype)
     e[k] = 1
     return e.reshape(x.shape)
 
 
-def _columns_forward(cols, f, args, i):
+def _columns_forward(cols: range, f: Callable[..., Any], args: tuple[Any, ...], i: int) -> list[Any]:
     """Forward-mode columns ``cols`` (flat input indices) of argument i's Jacobian."""
     out = []
     for k in cols:
@@ -69,7 +76,7 @@ def _columns_forward(cols, f, args, i):
     return out
 
 
-def _rows_reverse(rows, f, args):
+def _rows_reverse(rows: range, f: Callable[..., Any], args: tuple[Any, ...]) -> list[tuple[Any, ...]]:
     """Reverse-mode rows ``rows`` (flat output indices): one tuple of arg cotangents each."""
     y, back = pullback(f, *args)
     y = _array(y)
@@ -81,12 +88,18 @@ def _rows_reverse(rows, f, args):
     return out
 
 
-def _ranges(n, chunk_size):
+def _ranges(n: int, chunk_size: int | None) -> list[range]:
     size = chunk_size if chunk_size is not None else executors.current_chunk_size()
     return [range(r.start, r.stop) for r in executors.chunk_ranges(n, size)]
 
 
-def jacobian(f, *args, mode=None, executor=None, chunk_size=None):
+def jacobian(
+    f: Callable[..., Any],
+    *args: Any,  # FloatArg each; Any as the body rebinds args to the arrays it made
+    mode: Literal["fwd", "rev"] | None = None,
+    executor: executors.Executor | str | None = None,
+    chunk_size: int | None = None,
+) -> tuple[NDArray[np.floating], ...]:
     """Jacobians of ``f`` with respect to each argument: shape ``y.shape + x.shape``.
 
     ``mode`` is ``"fwd"`` (one jvp per input element), ``"rev"`` (one pullback per
@@ -127,7 +140,7 @@ def jacobian(f, *args, mode=None, executor=None, chunk_size=None):
                  if rows else np.zeros(y.shape + a.shape) for i, a in enumerate(args))
 
 
-def _hessian_columns(cols, f, x):
+def _hessian_columns(cols: range, f: Callable[..., Any], x: Any) -> list[Any]:
     grad = _grad_of(f)
     return [_array(jvp(grad, (x,), (_basis(x, k),))[1]) for k in cols]
 
@@ -135,14 +148,15 @@ def _hessian_columns(cols, f, x):
 class _grad_of:
     """``x -> gradient(f, x)[0]`` as a picklable object."""
 
-    def __init__(self, f):
+    def __init__(self, f: Callable[..., Any]) -> None:
         self.f = f
 
-    def __call__(self, x):
+    def __call__(self, x: Any) -> Any:
         return gradient(self.f, x)[0]
 
 
-def _hessian_blocks(cols, f, args, offsets):
+def _hessian_blocks(cols: range, f: Callable[..., Any], args: tuple[Any, ...],
+                    offsets: NDArray[Any]) -> list[tuple[Any, ...]]:
     """Columns ``cols`` (flat indices over all arguments, in order) of the block Hessian:
     for column c of argument j, the tuple over i of d(gradient_i)/d(args[j].flat[c])."""
     grads = _grads_of(f)
@@ -159,14 +173,30 @@ def _hessian_blocks(cols, f, args, offsets):
 class _grads_of:
     """``(*args) -> gradient(f, *args)`` as a picklable object."""
 
-    def __init__(self, f):
+    def __init__(self, f: Callable[..., Any]) -> None:
         self.f = f
 
-    def __call__(self, *args):
+    def __call__(self, *args: Any) -> tuple[Any, ...]:
         return tuple(gradient(self.f, *args))
 
 
-def hessian(f, *args, executor=None, chunk_size=None):
+@overload
+def hessian(f: Callable[..., Any], x: FloatArg, /, *, executor: executors.Executor | str | None = None,
+            chunk_size: int | None = None) -> NDArray[np.floating]: ...
+
+
+@overload
+def hessian(f: Callable[..., Any], x: FloatArg, y: FloatArg, /, *args: FloatArg,
+            executor: executors.Executor | str | None = None,
+            chunk_size: int | None = None) -> tuple[tuple[NDArray[np.floating], ...], ...]: ...
+
+
+def hessian(
+    f: Callable[..., Any],
+    *args: Any,  # the overloads above say what users pass
+    executor: executors.Executor | str | None = None,
+    chunk_size: int | None = None,
+) -> NDArray[np.floating] | tuple[tuple[NDArray[np.floating], ...], ...]:
     """The Hessian of scalar ``f`` at ``x`` (shape ``x.shape + x.shape``), by
     forward-over-reverse, one column per input element, computed on an executor.
 
@@ -204,7 +234,7 @@ def hessian(f, *args, executor=None, chunk_size=None):
     return np.stack(cols, axis=-1).reshape(x.shape + x.shape)
 
 
-def hvp(f, x, v):
+def hvp(f: Callable[..., Any], x: PyTree, v: PyTree) -> Any:
     """Hessian-vector product ``H(x) @ v`` of scalar ``f`` without forming ``H``, by
     forward-over-reverse. ``x`` may be a container (a list of models, a dict of
     parameters); ``v`` then has its structure and the product comes back in it. A

@@ -36,8 +36,10 @@ the primitive returns the leaves, which the tracer boxes one by one.
 from __future__ import annotations
 
 import enum
+from typing import Any, Callable, Literal, Sequence
 
 import numpy as np
+from numpy.typing import NDArray
 
 import executors
 
@@ -681,8 +683,10 @@ def _call(kind, f, xs, shared, executor, chunk_size, vectorized, progress, dispa
     return call.rebuild(_map_chunks(call, *leaves))
 
 
-def psum(f, xs, *shared, executor=None, chunk_size=None, dispatch=None, vectorized=False,
-         progress=False):
+def psum(f: Callable[..., Any], xs: Sequence[Any] | NDArray[Any], *shared: Any,
+         executor: executors.Executor | str | None = None, chunk_size: int | None = None,
+         dispatch: Literal["auto", "always"] | None = None, vectorized: bool = False,
+         progress: bool = False) -> Any:
     """``sum(f(x, *shared) for x in xs)``, with the forward map and the pullback on an executor.
 
     Differentiable with respect to the elements of ``xs`` (arrays, dicts, dataclass
@@ -718,8 +722,10 @@ def psum(f, xs, *shared, executor=None, chunk_size=None, dispatch=None, vectoriz
     return _call("psum", f, xs, shared, executor, chunk_size, vectorized, progress, dispatch)
 
 
-def pmap(f, xs, *shared, executor=None, chunk_size=None, dispatch=None, vectorized=False,
-         progress=False):
+def pmap(f: Callable[..., Any], xs: Sequence[Any] | NDArray[Any], *shared: Any,
+         executor: executors.Executor | str | None = None, chunk_size: int | None = None,
+         dispatch: Literal["auto", "always"] | None = None, vectorized: bool = False,
+         progress: bool = False) -> list[Any]:
     """``[f(x, *shared) for x in xs]`` on an executor; differentiable like ``psum``,
     with the same arguments.
 

@@ -8,6 +8,8 @@ authors never call it themselves.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from .tangents import NoTangent, ZeroTangent, is_zero, unthunk
@@ -17,18 +19,18 @@ class ProjectionError(ValueError):
     """A cotangent cannot be projected onto its primal (wrong shape)."""
 
 
-def _shape(x):
+def _shape(x: Any) -> tuple[int, ...]:
     return getattr(x, "shape", ())
 
 
-def _dtype(x):
+def _dtype(x: Any) -> np.dtype[Any] | None:
     dt = getattr(x, "dtype", None)
     if dt is None:
         return np.dtype(type(x)) if isinstance(x, (bool, int, float, complex)) else None
     return dt
 
 
-def unbroadcast(g, shape):
+def unbroadcast(g: Any, shape: tuple[int, ...]) -> Any:
     """Sum ``g`` over the axes that broadcasting added to an array of ``shape``.
 
     >>> import numpy as np
@@ -54,7 +56,7 @@ def unbroadcast(g, shape):
     return g
 
 
-def project_like(g, x):
+def project_like(g: Any, x: Any) -> Any:
     """Project cotangent ``g`` onto the space of primal value ``x`` (the tracer's hot path).
 
     >>> import numpy as np
@@ -95,8 +97,12 @@ class ProjectTo:
     """
 
     __slots__ = ("shape", "dtype", "children", "kind")
+    shape: tuple[int, ...]
+    dtype: np.dtype[Any] | None
+    children: Any  # a list or dict of ProjectTo for a container, else None
+    kind: type | None  # the container type, None for a leaf
 
-    def __init__(self, x):
+    def __init__(self, x: Any) -> None:
         if isinstance(x, (list, tuple)):
             self.kind, self.children = type(x), [ProjectTo(v) for v in x]
         elif isinstance(x, dict):
@@ -105,7 +111,7 @@ class ProjectTo:
             self.kind, self.children = None, None
         self.shape, self.dtype = _shape(x), _dtype(x)
 
-    def __call__(self, dx):
+    def __call__(self, dx: Any) -> Any:
         dx = unthunk(dx)
         if self.kind is dict:
             return {k: p(dx[k]) if k in dx else ZeroTangent() for k, p in self.children.items()}
@@ -123,7 +129,7 @@ class ProjectTo:
                 dx = np.reshape(dx, self.shape)
         return project_like(dx, Spec(self.shape, self.dtype))
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"ProjectTo(shape={self.shape}, dtype={self.dtype})"
 
 
@@ -132,5 +138,5 @@ class Spec:
 
     __slots__ = ("shape", "dtype")
 
-    def __init__(self, shape, dtype):
+    def __init__(self, shape: tuple[int, ...], dtype: np.dtype[Any] | None) -> None:
         self.shape, self.dtype = shape, dtype

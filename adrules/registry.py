@@ -24,6 +24,7 @@ import functools
 import inspect
 import sys
 import types
+from typing import Any, Callable, Sequence, TypeVar
 
 import numpy as np
 
@@ -31,10 +32,14 @@ from . import _state
 from .projection import project_like
 from .tangents import NoTangent, Thunk, ZeroTangent, is_float_value, is_zero, unthunk
 
+#: A pullback: takes the output's cotangent, returns ``(f̄, x̄1, ..., x̄n)``.
+Pullback = Callable[[Any], tuple[Any, ...]]
+_F = TypeVar("_F", bound=Callable[..., Any])
+
 RULE, SCALAR, NONDIFF = "rule", "scalar", "nondiff"
 
 
-def ONE(*args):
+def ONE(*args: Any) -> float:
     """The partial derivative 1: ``scalar_rule(np.add, ONE, ONE)`` lets the tracer pass
     the cotangent through without multiplying by one."""
     return 1.0
@@ -50,21 +55,29 @@ class RuleEntry:
     """
 
     __slots__ = ("fn", "kind", "config", "partials", "name", "unread", "reads_y", "drop_arity")
+    fn: Any  # the rule function; None for scalar and non-differentiable entries
 
-    def __init__(self, fn, kind, config=False, partials=(), name=""):
+    def __init__(
+        self,
+        fn: Callable[..., Any] | None,
+        kind: str,
+        config: bool = False,
+        partials: tuple[Callable[..., Any] | None, ...] = (),
+        name: str = "",
+    ) -> None:
         self.fn, self.kind, self.config, self.partials, self.name = fn, kind, config, partials, name
         reads = [any(r) for r in zip(*(_parameters_read(d, len(partials) + 1) for d in partials))]
         self.unread = tuple(i for i, r in enumerate(reads[:-1]) if not r)
         self.reads_y = bool(reads[-1]) if reads else True
         self.drop_arity = -1 if not self.unread and self.reads_y else len(partials)
 
-    def __reduce__(self):
+    def __reduce__(self) -> tuple[Callable[..., RuleEntry], tuple[Any, ...]]:
         # the tracer compares kinds by identity: a copy from another process must get the
         # module's own strings back, not equal ones
         return (_entry, (self.fn, self.kind, self.config, self.partials, self.name))
 
 
-def _parameters_read(d, n):
+def _parameters_read(d: Callable[..., Any] | None, n: int) -> tuple[bool, ...]:
     """For partial ``d`` called with ``n`` positional arguments: which of them its body
     reads (all of them when that cannot be told from its code)."""
     if d is None or d is ONE:
@@ -84,11 +97,12 @@ def _parameters_read(d, n):
     return tuple(name in loaded for name in names)
 
 
-def _entry(fn, kind, config, partials, name):
+def _entry(fn: Callable[..., Any] | None, kind: str, config: bool,
+           partials: tuple[Callable[..., Any] | None, ...], name: str) -> RuleEntry:
     return RuleEntry(fn, {RULE: RULE, SCALAR: SCALAR, NONDIFF: NONDIFF}[kind], config, partials, name)
 
 
-def _ufunc_name(u) -> str:
+def _ufunc_name(u: np.ufunc) -> str:
     """A ufunc's name where users import it from. Ufuncs carry no ``__module__``, and
     ``__name__`` can differ from the public name (``scipy.special.digamma.__name__`` is
     ``"psi"``), so look the object up: in ``numpy``, then in ``scipy.special`` when
@@ -114,7 +128,7 @@ def _ufunc_name(u) -> str:
     return u.__name__
 
 
-def function_name(f) -> str:
+def function_name(f: Any) -> str:  # any object: repr() as the last resort
     """A readable dotted name for a primitive, for error messages.
 
     >>> import numpy as np
@@ -133,7 +147,7 @@ def function_name(f) -> str:
     return f"{module}.{name}" if module else name
 
 
-def is_primitive(f) -> bool:
+def is_primitive(f: object) -> bool:
     """True when the tracer records ``f`` as one call (and so uses its rules).
 
     >>> import numpy as np
@@ -147,7 +161,7 @@ def is_primitive(f) -> bool:
     return isinstance(getattr(f, "__self__", None), np.ufunc)  # np.add.reduce and friends
 
 
-def _check_key(f, registry_name):
+def _check_key(f: Callable[..., Any], registry_name: str) -> None:
     if is_primitive(f):
         return
     name = function_name(f)
@@ -169,11 +183,11 @@ class RuleRegistry:
     ``api.py``): calling one applies the rule outside any differentiation.
     """
 
-    def __init__(self, name, rules=None):
+    def __init__(self, name: str, rules: dict[Any, RuleEntry] | None = None) -> None:
         self.name = name
         self.rules: dict = {} if rules is None else rules
 
-    def register(self, f, *, config=False):
+    def register(self, f: Callable[..., Any], *, config: bool = False) -> Callable[[_F], _F]:
         """Decorator: register a rule for primitive ``f``.
 
         The rule receives ``f``'s arguments (an rrule returns ``(y, pullback)``, an
@@ -193,20 +207,20 @@ class RuleRegistry:
         """
         _check_key(f, self.name)
 
-        def decorate(rule):
+        def decorate(rule: _F) -> _F:
             self.rules[f] = RuleEntry(rule, RULE, config=config, name=function_name(f))
             return rule
 
         return decorate
 
-    def lookup(self, f):
+    def lookup(self, f: object) -> RuleEntry | None:
         """The ``RuleEntry`` for ``f``, or None."""
         try:
             return self.rules.get(f)
         except TypeError:  # unhashable callable
             return None
 
-    def __contains__(self, f):
+    def __contains__(self, f: object) -> bool:
         return self.lookup(f) is not None
 
 
@@ -214,23 +228,24 @@ rrule = RuleRegistry("rrule")
 frule = RuleRegistry("frule")
 
 
-def _nondiff_pullback(n_args):
-    def nondiff_pullback(g):
+def _nondiff_pullback(n_args: int) -> Pullback:
+    def nondiff_pullback(g: Any) -> tuple[NoTangent, ...]:
         return (NoTangent(),) * (n_args + 1)
 
     return nondiff_pullback
 
 
-def _times_partial(g, d, args, y):
+def _times_partial(g: Any, d: Any, args: tuple[Any, ...], y: Any) -> Any:
     return g if d is ONE else g * d(*args, y)
 
 
-def scalar_rrule(f, partials, args, kwargs):
+def scalar_rrule(f: Callable[..., Any], partials: Sequence[Any], args: tuple[Any, ...],
+                 kwargs: dict[str, Any]) -> tuple[Any, Pullback]:
     y = f(*args, **kwargs)
 
-    def scalar_pullback(g):
+    def scalar_pullback(g: Any) -> tuple[Any, ...]:
         g = unthunk(g)
-        slots = [NoTangent()]
+        slots: list[Any] = [NoTangent()]
         for arg, d in zip(args, partials):
             if is_float_value(arg) and not is_zero(g):
                 slots.append(Thunk(functools.partial(_one_partial, d, args, y, g, arg)))
@@ -241,11 +256,12 @@ def scalar_rrule(f, partials, args, kwargs):
     return y, scalar_pullback
 
 
-def _one_partial(d, args, y, g, arg):
+def _one_partial(d: Any, args: tuple[Any, ...], y: Any, g: Any, arg: Any) -> Any:
     return project_like(_times_partial(g, d, args, y), arg)
 
 
-def scalar_frule(f, partials, dargs, args, kwargs):
+def scalar_frule(f: Callable[..., Any], partials: Sequence[Any], dargs: Sequence[Any],
+                 args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, Any]:
     y = f(*args, **kwargs)
     dy = ZeroTangent()
     for arg, d, da in zip(args, partials, dargs):
@@ -271,8 +287,9 @@ class _Binding:
     (names, defaults) and where its trailing options begin."""
 
     __slots__ = ("names", "index", "defaults", "options", "aliases")
+    aliases: Any  # {alias: parameter} or None; _resolve_aliases is called only with a dict
 
-    def __init__(self, params, aliases):
+    def __init__(self, params: list[inspect.Parameter], aliases: dict[str, str] | None) -> None:
         self.names = [p.name for p in params]
         self.index = {p.name: i for i, p in enumerate(params) if p.kind is p.POSITIONAL_OR_KEYWORD}
         self.defaults = [p.default for p in params]
@@ -289,7 +306,7 @@ class _Binding:
 _bindings: dict = {}
 
 
-def _binding(f):
+def _binding(f: Callable[..., Any]) -> _Binding | None:
     try:
         return _bindings[f]
     except KeyError:
@@ -300,7 +317,7 @@ def _binding(f):
     return b
 
 
-def _make_binding(f):
+def _make_binding(f: Callable[..., Any]) -> _Binding | None:
     if isinstance(f, np.ufunc) or isinstance(getattr(f, "__self__", None), np.ufunc):
         return None  # ufunc inputs are positional-only; NumPy normalizes reduce's options
     try:
@@ -313,7 +330,8 @@ def _make_binding(f):
     return _Binding(positional, KEYWORD_ALIASES.get(f))
 
 
-def bind(f, args, kwargs):
+def bind(f: Callable[..., Any], args: tuple[Any, ...],
+         kwargs: dict[str, Any]) -> tuple[tuple[Any, ...], dict[str, Any]]:
     """``(args, kwargs)`` of the call ``f(*args, **kwargs)`` with every keyword argument
     that names a positional parameter of ``f`` moved to its position, so a rule sees
     ``np.take(x, indices=i)`` as ``np.take(x, i)`` and its slots line up with positions.
@@ -358,13 +376,13 @@ def bind(f, args, kwargs):
     return tuple(moved), {k: v for k, v in kwargs.items() if index.get(k, last + 1) > last}
 
 
-def _holds_traced(value):
+def _holds_traced(value: object) -> bool:
     if isinstance(value, (list, tuple)):
         return any(isinstance(v, _state.TracedValue) for v in value)
     return isinstance(value, _state.TracedValue)
 
 
-def _resolve_aliases(b, n, kwargs):
+def _resolve_aliases(b: _Binding, n: int, kwargs: dict[str, Any]) -> dict[str, Any]:
     aliases = b.aliases
     if (not any(k in aliases for k in kwargs) or any(k in kwargs for k in aliases.values())
             or any(b.index[t] < n for t in aliases.values())):
@@ -377,7 +395,8 @@ def _resolve_aliases(b, n, kwargs):
     return out
 
 
-def call_rrule(entry, config, f, args, kwargs):
+def call_rrule(entry: RuleEntry, config: Any, f: Callable[..., Any],
+               args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, Pullback]:
     """``(y, pullback)`` from ``f``'s registered ``entry``: the one place that reads
     what kind of rule an entry holds. The call is bound first (``bind``), so the rule
     sees keyword arguments at their positions; the pullback still returns one slot per
@@ -407,14 +426,16 @@ def call_rrule(entry, config, f, args, kwargs):
     return entry.fn(*args, **kwargs)
 
 
-def _first_slots(pullback, n):
-    def keyword_pullback(g):
+def _first_slots(pullback: Pullback, n: int) -> Pullback:
+    def keyword_pullback(g: Any) -> tuple[Any, ...]:
         return tuple(pullback(g))[:n]
 
     return keyword_pullback
 
 
-def call_frule(entry, config, tangents, f, args, kwargs):
+def call_frule(entry: RuleEntry, config: Any, tangents: Sequence[Any],
+               f: Callable[..., Any], args: tuple[Any, ...],
+               kwargs: dict[str, Any]) -> tuple[Any, Any]:
     """``(y, ẏ)`` from ``f``'s registered ``entry``, ``tangents`` holding the self
     slot's then one per argument; the forward twin of ``call_rrule``.
 
@@ -436,7 +457,7 @@ def call_frule(entry, config, tangents, f, args, kwargs):
     return entry.fn(tuple(tangents), *args, **kwargs)
 
 
-def scalar_rule(f, *partials):
+def scalar_rule(f: Callable[..., Any], *partials: Callable[..., Any] | None) -> None:
     """Register elementwise ``f`` by its partial derivatives: gives the rrule and the frule.
 
     One partial per positional input, each called as ``d(x1, ..., xn, y)`` with the
@@ -456,7 +477,7 @@ def scalar_rule(f, *partials):
     frule.rules[f] = entry
 
 
-def non_differentiable(*fs):
+def non_differentiable(*fs: Callable[..., Any]) -> None:
     """Mark functions whose outputs carry no tangent (argmax, floor, comparisons...).
 
     >>> import numpy as np, adrules as ad
@@ -471,7 +492,7 @@ def non_differentiable(*fs):
         frule.rules[f] = entry
 
 
-def primitive(fn):
+def primitive(fn: _F) -> _F:
     """Make ``fn`` one node for the tracer, so its registered rules are used.
 
     Called with no traced argument it costs one attribute check on top of ``fn``.
@@ -491,14 +512,14 @@ def primitive(fn):
     state = _state.STATE
 
     @functools.wraps(fn)
-    def wrapper(*args, **kwargs):
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
         if state.active:
             return state.dispatch(wrapper, args, kwargs)
         return fn(*args, **kwargs)
 
-    wrapper.__adrules_primitive__ = fn
-    wrapper.__adrules_rules__ = _RulesTravel(wrapper)
-    return wrapper
+    wrapper.__adrules_primitive__ = fn  # type: ignore[attr-defined]  # marks a primitive
+    wrapper.__adrules_rules__ = _RulesTravel(wrapper)  # type: ignore[attr-defined]
+    return wrapper  # type: ignore[return-value]  # fn's signature, as functools.wraps keeps it
 
 
 class _RulesTravel:
@@ -515,15 +536,16 @@ class _RulesTravel:
 
     __slots__ = ("primitive",)
 
-    def __init__(self, primitive):
+    def __init__(self, primitive: Callable[..., Any]) -> None:
         self.primitive = primitive
 
-    def __reduce__(self):
+    def __reduce__(self) -> tuple[Callable[..., _RulesTravel], tuple[Any, ...]]:
         f = self.primitive
         return (_adopt_rules, (f, rrule.rules.get(f), frule.rules.get(f)))
 
 
-def _adopt_rules(f, reverse, forward):
+def _adopt_rules(f: Callable[..., Any], reverse: RuleEntry | None,
+                 forward: RuleEntry | None) -> _RulesTravel:
     """Register rules that travelled with primitive ``f`` (see ``_RulesTravel``)."""
     if reverse is not None:
         rrule.rules[f] = reverse

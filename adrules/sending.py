@@ -21,8 +21,9 @@ themselves (see ``registry._RulesTravel``).
 from __future__ import annotations
 
 import threading
+from typing import Any, Callable
 
-from executors.base import SerializationError
+from executors.base import Executor, SerializationError
 
 from .schedule import describe
 
@@ -57,7 +58,8 @@ def _fails(obj):
     return None
 
 
-def check(kind, f, plan, state, xs, shared, executor, key) -> None:
+def check(kind: str, f: Callable[..., Any], plan: Any, state: Any, xs: Any, shared: Any,
+          executor: Executor, key: Any) -> None:
     """Raise ``SerializationError`` naming the first of ``f``, the shared arguments and
     the elements of ``xs`` that cannot be sent to ``executor``'s workers."""
     site = (key, executor.name)

@@ -15,59 +15,64 @@ and nothing lazy crosses a process boundary.
 
 from __future__ import annotations
 
+from typing import Any, Callable, Iterator, TypeVar
+
+_T = TypeVar("_T")
+_Z = TypeVar("_Z", bound="_AbstractZero")
+
 
 class _AbstractZero:
     """Shared arithmetic of the two zero-like tangents: they absorb ``*`` and vanish in ``+``."""
 
     __slots__ = ()
     __array_ufunc__ = None  # make ``ndarray + ZeroTangent()`` defer to our reflected ops
-    _instance = None
+    _instance: Any = None  # the one instance of each subclass
 
-    def __new__(cls):
+    def __new__(cls: type[_Z]) -> _Z:
         if cls._instance is None:
             cls._instance = super().__new__(cls)
         return cls._instance
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"{type(self).__name__}()"
 
-    def __reduce__(self):
+    def __reduce__(self) -> tuple[type, tuple[()]]:
         return (type(self), ())
 
-    def __bool__(self):
+    def __bool__(self) -> bool:
         return False
 
-    def __add__(self, other):
+    def __add__(self, other: _T) -> _T:
         return other
 
     __radd__ = __add__
 
-    def __sub__(self, other):
+    def __sub__(self, other: Any) -> Any:
         return -other
 
-    def __rsub__(self, other):
+    def __rsub__(self, other: _T) -> _T:
         return other
 
-    def __neg__(self):
+    def __neg__(self: _Z) -> _Z:
         return self
 
-    def __mul__(self, other):
+    def __mul__(self: _Z, other: object) -> _Z:
         return self
 
     __rmul__ = __truediv__ = __matmul__ = __rmatmul__ = __mul__
 
-    def __getitem__(self, key):
+    def __getitem__(self: _Z, key: object) -> _Z:
         return self
 
-    def __getattr__(self, name):
+    def __getattr__(self: _Z, name: str) -> _Z:
         if name.startswith("__"):
             raise AttributeError(name)
         return self
 
-    def __eq__(self, other):
+    def __eq__(self, other: object) -> bool:
         return isinstance(other, _AbstractZero)
 
-    def __hash__(self):
+    def __hash__(self) -> int:
         return hash(type(self))
 
 
@@ -94,7 +99,7 @@ class NoTangent(_AbstractZero):
     _instance = None
 
 
-def is_float_value(x, *, allow_complex=True) -> bool:
+def is_float_value(x: object, *, allow_complex: bool = True) -> bool:
     """True when ``x`` has a tangent space: a float (or complex) number or array,
     traced or not. Integers, booleans, strings and other objects have none.
 
@@ -111,7 +116,7 @@ def is_float_value(x, *, allow_complex=True) -> bool:
     return isinstance(x, float) or (allow_complex and isinstance(x, complex))
 
 
-def is_zero(x) -> bool:
+def is_zero(x: object) -> bool:
     """True for ``ZeroTangent()``, ``NoTangent()`` and ``None`` (the tracer's 'no cotangent yet')."""
     return x is None or isinstance(x, _AbstractZero)
 
@@ -126,23 +131,24 @@ class Thunk:
     """
 
     __slots__ = ("_fn", "_value", "_done")
+    _fn: Any  # the function, None once evaluated
 
-    def __init__(self, fn):
+    def __init__(self, fn: Callable[[], Any]) -> None:
         self._fn = fn
         self._done = False
         self._value = None
 
-    def __call__(self):
+    def __call__(self) -> Any:
         if not self._done:
             self._value = unthunk(self._fn())
             self._done = True
             self._fn = None
         return self._value
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return "Thunk(...)" if not self._done else f"Thunk({self._value!r})"
 
-    def __reduce__(self):
+    def __reduce__(self) -> tuple[Callable[[_T], _T], tuple[Any]]:
         # Nothing lazy crosses a process boundary: pickling evaluates the thunk.
         return (_identity, (self(),))
 
@@ -161,16 +167,16 @@ class InplaceableThunk(Thunk):
 
     __slots__ = ("add_into",)
 
-    def __init__(self, add_into, thunk):
+    def __init__(self, add_into: Callable[[Any], Any], thunk: Thunk | Callable[[], Any]) -> None:
         super().__init__(thunk.__call__ if isinstance(thunk, Thunk) else thunk)
         self.add_into = add_into
 
 
-def _identity(x):
+def _identity(x: _T) -> _T:
     return x
 
 
-def unthunk(x):
+def unthunk(x: Any) -> Any:
     """Evaluate a thunk; return any other value unchanged.
 
     >>> unthunk(Thunk(lambda: 2.0)), unthunk(5.0)
@@ -198,34 +204,36 @@ class Tangent:
     """
 
     __slots__ = ("primal_type", "backing")
+    primal_type: type
+    backing: tuple[Any, ...] | dict[str, Any]
 
-    def __init__(self, primal_type, *args, **fields):
+    def __init__(self, primal_type: type, *args: Any, **fields: Any) -> None:
         if args and fields:
             raise TypeError("Tangent: give positional fields or keyword fields, not both")
         object.__setattr__(self, "primal_type", primal_type)
         object.__setattr__(self, "backing", tuple(args) if args else dict(fields))
 
-    def __getattr__(self, name):
+    def __getattr__(self, name: str) -> Any:
         backing = object.__getattribute__(self, "backing")
         if isinstance(backing, dict):
             return backing.get(name, ZeroTangent())
         raise AttributeError(f"Tangent of a tuple-like value has no field {name!r}")
 
-    def __getitem__(self, key):
+    def __getitem__(self, key: Any) -> Any:
         if isinstance(self.backing, dict):
             return self.backing.get(key, ZeroTangent())
         return self.backing[key]
 
-    def __setattr__(self, name, value):
+    def __setattr__(self, name: str, value: object) -> None:
         raise TypeError("Tangent is immutable: build a new one")
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[Any]:
         return iter(self.backing.values() if isinstance(self.backing, dict) else self.backing)
 
-    def __len__(self):
+    def __len__(self) -> int:
         return len(self.backing)
 
-    def __add__(self, other):
+    def __add__(self, other: object) -> Tangent:
         if is_zero(other):
             return self
         if not isinstance(other, Tangent):
@@ -237,20 +245,20 @@ class Tangent:
 
     __radd__ = __add__
 
-    def __mul__(self, scalar):
+    def __mul__(self, scalar: Any) -> Tangent:
         if isinstance(self.backing, dict):
             return Tangent(self.primal_type, **{k: v * scalar for k, v in self.backing.items()})
         return Tangent(self.primal_type, *(v * scalar for v in self.backing))
 
     __rmul__ = __mul__
 
-    def __eq__(self, other):
+    def __eq__(self, other: object) -> bool:
         return (isinstance(other, Tangent) and self.primal_type is other.primal_type
                 and _backing_equal(self.backing, other.backing))
 
-    __hash__ = None
+    __hash__ = None  # type: ignore[assignment]  # equal by value (arrays inside): unhashable
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         name = getattr(self.primal_type, "__name__", repr(self.primal_type))
         if isinstance(self.backing, dict):
             inner = ", ".join(f"{k}={v!r}" for k, v in self.backing.items())
@@ -259,7 +267,7 @@ class Tangent:
         return f"Tangent[{name}]({inner})"
 
 
-def _backing_equal(a, b):
+def _backing_equal(a: Any, b: Any) -> bool:
     import numpy as np
 
     if type(a) is not type(b) or len(a) != len(b):
@@ -268,7 +276,7 @@ def _backing_equal(a, b):
     return all(np.array_equal(x, y) if not is_zero(x) else is_zero(y) for x, y in pairs)
 
 
-def add_tangents(a, b):
+def add_tangents(a: Any, b: Any) -> Any:
     """Accumulate two tangents (out of place): zeros vanish, thunks are evaluated.
 
     >>> add_tangents(ZeroTangent(), 2.0), add_tangents(Thunk(lambda: 1.0), 2.0)

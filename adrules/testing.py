@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+from typing import Any, Callable, Collection
 
 import numpy as np
 
@@ -176,7 +177,8 @@ def _call_fn(f, fkwargs):
     return lambda *a: f(*a, **fkwargs)
 
 
-def check_rrule(f, *args, fkwargs=None, rtol=None, atol=None, seed=0):
+def check_rrule(f: Callable[..., Any], *args: Any, fkwargs: dict[str, Any] | None = None,
+                rtol: float | None = None, atol: float | None = None, seed: int = 0) -> None:
     """Check the registered rrule of ``f`` at ``args`` against finite differences.
 
     >>> import numpy as np
@@ -271,7 +273,8 @@ def _compare_primal(label, got, expected, rtol, atol):
                                  f"calling the function: {a} vs {b}.")
 
 
-def check_frule(f, *args, fkwargs=None, rtol=None, atol=None, seed=0):
+def check_frule(f: Callable[..., Any], *args: Any, fkwargs: dict[str, Any] | None = None,
+                rtol: float | None = None, atol: float | None = None, seed: int = 0) -> None:
     """Check the registered frule of ``f`` at ``args`` against finite differences.
 
     >>> import numpy as np
@@ -351,7 +354,9 @@ def _differentiating_rules(label, order, mode):
             f"order=1 if you only need first derivatives.") from e
 
 
-def check_grads(f, *args, modes=("fwd", "rev"), order=2, rtol=None, atol=None, seed=0):
+def check_grads(f: Callable[..., Any], *args: Any, modes: Collection[str] = ("fwd", "rev"),
+                order: int = 2, rtol: float | None = None, atol: float | None = None,
+                seed: int = 0) -> None:
     """Check the tracer's derivatives of ``f`` at ``args`` against finite differences,
     in reverse (``"rev"``) and forward (``"fwd"``) mode, up to ``order``.
 
@@ -399,7 +404,8 @@ def check_grads(f, *args, modes=("fwd", "rev"), order=2, rtol=None, atol=None, s
                             rtol=rtol, atol=atol, seed=seed + 1)
 
 
-def check_rules(f, *args, fkwargs=None, order=2):
+def check_rules(f: Callable[..., Any], *args: Any, fkwargs: dict[str, Any] | None = None,
+                order: int = 2) -> None:
     """``check_rrule`` and ``check_frule`` of primitive ``f`` at ``args``, then
     ``check_grads`` up to ``order`` through the tracer (skipped for float32 inputs, whose
     finite differences are too coarse for second order): one line per rule in a test sweep.

@@ -17,8 +17,8 @@ import executors
 # DaskExecutor and JoblibExecutor are imported on first use (module __getattr__), so that
 # "import executors" needs neither distributed nor joblib; pdoc reads the module's
 # __dict__, so resolve them first.
-executors.DaskExecutor = executors.DaskExecutor
-executors.JoblibExecutor = executors.JoblibExecutor
+for _name in ("DaskExecutor", "JoblibExecutor"):
+    setattr(executors, _name, getattr(executors, _name))
 
 
 def main(argv):

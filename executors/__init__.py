@@ -28,11 +28,19 @@ bits on every backend and worker count::
 45
 """
 
+from typing import TYPE_CHECKING, Any
+
 from .base import Executor, WorkerError
 from .config import config, current_chunk_size, register_backend, resolve, resolve_dispatch
 from ._context import in_worker
 from .local import ProcessExecutor, SerialExecutor, ThreadExecutor
 from .reduce import TreeSum, chunk_ranges, neumaier_sum, tree_sum
+
+if TYPE_CHECKING:  # imported on first use at run time (see __getattr__); type checkers see them
+    from .dask import DaskExecutor
+    from .joblib_backend import JoblibExecutor
+
+    __version__: str
 
 __all__ = [
     "Executor",
@@ -55,7 +63,7 @@ __all__ = [
 ]
 
 
-def __getattr__(name):
+def __getattr__(name: str) -> Any:
     if name == "DaskExecutor":
         from .dask import DaskExecutor
 
@@ -76,5 +84,5 @@ def __getattr__(name):
     raise AttributeError(f"module 'executors' has no attribute {name!r}")
 
 
-def __dir__():
+def __dir__() -> list[str]:
     return sorted(set(globals()) | {"DaskExecutor", "JoblibExecutor", "__version__"})

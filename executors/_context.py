@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import contextvars
 import dataclasses
+from typing import Any
 
 __all__ = ["Settings", "SETTINGS", "in_worker", "mark_process_worker", "enter_worker"]
 
@@ -32,7 +33,7 @@ __all__ = ["Settings", "SETTINGS", "in_worker", "mark_process_worker", "enter_wo
 class Settings:
     """Values set by ``executors.config``; ``None`` means "not set here"."""
 
-    executor: object = None
+    executor: Any = None  # an Executor or a backend name (base.py sits above this module)
     n_workers: int | None = None
     chunk_size: int | None = None
     dispatch: str | None = None

@@ -31,6 +31,7 @@ import hashlib
 import os
 import pickle
 import threading
+from typing import Any, Iterable
 
 from . import _context, _shm
 from ._blas import blas_pinned, pin_for_process
@@ -42,7 +43,7 @@ __all__ = ["dumps", "loads", "make_blob", "run_task", "init_process_worker"]
 HASH_MIN_BYTES = 4096
 
 
-def dumps(obj, what: str, backend: str) -> bytes:
+def dumps(obj: Any, what: str, backend: str) -> bytes:
     """cloudpickle ``obj``; on failure raise SerializationError naming ``what``."""
     import cloudpickle
 
@@ -57,7 +58,7 @@ def dumps(obj, what: str, backend: str) -> bytes:
         ) from exc
 
 
-def loads(data: bytes):
+def loads(data: bytes) -> Any:
     """Unpickle bytes made by :func:`dumps`."""
     return pickle.loads(data)
 
@@ -115,7 +116,7 @@ def init_process_worker() -> None:
     pin_for_process()
 
 
-def warm_up(modules=()) -> None:
+def warm_up(modules: Iterable[str] = ()) -> None:
     """A task run when the pool starts: the worker is up and has imported ``modules``."""
     import importlib
 
@@ -181,7 +182,7 @@ def _unsendable(exc):
     return None
 
 
-def load_result(data: bytes, index: int, backend: str):
+def load_result(data: bytes, index: int, backend: str) -> Any:
     """Unpickle a result in the parent; a failure names the item."""
     try:
         return pickle.loads(data)

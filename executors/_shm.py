@@ -41,6 +41,7 @@ import tempfile
 import threading
 import uuid
 import weakref
+from typing import Any, Iterable
 
 __all__ = ["ArrayStore", "dumps_sharing_arrays", "mapped_bytes_opened"]
 
@@ -82,13 +83,13 @@ class ArrayStore:
         first one is written)."""
         return self._dir
 
-    def wants(self, obj) -> bool:
+    def wants(self, obj: object) -> bool:
         import numpy as np
 
         return (type(obj) is np.ndarray or type(obj) is np.memmap) and \
             obj.nbytes >= self.max_nbytes and not obj.dtype.hasobject
 
-    def path_for(self, a) -> str:
+    def path_for(self, a: Any) -> str:
         """The file holding ``a``'s current content, written if needed; the caller
         must :meth:`release` it once the map is over."""
         with self._lock:
@@ -104,7 +105,7 @@ class ArrayStore:
             self._evict()
             return entry.path
 
-    def release(self, paths) -> None:
+    def release(self, paths: Iterable[str]) -> None:
         with self._lock:
             live = {e.path: e for e in self._entries.values()}
             for p in paths:
@@ -208,7 +209,7 @@ def _unlink(path):
         pass
 
 
-def _same(a, view) -> bool:
+def _same(a: Any, view: Any) -> bool:
     """True when ``a`` holds exactly the bytes of its file (compared as raw integers,
     so NaNs and signed zeros count as their bits)."""
     if a.shape != view.shape or a.dtype != view.dtype:
@@ -218,7 +219,7 @@ def _same(a, view) -> bool:
     return _bits_equal(a.ravel(order=order), view.ravel(order=order))
 
 
-def _bits_equal(x, y) -> bool:
+def _bits_equal(x: Any, y: Any) -> bool:
     import numpy as np
 
     xb, yb = x.view(np.uint8), y.view(np.uint8)  # 1-d contiguous (ravel)

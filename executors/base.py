@@ -30,9 +30,12 @@ import operator
 import os
 import pickle
 import sys
+from typing import Any, Callable, Iterable, Literal, SupportsIndex, TypeVar, overload
 
 from . import _context
 from ._blas import blas_pinned
+
+_E = TypeVar("_E", bound="Executor")
 
 __all__ = [
     "Executor",
@@ -80,13 +83,13 @@ class RemoteError(Exception):
     'MyError: it broke (the original exception could not be sent back from the worker: no pickle)'
     """
 
-    def __init__(self, type_name, message, reason=""):
+    def __init__(self, type_name: str, message: str, reason: str = "") -> None:
         super().__init__(type_name, message, reason)
         self.type_name = type_name
         self.message = message
         self.reason = reason
 
-    def __str__(self):
+    def __str__(self) -> str:
         return (
             f"{self.type_name}: {self.message} (the original exception could not be sent "
             f"back from the worker: {self.reason})"
@@ -105,7 +108,15 @@ def usable_cpu_count() -> int:
         return max(1, os.cpu_count() or 1)
 
 
-def check_positive_int(value, what="n_workers", minimum=1):
+@overload
+def check_positive_int(value: None, what: str = ..., minimum: int = ...) -> None: ...
+
+
+@overload
+def check_positive_int(value: SupportsIndex, what: str = ..., minimum: int = ...) -> int: ...
+
+
+def check_positive_int(value: SupportsIndex | None, what: str = "n_workers", minimum: int = 1) -> int | None:
     """Return ``value`` as an int if it is None or an integer >= ``minimum``, else raise
     ValueError naming ``what``.
 
@@ -142,7 +153,7 @@ def annotate(exc: BaseException, index: int, n_items: int, name: str) -> BaseExc
     """
     note = f"executors: raised by item {index} of {n_items} in a map on the {name!r} executor"
     try:
-        exc.executors_item_index = index
+        exc.executors_item_index = index  # type: ignore[attr-defined]  # our own marker attribute
     except Exception:  # pragma: no cover - exotic exception without __dict__
         pass
     if sys.version_info >= (3, 11):
@@ -152,7 +163,7 @@ def annotate(exc: BaseException, index: int, n_items: int, name: str) -> BaseExc
             notes = getattr(exc, "__notes__", None)
             if not isinstance(notes, list):
                 notes = []
-                exc.__notes__ = notes
+                exc.__notes__ = notes  # type: ignore[attr-defined]  # what add_note makes on 3.11+
             notes.append(note)
         except Exception:
             pass
@@ -183,7 +194,15 @@ class Executor:
     #: number of tasks that can run at once
     n_workers: int = 1
 
-    def map(self, fn, items, *, shared=(), on_done=None, on_result=None) -> list:
+    def map(
+        self,
+        fn: Callable[..., Any],
+        items: Iterable[Any],
+        *,
+        shared: tuple[Any, ...] | list[Any] = (),
+        on_done: Callable[[int], object] | None = None,
+        on_result: Callable[[int, Any], Any] | None = None,
+    ) -> list[Any]:
         """Return ``[fn(item, *shared) for item in items]``, in item order.
 
         ``on_done(i)`` is called in the calling thread as item ``i`` completes
@@ -222,11 +241,12 @@ class Executor:
             self._map(fn, items, shared, on_done, results)
         return results.values
 
-    def _map(self, fn, items, shared, on_done, results):  # pragma: no cover - abstract
+    def _map(self, fn: Callable[..., Any], items: list[Any], shared: tuple[Any, ...],
+             on_done: Callable[[int], object] | None, results: InOrder) -> None:  # pragma: no cover - abstract
         """Run the items; hand each result to ``results.put(i, result)``."""
         raise NotImplementedError
 
-    def start(self, preload=()) -> None:
+    def start(self, preload: Iterable[str] = ()) -> None:
         """Start workers in the background, if this backend has any to start (returns
         at once); worker processes import the modules named in ``preload``.
 
@@ -250,14 +270,14 @@ class Executor:
         >>> ex = executors.ThreadExecutor(1); ex.close(); ex.close()
         """
 
-    def __enter__(self):
+    def __enter__(self: _E) -> _E:
         return self
 
-    def __exit__(self, *exc_info):
+    def __exit__(self, *exc_info: object) -> Literal[False]:
         self.close()
         return False
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"{type(self).__name__}(n_workers={self.n_workers})"
 
 
@@ -266,12 +286,14 @@ class InOrder:
     order they complete in; ``values`` holds what it returned (or the results)."""
 
     __slots__ = ("values", "_on_result", "_next", "_early")
+    values: list[Any]
+    _early: dict[int, Any]  # results that came before the ones ahead of them
 
-    def __init__(self, n, on_result=None):
+    def __init__(self, n: int, on_result: Callable[[int, Any], Any] | None = None) -> None:
         self.values = [None] * n
         self._on_result, self._next, self._early = on_result, 0, {}
 
-    def put(self, i, result):
+    def put(self, i: int, result: Any) -> None:
         if self._on_result is None:
             self.values[i] = result
             return
@@ -286,7 +308,8 @@ class InOrder:
             self._next += 1
 
 
-def _map_inline(fn, items, shared, on_done, name, results):
+def _map_inline(fn: Callable[..., Any], items: list[Any], shared: tuple[Any, ...],
+                on_done: Callable[[int], object] | None, name: str, results: InOrder) -> None:
     """Run the map in this thread, in one copy of the caller's context marked as
     worker context (one copy for all items: a copy per item cost more than tiny items)."""
     context = contextvars.copy_context()
@@ -295,7 +318,8 @@ def _map_inline(fn, items, shared, on_done, name, results):
         context.run(_run_items, fn, items, shared, on_done, name, results)
 
 
-def _run_items(fn, items, shared, on_done, name, results):
+def _run_items(fn: Callable[..., Any], items: list[Any], shared: tuple[Any, ...],
+               on_done: Callable[[int], object] | None, name: str, results: InOrder) -> None:
     n = len(items)
     for i, item in enumerate(items):
         try:

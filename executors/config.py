@@ -28,6 +28,7 @@ import atexit
 import contextlib
 import os
 import threading
+from typing import Callable, Iterator, Literal, Optional, TypeVar
 
 from . import _context
 from .base import Executor, check_positive_int, usable_cpu_count
@@ -47,16 +48,20 @@ __all__ = [
     "DISPATCH_CHOICES",
 ]
 
+#: The dispatch policies: see :func:`resolve_dispatch`.
+Dispatch = Literal["auto", "always"]
+_S = TypeVar("_S", bound=Optional[str])
+
 # ---------------------------------------------------------------- backend table
 
 
-def _dask_factory(n_workers=None):
+def _dask_factory(n_workers: int | None = None) -> Executor:
     from .dask import DaskExecutor  # distributed is an optional extra: import on use
 
     return DaskExecutor(n_workers=n_workers)
 
 
-def _joblib_factory(n_workers=None):
+def _joblib_factory(n_workers: int | None = None) -> Executor:
     from .joblib_backend import JoblibExecutor  # keeps `import executors` free of joblib
 
     # n_workers only fills in n_jobs when the active joblib.parallel_config sets none
@@ -73,7 +78,7 @@ BACKENDS: dict = {
 }
 
 
-def register_backend(name: str, factory) -> None:
+def register_backend(name: str, factory: Callable[[int | None], Executor]) -> None:
     """Register ``factory(n_workers) -> Executor`` under ``name`` (a new name or a
     replacement), so ``config``, ``resolve`` and ``ADRULES_EXECUTOR`` accept it.
 
@@ -88,7 +93,7 @@ def register_backend(name: str, factory) -> None:
     BACKENDS[name] = factory
 
 
-def backend_names() -> tuple:
+def backend_names() -> tuple[str, ...]:
     """Names accepted by ``config``/``resolve``/``ADRULES_EXECUTOR``.
 
     >>> backend_names()[:4]
@@ -97,7 +102,7 @@ def backend_names() -> tuple:
     return tuple(BACKENDS)
 
 
-def create_backend(name: str, n_workers=None) -> Executor:
+def create_backend(name: str, n_workers: int | None = None) -> Executor:
     """Build a new (uncached) executor from its registered name.
 
     >>> with create_backend("threads", 2) as ex:
@@ -120,7 +125,7 @@ def _valid_forms() -> str:
     return f"NAME or NAME:N with NAME one of {names} and N a positive integer (e.g. 'processes:4')"
 
 
-def _check_executor(executor, where="executor"):
+def _check_executor(executor: Executor | str | None, where: str = "executor") -> Executor | str | None:
     if executor is None or isinstance(executor, Executor):
         return executor
     if isinstance(executor, str):
@@ -135,7 +140,7 @@ def _check_executor(executor, where="executor"):
     )
 
 
-def _check_dispatch(dispatch, where="dispatch"):
+def _check_dispatch(dispatch: _S, where: str = "dispatch") -> _S:
     if dispatch is None or dispatch in DISPATCH_CHOICES:
         return dispatch
     raise ValueError(
@@ -146,7 +151,12 @@ def _check_dispatch(dispatch, where="dispatch"):
 
 
 @contextlib.contextmanager
-def config(executor=None, n_workers=None, chunk_size=None, dispatch=None):
+def config(
+    executor: Executor | str | None = None,
+    n_workers: int | None = None,
+    chunk_size: int | None = None,
+    dispatch: Dispatch | None = None,
+) -> Iterator[_context.Settings]:
     """Set the executor, worker count, chunk size and/or dispatch policy for the enclosed code.
 
     Based on ``contextvars``: each thread (and asyncio task) has its own
@@ -186,7 +196,7 @@ def config(executor=None, n_workers=None, chunk_size=None, dispatch=None):
         _context.SETTINGS.reset(token)
 
 
-def resolve_dispatch(dispatch=None) -> str:
+def resolve_dispatch(dispatch: Dispatch | None = None) -> str:
     """The dispatch policy in force: argument > ``config(dispatch=...)`` >
     ``ADRULES_DISPATCH`` > "auto".
 
@@ -209,7 +219,7 @@ def resolve_dispatch(dispatch=None) -> str:
     return _check_dispatch(raw.strip().lower(), DISPATCH_ENV_VAR)
 
 
-def current_chunk_size():
+def current_chunk_size() -> int | None:
     """The ``chunk_size`` set by the innermost ``config`` block, or None.
 
     Inside chunk work it is the caller's value, on every backend.
@@ -224,7 +234,7 @@ def current_chunk_size():
     return _context.SETTINGS.get().chunk_size
 
 
-def _parse_env():
+def _parse_env() -> tuple[str, int | None] | None:
     """``(name, n_workers)`` from ADRULES_EXECUTOR, or None if unset/empty."""
     raw = os.environ.get(ENV_VAR)
     if raw is None or not raw.strip():
@@ -249,11 +259,11 @@ _atexit_registered = False
 _SERIAL = SerialExecutor()
 
 
-def _serial():
+def _serial() -> SerialExecutor:
     return _SERIAL
 
 
-def _cached(name, n_workers):
+def _cached(name: str, n_workers: int | None) -> Executor:
     global _atexit_registered
     if name == "serial":
         return _serial()
@@ -271,7 +281,7 @@ def _cached(name, n_workers):
         return ex
 
 
-def _close_cached():
+def _close_cached() -> None:
     with _cache_lock:
         items = list(_cache.items())
         _cache.clear()
@@ -282,7 +292,7 @@ def _close_cached():
             pass
 
 
-def resolve(executor=None, n_workers=None) -> Executor:
+def resolve(executor: Executor | str | None = None, n_workers: int | None = None) -> Executor:
     """Return the executor to use, applying the precedence rules.
 
     Per-call ``executor``/``n_workers`` > ``config(...)`` > ``ADRULES_EXECUTOR``

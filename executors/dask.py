@@ -31,8 +31,12 @@ import os
 import threading
 import time
 import uuid
+from typing import TYPE_CHECKING, Any
 
 from . import _context, _remote
+
+if TYPE_CHECKING:
+    import distributed
 from .base import Executor, WorkerError, annotate, check_positive_int, usable_cpu_count
 
 __all__ = ["DaskExecutor", "Scattered"]
@@ -54,12 +58,12 @@ class Scattered:
 
     __slots__ = ("future", "key", "nbytes")
 
-    def __init__(self, future, key, nbytes):
+    def __init__(self, future: distributed.Future, key: str, nbytes: int) -> None:
         self.future = future
         self.key = key
         self.nbytes = nbytes
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"Scattered(key={self.key!r}, nbytes={self.nbytes})"
 
 
@@ -100,17 +104,17 @@ class DaskExecutor(Executor):
 
     def __init__(
         self,
-        client=None,
-        n_workers=None,
-        security=None,
+        client: distributed.Client | str | None = None,
+        n_workers: int | None = None,
+        security: distributed.security.Security | None = None,
         *,
-        scatter_min_bytes=16 * 1024,
-        cache_size=8,
-        retries=None,
-        reuse_shared=True,
-        dashboard=False,
-        **cluster_kwargs,
-    ):
+        scatter_min_bytes: int = 16 * 1024,
+        cache_size: int = 8,
+        retries: int | None = None,
+        reuse_shared: bool = True,
+        dashboard: bool = False,
+        **cluster_kwargs: Any,
+    ) -> None:
         try:
             import distributed
         except ImportError as exc:
@@ -125,7 +129,7 @@ class DaskExecutor(Executor):
         self._cache: collections.OrderedDict = collections.OrderedDict()  # key -> Future
         self._cache_lock = threading.Lock()
         self._n_scatters = 0
-        self._n_workers_seen = None  # (count, time.monotonic() when asked)
+        self._n_workers_seen: tuple[int, float] | None = None  # (count, time.monotonic() when asked)
         self._closed = False
         if client is None:
             kwargs = dict(
@@ -170,12 +174,12 @@ class DaskExecutor(Executor):
                 )
 
     @property
-    def client(self):
+    def client(self) -> distributed.Client:
         """The ``distributed.Client`` in use (see the class example)."""
         return self._client
 
     @property
-    def n_workers(self) -> int:
+    def n_workers(self) -> int:  # type: ignore[override]  # read-only: asked of the scheduler
         """Number of workers known to the scheduler (at least 1; see the class example),
         asked at most once a second: each question is a round trip to the scheduler
         (~0.8 ms here), and psum's schedule reads it several times a call."""
@@ -212,7 +216,7 @@ class DaskExecutor(Executor):
                 self._cache.popitem(last=False)  # dask frees it once unused
         return fut
 
-    def scatter(self, obj) -> Scattered:
+    def scatter(self, obj: Any) -> Scattered:
         """Send ``obj`` to every worker now; return a handle to pass in ``shared=``.
 
         Content-addressed: scattering equal content twice sends it once (see the
@@ -312,5 +316,5 @@ class DaskExecutor(Executor):
         if self._cluster is not None:
             self._cluster.close()
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"DaskExecutor(client={self._client!r})"

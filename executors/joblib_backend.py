@@ -67,7 +67,7 @@ class JoblibExecutor(Executor):
     call_cost = 1.2e-2
     dispatch_cost = 5e-4
 
-    def __init__(self, n_jobs=None):
+    def __init__(self, n_jobs: int | None = None) -> None:
         self.n_jobs = check_positive_int(n_jobs, "n_jobs")
 
     # --------------------------------------------------------------- the config
@@ -82,13 +82,13 @@ class JoblibExecutor(Executor):
         return backend, n_jobs
 
     @property
-    def n_workers(self) -> int:
+    def n_workers(self) -> int:  # type: ignore[override]  # read-only: follows joblib's config
         """Effective number of jobs of the active joblib backend (see the class example)."""
         backend, n_jobs = self._active()
         return max(1, int(backend.effective_n_jobs(n_jobs)))
 
     @property
-    def shares_memory(self) -> bool:
+    def shares_memory(self) -> bool:  # type: ignore[override]  # read-only: follows joblib's config
         """True for joblib's threading backend: results are the objects ``fn`` built."""
         from joblib._parallel_backends import ThreadingBackend
 
@@ -130,7 +130,7 @@ class JoblibExecutor(Executor):
                 raise culprit from exc
             raise _note_infrastructure(exc, n, self.backend_name)
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"JoblibExecutor(n_jobs={self.n_jobs})"
 
 

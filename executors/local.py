@@ -27,6 +27,7 @@ import concurrent.futures
 import contextvars
 import os
 import threading
+from typing import Any, Iterable
 
 from . import _context, _remote, _shm
 from ._blas import PIN_ENV, blas_pinned
@@ -74,7 +75,7 @@ class SerialExecutor(Executor):
     def _map(self, fn, items, shared, on_done, results):
         _map_inline(fn, items, shared, on_done, self.name, results)
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return "SerialExecutor()"
 
 
@@ -97,7 +98,7 @@ class ThreadExecutor(Executor):
     dispatch_cost = 5e-5
     call_cost = 5e-5
 
-    def __init__(self, n_workers=None):
+    def __init__(self, n_workers: int | None = None) -> None:
         n = check_positive_int(n_workers)
         self.n_workers = n if n is not None else usable_cpu_count()
         self._pool = None
@@ -160,7 +161,10 @@ class ProcessExecutor(Executor):
     call_cost = 1e-3
     startup_cost = 1.0  # measured here: 0.7 s for 2 workers, then ~0.5 s importing numpy
 
-    def __init__(self, n_workers=None, *, idle_timeout=300.0, max_nbytes=2**20):
+    _warm_up: list[Any] | None  # start()'s futures; None until then
+
+    def __init__(self, n_workers: int | None = None, *, idle_timeout: float = 300.0,
+                 max_nbytes: int | None = 2**20) -> None:
         n = check_positive_int(n_workers)
         self.n_workers = n if n is not None else usable_cpu_count()
         self.idle_timeout = idle_timeout
@@ -193,7 +197,7 @@ class ProcessExecutor(Executor):
         if pool is not None:
             pool.shutdown(wait=True, kill_workers=kill)
 
-    def start(self, preload=()) -> None:
+    def start(self, preload: Iterable[str] = ()) -> None:
         """Start the worker processes in the background (returns at once), each
         importing the modules named in ``preload``; a map started before they are
         up waits for them.
@@ -223,7 +227,7 @@ class ProcessExecutor(Executor):
             if self._pool is pool:
                 self._shutdown_locked(kill=kill)
 
-    def worker_pids(self) -> list:
+    def worker_pids(self) -> list[int]:
         """Process ids of the current worker processes (empty before first use).
 
         >>> ProcessExecutor(1).worker_pids()

@@ -126,7 +126,8 @@ class TreeSum:
 
     __slots__ = ("_add", "_add_into", "_blocks", "count")
 
-    def __init__(self, add=operator.add, add_into=None):
+    def __init__(self, add: Callable[[Any, Any], Any] = operator.add,
+                 add_into: Callable[[Any, Any], Any] | None = None) -> None:
         self._add, self._add_into = add, add_into
         self._blocks: list = []  # [size, value, owned] with sizes strictly decreasing
         self.count = 0
@@ -137,7 +138,7 @@ class TreeSum:
         out = self._add(left, right)
         return out, out is not left and out is not right
 
-    def push(self, value) -> None:
+    def push(self, value: Any) -> None:
         """Add the next value (index ``self.count``)."""
         size, owned = 1, False
         while self._blocks and self._blocks[-1][0] == size:
@@ -147,7 +148,7 @@ class TreeSum:
         self._blocks.append((size, value, owned))
         self.count += 1
 
-    def result(self, zero=_MISSING):
+    def result(self, zero: Any = _MISSING) -> Any:
         """The sum of every value pushed (``zero`` when none was, if given)."""
         if not self._blocks:
             if zero is _MISSING:
@@ -161,7 +162,7 @@ class TreeSum:
         return value
 
 
-def neumaier_sum(values, *, zero=_MISSING):
+def neumaier_sum(values: Iterable[Any], *, zero: Any = _MISSING) -> Any:
     """Compensated (Neumaier) sum of scalars or same-shape arrays, left to right.
 
     Elementwise for arrays (broadcasting like ``+``); complex values are
