@@ -193,7 +193,7 @@ def test_a_typed_user_script_type_checks(tmp_path):
     try:
         import mypy  # noqa: F401
     except ImportError:
-        pytest.skip("mypy is not installed (pip install 'adrules[typing]')")
+        pytest.skip("mypy is not installed: pip install -e '.[test]'")
     (tmp_path / "user.py").write_text(textwrap.dedent(USER_SCRIPT))
     (tmp_path / "wrong.py").write_text(textwrap.dedent(WRONG_SCRIPT))
     env = {**os.environ, "MYPYPATH": str(ROOT)}  # the sources, however the packages are installed
