@@ -42,6 +42,12 @@ WORKER_MALLOC_ENV = {
     "MALLOC_MMAP_THRESHOLD_": os.environ.get("MALLOC_MMAP_THRESHOLD_", str(32 * 2**20)),
     "MALLOC_TRIM_THRESHOLD_": os.environ.get("MALLOC_TRIM_THRESHOLD_", str(2**30)),
 }
+# loky restarts a worker whose memory grew by more than 300 MB since it started, taking
+# it for a leak; the heap kept on purpose above is not one (heavy hvp chunks made loky
+# restart workers between tasks, a second's start-up each). The allowance: the memory
+# glibc may keep, plus loky's own margin.
+WORKER_MALLOC_ENV["LOKY_MAX_MEMORY_LEAK_SIZE"] = os.environ.get(
+    "LOKY_MAX_MEMORY_LEAK_SIZE", str(int(WORKER_MALLOC_ENV["MALLOC_TRIM_THRESHOLD_"]) + 300 * 10**6))
 from ._futures import collect
 from .base import (
     Executor,

@@ -14,6 +14,7 @@ import random
 import signal
 import threading
 import time
+import warnings
 
 import numpy as np
 import psutil
@@ -420,6 +421,32 @@ def test_process_worker_killed_raises_worker_error_and_recovers(tmp_path):
     assert all(gone(p) for p in pids)
     leaked = {p for p in loky_children() - before if not gone(p)}
     assert not leaked
+
+
+def keep_heap_memory(_):
+    """Allocate and free 640 MiB in 16 MiB arrays: below the workers' mmap threshold, so
+    glibc keeps the pages in the heap (WORKER_MALLOC_ENV), as heavy chunk work does."""
+    arrays = [np.ones(2 * 2**20) for _ in range(40)]
+    del arrays
+    return os.getpid()
+
+
+def pid_after_a_leak_check(_):
+    time.sleep(1.2)  # loky checks a worker's memory at most once a second, after a task
+    return os.getpid()
+
+
+def test_heap_kept_by_heavy_work_does_not_restart_process_workers():
+    """loky restarts a worker that grew by more than its leak allowance (300 MB by
+    default), with a warning, between tasks; the heap the workers keep on purpose must
+    not count as a leak."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # loky's "A worker was restarted ..." UserWarning
+        with ProcessExecutor(1) as ex:
+            first = ex.map(pid_of, [0])  # loky takes its reference size after a first task
+            assert ex.map(keep_heap_memory, [0]) == first
+            later = [ex.map(pid_after_a_leak_check, [0])[0] for _ in range(2)]
+    assert later == first * 2
 
 
 def test_dask_worker_killed_mid_map_is_recomputed(dask_executor, tmp_path):
