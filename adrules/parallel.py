@@ -13,9 +13,11 @@
           scalar y_c ─ Backward.DONE: (y_c, back_c(1)) ─ one round trip, nothing left behind
           array  y_c ─ Backward.TAPE: back_c kept (serial, threads)
                      ─ Backward.RECOMPUTE: nothing kept (processes, Dask)
-      as chunk results arrive, in chunk order (executors.TreeSum: the fixed pairwise tree
-      by chunk index, O(log chunks) partial sums alive):
-        y = Σ y_c ; DONE: shared/state cotangents = Σ grads_c, element cotangents kept
+      as chunk results arrive, in chunk order:
+        y = Σ y_c                  executors.TreeSum: the fixed pairwise tree by chunk index
+        DONE: shared/state cotangents = ((g_0 + g_1) + g_2) + ...   _FoldSum: a left fold
+              by chunk index, in place into one buffer of its own (a dense cotangent as big
+              as a shared training set: one alive, not log2(chunks)); element cotangents kept
     rrule pullback(ȳ):
       DONE:      ȳ · the sums above; ȳ · element cotangents, gathered in order
       otherwise: schedule.run(back_c(ȳ) or recompute-then-pull back, chunks), same reduction
@@ -220,11 +222,48 @@ def _tree_add(a, b):
 
 def _add_into(partial, value):
     """``partial + value`` written into ``partial`` when it is an array a reduction
-    allocated itself (``executors.TreeSum`` passes only those); same bits as ``+``."""
+    allocated itself (``_FoldSum`` passes only those); same bits as ``+``."""
     if (type(partial) is np.ndarray and type(value) is np.ndarray and partial.shape == value.shape
             and partial.dtype == np.result_type(partial, value)):
         return np.add(partial, value, out=partial)
     return _tree_add(partial, value)
+
+
+_COPY_FIRST_NBYTES = 2**20  # below this, the copy costs more than the memory it saves
+
+
+class _FoldSum:
+    """``((g0 + g1) + g2) + ...`` over values pushed in chunk order, accumulated in place
+    into a buffer this fold allocated: one partial sum alive, where a pairwise tree holds
+    up to log2(chunks) of them (the 191 MiB shared cotangent of issue 9: 6x the array at
+    16 chunks). The order depends only on the chunk index, so the bits do not depend on
+    the backend or the worker count. A pushed value is never written into: it may be the
+    caller's array, or the incoming ybar a pullback passed on unchanged."""
+
+    __slots__ = ("total", "owned", "count")
+
+    def __init__(self):
+        self.total, self.owned, self.count = None, False, 0
+
+    def push(self, value):
+        self.count += 1
+        if self.count == 1:
+            if type(value) is np.ndarray and value.nbytes >= _COPY_FIRST_NBYTES:
+                # our own copy now (the chunk's array is freed on return) rather than a
+                # third array when the second value arrives
+                self.total, self.owned = value.copy(order="K"), True
+            else:
+                self.total = value
+            return
+        if self.owned:
+            out = _add_into(self.total, value)
+        else:
+            out = _tree_add(self.total, value)
+        self.owned = out is not value and (self.owned or out is not self.total)
+        self.total = out
+
+    def result(self, zero):
+        return zero if self.count == 0 else self.total
 
 
 def _gather_elements(parts, xs):
@@ -280,7 +319,7 @@ class _Cotangents:
         self.call, self.xs = call, xs
         self.parts = [state, xs, *shared]
         self.sizes = [len(flatten(p)[0]) for p in self.parts]
-        self.sums = {j: [executors.TreeSum(add=_tree_add, add_into=_add_into) for _ in range(self.sizes[j])]
+        self.sums = {j: [_FoldSum() for _ in range(self.sizes[j])]
                      for j in range(len(self.parts)) if j != 1}
         self.elements = []
 

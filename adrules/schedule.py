@@ -62,14 +62,18 @@ class _Timed:
         return (_Timed, (self.fn,))
 
 
-def _tasks(n, n_workers, chunk_seconds, dispatch_cost):
+def _tasks(n, n_workers, chunk_seconds, dispatch_cost, shares_memory=False):
     """How many consecutive chunks go in one task: enough that a task outweighs its
-    dispatch ~10 times, at most ~4 tasks a worker (each carries the shared data), yet
-    every worker gets work. Grouping changes only which process runs a chunk. With no
-    estimate yet (``chunk_seconds`` 0), ~4 tasks a worker."""
+    dispatch ~10 times, at most ~4 tasks a worker where each carries the shared data
+    (not on threads: a task's results are held until its last chunk ends, so fewer,
+    bigger tasks hold more chunk results at once), yet every worker gets work.
+    Grouping changes only which worker runs a chunk. With no estimate yet
+    (``chunk_seconds`` 0), ~4 tasks a worker."""
     if not chunk_seconds:
         return max(1, -(-n // (4 * n_workers)))
-    per_task = max(1, int(10 * dispatch_cost / chunk_seconds), -(-n // (4 * n_workers)))
+    per_task = max(1, int(10 * dispatch_cost / chunk_seconds))
+    if not shares_memory:
+        per_task = max(per_task, -(-n // (4 * n_workers)))
     return min(per_task, -(-n // n_workers))
 
 
@@ -78,7 +82,7 @@ def parallel_seconds(executor, chunk_seconds, n):
     workers, plus dispatch per task (tasks spread over the workers), per call, and
     the workers' start-up while they are not up."""
     workers = executor.n_workers
-    n_tasks = -(-n // _tasks(n, workers, chunk_seconds, executor.dispatch_cost))
+    n_tasks = -(-n // _tasks(n, workers, chunk_seconds, executor.dispatch_cost, executor.shares_memory))
     startup = 0.0 if executor.ready() else executor.startup_cost
     return (chunk_seconds * n / workers + executor.dispatch_cost * math.ceil(n_tasks / workers)
             + executor.call_cost + startup)
@@ -194,7 +198,8 @@ def _auto(site, executor, timed, items, shared, on_done, on_result, always=False
                            on_result=shifted)
         site.record_inline(time.thread_time() - t0, len(items))
         return done + rest, first + "inline", why
-    per_task = _tasks(len(items), executor.n_workers, site.chunk_seconds or 0.0, executor.dispatch_cost)
+    per_task = _tasks(len(items), executor.n_workers, site.chunk_seconds or 0.0, executor.dispatch_cost,
+                      executor.shares_memory)
     batches = [items[i:i + per_task] for i in range(0, len(items), per_task)]
     first_on_workers = site.parallel_runs == 0 and not executor.shares_memory
     cpu = [0.0]
