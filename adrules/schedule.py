@@ -8,7 +8,8 @@
                               (inline loops, or the workers' own clocks)
       worth it  ⟺  work / workers + dispatch (per task, per call, start-up) < work / MARGIN
       a parallel run slower (wall clock) than the loop it replaced is a loss: two in a
-      row send the site inline, with a parallel try every RETRY_EVERY calls
+      row send the site inline, with a parallel try every RETRY_EVERY calls, twice as
+      long a wait after each further loss
 
 Processes that are not up yet count their start-up in the estimate; when only the
 start-up stands in the way, they are started in the background for the next call.
@@ -35,7 +36,7 @@ logger = logging.getLogger("adrules.schedule")
 
 COLD_MARGIN = 2.0  # chunk 0 of a first call may take this much longer than a warm chunk
 MARGIN = 1.25  # parallel must beat the loop by this factor before it is chosen
-RETRY_EVERY = 20  # calls: how often a call site that lost in parallel tries again
+RETRY_EVERY = 20  # calls: how often a call site that lost in parallel tries again (at first)
 PRELOAD = ("adrules",)  # what starting worker processes import ahead of the first chunk
 
 _SERIAL = executors.SerialExecutor()
@@ -173,6 +174,39 @@ def run(executor, fn, items, shared=(), *, key=None, dispatch="auto", on_result=
             bar.close()
 
 
+def run_in_one_pass(executor, fn, n, work, *, key=None, dispatch="auto", progress=False,
+                    label="", about=None):
+    """``(True, work())`` when the schedule would run all ``n`` chunks of ``fn`` inline on
+    this call anyway (the call site has an estimate, and dispatch would not pay), with
+    ``work`` doing all of them in one pass, in chunk order; ``(False, None)`` and nothing
+    run otherwise (then ``run`` decides chunk by chunk). ``work`` runs as inline chunks
+    do: in this thread, as worker context, BLAS pinned. Its time teaches the site as an
+    inline loop does, and it is logged like one.
+
+    >>> run_in_one_pass(executors.SerialExecutor(), abs, 3, lambda: "all three")
+    (False, None)
+    """
+    if dispatch == "always" or progress or not n:
+        return False, None
+    site = _site((key, fn, executor.name, executor.n_workers))
+    if site.chunk_seconds is None:  # a first call: chunk 0 is timed on its own
+        return False, None
+    parallel, why = _wants_parallel(site, executor, n)
+    if parallel:
+        return False, None
+    site.calls += 1
+    t0, c0 = time.perf_counter(), time.thread_time()
+    out, = _SERIAL.map(_call, [work])
+    site.record_inline(time.thread_time() - c0, n)
+    if logger.isEnabledFor(logging.DEBUG):
+        _log(label, about, n, "inline", why, time.perf_counter() - t0)
+    return True, out
+
+
+def _call(work):
+    return work()
+
+
 def _auto(site, executor, timed, items, shared, on_done, on_result, always=False):
     """Run on the executor or inline as the site's estimate says (``always``: on the
     executor); learn from it."""
@@ -232,9 +266,12 @@ def _wants_parallel(site, executor, n):
     if site.time_a_loop:
         site.time_a_loop = False
         return False, "timing a loop to judge the last parallel run"
-    if site.losses >= 2 and site.calls % RETRY_EVERY:
+    # each further loss doubles the wait: a try costs a whole parallel run, which on a
+    # site of tiny calls outweighs what the inline calls between tries cost
+    every = RETRY_EVERY * 2 ** min(site.losses - 2, 6)
+    if site.losses >= 2 and site.calls % every:
         return False, (f"lost in parallel {site.losses} times in a row (retrying every "
-                       f"{RETRY_EVERY} calls)")
+                       f"{every} calls)")
     par = parallel_seconds(executor, site.chunk_seconds, n)
     estimate = _Estimate(work, par, executor.name)
     if par * MARGIN < work:
