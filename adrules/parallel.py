@@ -405,8 +405,10 @@ def _map_chunks(call, *leaves):
         values.take(i, y)
 
     def all_inline():
-        for i, item in enumerate(items):
-            take(i, chunk_value(item, call.plan, state, shared))
+        plan = call.plan
+        fn, reduce = _callable(plan.rebuild, state, plan.f), _fold if plan.kind == "sum" else _map_list
+        for i, (chunk, start) in enumerate(items):
+            take(i, reduce(fn, chunk, shared, start, plan.vectorized))
 
     ran, _ = call.run_in_one_pass(executor, "forward", chunk_value, len(items), all_inline)
     if not ran:
@@ -513,7 +515,12 @@ def _flat_cotangents(parts, cotangents):
     return out
 
 
+_PLAIN = frozenset((float, int, np.float64, np.float32))
+
+
 def _check_no_escaped_trace(value):
+    if type(value) in _PLAIN or type(value) is np.ndarray and value.dtype != object:
+        return  # the common chunk values cannot hold a traced value: skip the flatten
     if _has_traced(value):
         raise TracerError(
             "psum/pmap: f uses a traced value it did not receive as an argument (captured "
