@@ -450,7 +450,10 @@ def _psum_rrule(call, *leaves):
             bars = _chunk_bars(call, items, ybar)
             grads = _Cotangents(call, state, xs, shared)
             take_grads = lambda i, g: grads.take(g)  # noqa: E731
-            if all(c.backward is Backward.TAPE for c in chunks):
+            if all(type(c.pullback) is _ChunkOfOnePass for c in chunks):
+                for g in chunks[0].pullback.together.chunks(bars):
+                    grads.take(g)
+            elif all(c.backward is Backward.TAPE for c in chunks):
                 call.run(executor, "backward", chunk_pullback,
                          [(c.pullback, b) for c, b in zip(chunks, bars)], (), take_grads)
             else:
@@ -488,12 +491,37 @@ def _forward_in_one_pass(call, items, state, shared):
         return [ChunkForward(y, Backward.DONE, grads=_expand(grads[a:b], idx, n))
                 for y, (a, b, idx) in zip(ys, spans)]
 
-    def chunk_pullback_of(c):
-        a, b, idx = spans[c]
-        return lambda ybar: _expand(
-            back([ybar if k == c else ZeroTangent() for k in range(len(ys))])[a:b], idx, n)
+    together = _OnePassPullback(back, spans, n)
+    return [ChunkForward(y, Backward.TAPE, pullback=_ChunkOfOnePass(together, c))
+            for c, y in enumerate(ys)]
 
-    return [ChunkForward(y, Backward.TAPE, pullback=chunk_pullback_of(c)) for c, y in enumerate(ys)]
+
+class _OnePassPullback:
+    """The pullbacks of chunks traced on one tape: per chunk, or all at once (one walk of
+    the tape instead of one per chunk; the same bits, since each chunk's arguments get
+    cotangents from that chunk's operations only)."""
+
+    def __init__(self, back, spans, n_parts):
+        self.back, self.spans, self.n_parts = back, spans, n_parts
+
+    def chunks(self, bars):
+        grads = self.back(list(bars))
+        return [_expand(grads[a:b], idx, self.n_parts) for a, b, idx in self.spans]
+
+    def chunk(self, c, ybar):
+        a, b, idx = self.spans[c]
+        bars = [ybar if k == c else ZeroTangent() for k in range(len(self.spans))]
+        return _expand(self.back(bars)[a:b], idx, self.n_parts)
+
+
+class _ChunkOfOnePass:
+    __slots__ = ("together", "index")
+
+    def __init__(self, together, index):
+        self.together, self.index = together, index
+
+    def __call__(self, ybar):
+        return self.together.chunk(self.index, ybar)
 
 
 def _chunk_bars(call, items, ybar):

@@ -37,6 +37,11 @@ logger = logging.getLogger("adrules.schedule")
 COLD_MARGIN = 2.0  # chunk 0 of a first call may take this much longer than a warm chunk
 MARGIN = 1.25  # parallel must beat the loop by this factor before it is chosen
 RETRY_EVERY = 20  # calls: how often a call site that lost in parallel tries again (at first)
+# One pass over every chunk holds every chunk's state at once (one tape, one cotangent of a
+# shared argument per chunk), where chunk by chunk holds one: only for tiny work, whose
+# cost is the per-chunk machinery, and few chunks (extra memory: a few MB at most).
+ONE_PASS_SECONDS = 2e-4  # CPU seconds per chunk
+ONE_PASS_CHUNKS = 32
 PRELOAD = ("adrules",)  # what starting worker processes import ahead of the first chunk
 
 _SERIAL = executors.SerialExecutor()
@@ -177,7 +182,8 @@ def run(executor, fn, items, shared=(), *, key=None, dispatch="auto", on_result=
 def run_in_one_pass(executor, fn, n, work, *, key=None, dispatch="auto", progress=False,
                     label="", about=None):
     """``(True, work())`` when the schedule would run all ``n`` chunks of ``fn`` inline on
-    this call anyway (the call site has an estimate, and dispatch would not pay), with
+    this call anyway (the call site has an estimate, and dispatch would not pay) and the
+    work is tiny (at most ``ONE_PASS_CHUNKS`` chunks of ``ONE_PASS_SECONDS``), with
     ``work`` doing all of them in one pass, in chunk order; ``(False, None)`` and nothing
     run otherwise (then ``run`` decides chunk by chunk). ``work`` runs as inline chunks
     do: in this thread, as worker context, BLAS pinned. Its time teaches the site as an
@@ -186,10 +192,12 @@ def run_in_one_pass(executor, fn, n, work, *, key=None, dispatch="auto", progres
     >>> run_in_one_pass(executors.SerialExecutor(), abs, 3, lambda: "all three")
     (False, None)
     """
-    if dispatch == "always" or progress or not n:
+    if dispatch == "always" or progress or not n or n > ONE_PASS_CHUNKS:
         return False, None
     site = _site((key, fn, executor.name, executor.n_workers))
     if site.chunk_seconds is None:  # a first call: chunk 0 is timed on its own
+        return False, None
+    if site.chunk_seconds > ONE_PASS_SECONDS:
         return False, None
     parallel, why = _wants_parallel(site, executor, n)
     if parallel:

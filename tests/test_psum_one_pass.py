@@ -20,6 +20,7 @@ from adrules import parallel, schedule
 @pytest.fixture(autouse=True)
 def fresh_schedule(monkeypatch):
     monkeypatch.delenv("ADRULES_DISPATCH", raising=False)
+    monkeypatch.setattr(schedule, "ONE_PASS_SECONDS", 10.0)  # these chunks count as tiny, however loaded the machine
     schedule.forget()
     yield
     schedule.forget()
@@ -177,3 +178,21 @@ def test_errors_name_the_element(threads, one_passes, differentiate):
         run(bad)
     assert any("element 4" in note for note in getattr(info.value, "__notes__", []))
     assert not differentiate or one_passes
+
+
+def test_only_tiny_work_in_few_chunks_goes_in_one_pass(data, threads, one_passes, monkeypatch):
+    """One pass holds every chunk's tape and shared cotangents at once: bigger work, or
+    more chunks, goes chunk by chunk."""
+    ws, x, scale = data
+    grad = lambda chunk_size: ad.gradient(  # noqa: E731
+        lambda ws: ad.psum(loss, ws, x, scale, executor=threads, chunk_size=chunk_size), ws)
+    monkeypatch.setattr(schedule, "ONE_PASS_SECONDS", 0.0)
+    _twice(lambda: grad(1))
+    assert not one_passes
+    monkeypatch.setattr(schedule, "ONE_PASS_SECONDS", 10.0)
+    monkeypatch.setattr(schedule, "ONE_PASS_CHUNKS", 4)
+    schedule.forget()
+    _twice(lambda: grad(1))  # 9 chunks
+    assert not one_passes
+    _twice(lambda: grad(3))  # 3 chunks
+    assert one_passes
