@@ -97,16 +97,25 @@ def parallel_seconds(executor, chunk_seconds, n):
 class _Site:
     """What one call site has learnt about its chunks on one executor."""
 
-    __slots__ = ("chunk_seconds", "measured_inline", "losses", "calls", "parallel_runs", "time_a_loop")
+    __slots__ = ("chunk_seconds", "measured_inline", "losses", "calls", "parallel_runs", "time_a_loop",
+                 "inline_runs")
 
     def __init__(self):
         self.chunk_seconds = None  # CPU seconds of one chunk
         self.measured_inline = False  # chunk_seconds comes from an uncontended loop
         self.losses = self.calls = self.parallel_runs = 0
         self.time_a_loop = False  # the next call runs inline, to judge parallel against it
+        self.inline_runs = []  # seconds per chunk of the last 3 inline runs
 
     def record_inline(self, cpu_seconds, n):
-        self.chunk_seconds, self.measured_inline = cpu_seconds / n, True
+        # The median of the last three: one run slowed down (a garbage collection, a
+        # preempted core: 7x seen on tiny work) would otherwise send the next call to the
+        # workers, and its loss start a series of parallel retries.
+        runs = self.inline_runs
+        runs.append(cpu_seconds / n)
+        if len(runs) > 3:
+            del runs[0]
+        self.chunk_seconds, self.measured_inline = sorted(runs)[(len(runs) - 1) // 2], True
 
     def record_parallel(self, wall, cpu_seconds, n, first_on_workers, n_workers=2):
         """Judge a parallel run against the loop it replaced."""
