@@ -13,9 +13,11 @@
           scalar y_c ─ Backward.DONE: (y_c, back_c(1)) ─ one round trip, nothing left behind
           array  y_c ─ Backward.TAPE: back_c kept (serial, threads)
                      ─ Backward.RECOMPUTE: nothing kept (processes, Dask)
-      as chunk results arrive, in chunk order (executors.TreeSum: the fixed pairwise tree
-      by chunk index, O(log chunks) partial sums alive):
-        y = Σ y_c ; DONE: shared/state cotangents = Σ grads_c, element cotangents kept
+      as chunk results arrive, in chunk order:
+        y = Σ y_c                  executors.TreeSum: the fixed pairwise tree by chunk index
+        DONE: shared/state cotangents = ((g_0 + g_1) + g_2) + ...   _FoldSum: a left fold
+              by chunk index, in place into one buffer of its own (a dense cotangent as big
+              as a shared training set: one alive, not log2(chunks)); element cotangents kept
     rrule pullback(ȳ):
       DONE:      ȳ · the sums above; ȳ · element cotangents, gathered in order
       otherwise: schedule.run(back_c(ȳ) or recompute-then-pull back, chunks), same reduction
@@ -46,7 +48,7 @@ import executors
 from . import sending
 from .api import jvp, pullback
 from .callables import has_traced as _has_traced, split_callable
-from .schedule import run, work_key
+from .schedule import run, run_in_one_pass, work_key
 from .pytrees import LEAF_TYPES, _children, flatten, tree_map, unflatten
 from .registry import frule, primitive, rrule
 from .tangents import NoTangent, ZeroTangent, is_zero
@@ -250,11 +252,48 @@ def _tree_add(a, b):
 
 def _add_into(partial, value):
     """``partial + value`` written into ``partial`` when it is an array a reduction
-    allocated itself (``executors.TreeSum`` passes only those); same bits as ``+``."""
+    allocated itself (``_FoldSum`` passes only those); same bits as ``+``."""
     if (type(partial) is np.ndarray and type(value) is np.ndarray and partial.shape == value.shape
             and partial.dtype == np.result_type(partial, value)):
         return np.add(partial, value, out=partial)
     return _tree_add(partial, value)
+
+
+_COPY_FIRST_NBYTES = 2**20  # below this, the copy costs more than the memory it saves
+
+
+class _FoldSum:
+    """``((g0 + g1) + g2) + ...`` over values pushed in chunk order, accumulated in place
+    into a buffer this fold allocated: one partial sum alive, where a pairwise tree holds
+    up to log2(chunks) of them (the 191 MiB shared cotangent of issue 9: 6x the array at
+    16 chunks). The order depends only on the chunk index, so the bits do not depend on
+    the backend or the worker count. A pushed value is never written into: it may be the
+    caller's array, or the incoming ybar a pullback passed on unchanged."""
+
+    __slots__ = ("total", "owned", "count")
+
+    def __init__(self):
+        self.total, self.owned, self.count = None, False, 0
+
+    def push(self, value):
+        self.count += 1
+        if self.count == 1:
+            if type(value) is np.ndarray and value.nbytes >= _COPY_FIRST_NBYTES:
+                # our own copy now (the chunk's array is freed on return) rather than a
+                # third array when the second value arrives
+                self.total, self.owned = value.copy(order="K"), True
+            else:
+                self.total = value
+            return
+        if self.owned:
+            out = _add_into(self.total, value)
+        else:
+            out = _tree_add(self.total, value)
+        self.owned = out is not value and (self.owned or out is not self.total)
+        self.total = out
+
+    def result(self, zero):
+        return zero if self.count == 0 else self.total
 
 
 def _gather_elements(parts, xs):
@@ -310,7 +349,7 @@ class _Cotangents:
         self.call, self.xs = call, xs
         self.parts = [state, xs, *shared]
         self.sizes = [len(flatten(p)[0]) for p in self.parts]
-        self.sums = {j: [executors.TreeSum(add=_tree_add, add_into=_add_into) for _ in range(self.sizes[j])]
+        self.sums = {j: [_FoldSum() for _ in range(self.sizes[j])]
                      for j in range(len(self.parts)) if j != 1}
         self.elements = []
 
@@ -391,6 +430,12 @@ class Call:
                    on_result=on_result, progress=self.progress,
                    label=f"{self.name} {phase}", about=self.about)
 
+    def run_in_one_pass(self, executor, phase, fn, n, work):
+        """``(True, work())`` where the schedule would run every chunk of ``fn`` inline."""
+        return run_in_one_pass(executor, fn, n, work, key=self.key, dispatch=self.dispatch,
+                               progress=self.progress, label=f"{self.name} {phase}",
+                               about=self.about)
+
 
 @primitive
 def _map_chunks(call, *leaves):
@@ -403,7 +448,15 @@ def _map_chunks(call, *leaves):
         _check_no_escaped_trace(y)
         values.take(i, y)
 
-    call.run(executor, "forward", chunk_value, items, (call.plan, state, shared), take)
+    def all_inline():
+        plan = call.plan
+        fn, reduce = _callable(plan.rebuild, state, plan.f), _fold if plan.kind == "sum" else _map_list
+        for i, (chunk, start) in enumerate(items):
+            take(i, reduce(fn, chunk, shared, start, plan.vectorized))
+
+    ran, _ = call.run_in_one_pass(executor, "forward", chunk_value, len(items), all_inline)
+    if not ran:
+        call.run(executor, "forward", chunk_value, items, (call.plan, state, shared), take)
     return call.output(values.result())
 
 
@@ -426,8 +479,12 @@ def _psum_rrule(call, *leaves):
         result.value = None
         return result
 
-    chunks = call.run(executor, "forward", chunk_forward, items,
-                      (call.plan, call.active, state, shared, executor.shares_memory), take)
+    ran, chunks = call.run_in_one_pass(
+        executor, "forward", chunk_forward, len(items),
+        lambda: [take(i, c) for i, c in enumerate(_forward_in_one_pass(call, items, state, shared))])
+    if not ran:
+        chunks = call.run(executor, "forward", chunk_forward, items,
+                          (call.plan, call.active, state, shared, executor.shares_memory), take)
     y = call.output(values.result())
 
     def psum_pullback(ybar):
@@ -438,7 +495,10 @@ def _psum_rrule(call, *leaves):
             bars = _chunk_bars(call, items, ybar)
             grads = _Cotangents(call, state, xs, shared)
             take_grads = lambda i, g: grads.take(g)  # noqa: E731
-            if all(c.backward is Backward.TAPE for c in chunks):
+            if all(type(c.pullback) is _ChunkOfOnePass for c in chunks):
+                for g in chunks[0].pullback.together.chunks(bars):
+                    grads.take(g)
+            elif all(c.backward is Backward.TAPE for c in chunks):
                 call.run(executor, "backward", chunk_pullback,
                          [(c.pullback, b) for c, b in zip(chunks, bars)], (), take_grads)
             else:
@@ -448,6 +508,65 @@ def _psum_rrule(call, *leaves):
         return (NoTangent(), NoTangent(), *leaf_bars)
 
     return y, psum_pullback
+
+
+def _forward_in_one_pass(call, items, state, shared):
+    """What ``chunk_forward`` returns for each chunk, from one tape over all of them: tiny
+    chunks the schedule runs inline anyway, without a tape, a pullback and a map step per
+    chunk (issue 9: 10 cheap scalars cost ~10x the loop). Each chunk's differentiated
+    parts are arguments of their own and each chunk's value an output of its own, seeded
+    as ``chunk_forward`` seeds it, so each chunk's gradients come from the same float
+    operations in the same order: the same bits."""
+    plan, active = call.plan, call.active
+    fns, spans, args = [], [], []
+    for xs, start in items:
+        fn, chunk_args, idx = _active_call(plan, start, active, state, xs, shared)
+        fns.append(fn)
+        spans.append((len(args), len(args) + len(chunk_args), idx))
+        args.extend(chunk_args)
+
+    def all_chunks(*values):
+        return [fn(*values[a:b]) for fn, (a, b, _) in zip(fns, spans)]
+
+    ys, back = pullback(all_chunks, *args)
+    n = len(active)
+    if plan.kind == "sum" and all(np.shape(y) == () and not _is_container(y) for y in ys):
+        grads = back([getattr(y, "dtype", None).type(1) if getattr(y, "dtype", None) is not None
+                      else 1.0 for y in ys])
+        return [ChunkForward(y, Backward.DONE, grads=_expand(grads[a:b], idx, n))
+                for y, (a, b, idx) in zip(ys, spans)]
+
+    together = _OnePassPullback(back, spans, n)
+    return [ChunkForward(y, Backward.TAPE, pullback=_ChunkOfOnePass(together, c))
+            for c, y in enumerate(ys)]
+
+
+class _OnePassPullback:
+    """The pullbacks of chunks traced on one tape: per chunk, or all at once (one walk of
+    the tape instead of one per chunk; the same bits, since each chunk's arguments get
+    cotangents from that chunk's operations only)."""
+
+    def __init__(self, back, spans, n_parts):
+        self.back, self.spans, self.n_parts = back, spans, n_parts
+
+    def chunks(self, bars):
+        grads = self.back(list(bars))
+        return [_expand(grads[a:b], idx, self.n_parts) for a, b, idx in self.spans]
+
+    def chunk(self, c, ybar):
+        a, b, idx = self.spans[c]
+        bars = [ybar if k == c else ZeroTangent() for k in range(len(self.spans))]
+        return _expand(self.back(bars)[a:b], idx, self.n_parts)
+
+
+class _ChunkOfOnePass:
+    __slots__ = ("together", "index")
+
+    def __init__(self, together, index):
+        self.together, self.index = together, index
+
+    def __call__(self, ybar):
+        return self.together.chunk(self.index, ybar)
 
 
 def _chunk_bars(call, items, ybar):
@@ -469,7 +588,12 @@ def _flat_cotangents(parts, cotangents):
     return out
 
 
+_PLAIN = frozenset((float, int, np.float64, np.float32))
+
+
 def _check_no_escaped_trace(value):
+    if type(value) in _PLAIN or type(value) is np.ndarray and value.dtype != object:
+        return  # the common chunk values cannot hold a traced value: skip the flatten
     if _has_traced(value):
         raise TracerError(
             "psum/pmap: f uses a traced value it did not receive as an argument (captured "

@@ -8,7 +8,8 @@
                               (inline loops, or the workers' own clocks)
       worth it  ⟺  work / workers + dispatch (per task, per call, start-up) < work / MARGIN
       a parallel run slower (wall clock) than the loop it replaced is a loss: two in a
-      row send the site inline, with a parallel try every RETRY_EVERY calls
+      row send the site inline, with a parallel try every RETRY_EVERY calls, twice as
+      long a wait after each further loss
 
 Processes that are not up yet count their start-up in the estimate; when only the
 start-up stands in the way, they are started in the background for the next call.
@@ -35,7 +36,12 @@ logger = logging.getLogger("adrules.schedule")
 
 COLD_MARGIN = 2.0  # chunk 0 of a first call may take this much longer than a warm chunk
 MARGIN = 1.25  # parallel must beat the loop by this factor before it is chosen
-RETRY_EVERY = 20  # calls: how often a call site that lost in parallel tries again
+RETRY_EVERY = 20  # calls: how often a call site that lost in parallel tries again (at first)
+# One pass over every chunk holds every chunk's state at once (one tape, one cotangent of a
+# shared argument per chunk), where chunk by chunk holds one: only for tiny work, whose
+# cost is the per-chunk machinery, and few chunks (extra memory: a few MB at most).
+ONE_PASS_SECONDS = 2e-4  # CPU seconds per chunk
+ONE_PASS_CHUNKS = 32
 PRELOAD = ("adrules",)  # what starting worker processes import ahead of the first chunk
 
 _SERIAL = executors.SerialExecutor()
@@ -62,14 +68,18 @@ class _Timed:
         return (_Timed, (self.fn,))
 
 
-def _tasks(n, n_workers, chunk_seconds, dispatch_cost):
+def _tasks(n, n_workers, chunk_seconds, dispatch_cost, shares_memory=False):
     """How many consecutive chunks go in one task: enough that a task outweighs its
-    dispatch ~10 times, at most ~4 tasks a worker (each carries the shared data), yet
-    every worker gets work. Grouping changes only which process runs a chunk. With no
-    estimate yet (``chunk_seconds`` 0), ~4 tasks a worker."""
+    dispatch ~10 times, at most ~4 tasks a worker where each carries the shared data
+    (not on threads: a task's results are held until its last chunk ends, so fewer,
+    bigger tasks hold more chunk results at once), yet every worker gets work.
+    Grouping changes only which worker runs a chunk. With no estimate yet
+    (``chunk_seconds`` 0), ~4 tasks a worker."""
     if not chunk_seconds:
         return max(1, -(-n // (4 * n_workers)))
-    per_task = max(1, int(10 * dispatch_cost / chunk_seconds), -(-n // (4 * n_workers)))
+    per_task = max(1, int(10 * dispatch_cost / chunk_seconds))
+    if not shares_memory:
+        per_task = max(per_task, -(-n // (4 * n_workers)))
     return min(per_task, -(-n // n_workers))
 
 
@@ -78,7 +88,7 @@ def parallel_seconds(executor, chunk_seconds, n):
     workers, plus dispatch per task (tasks spread over the workers), per call, and
     the workers' start-up while they are not up."""
     workers = executor.n_workers
-    n_tasks = -(-n // _tasks(n, workers, chunk_seconds, executor.dispatch_cost))
+    n_tasks = -(-n // _tasks(n, workers, chunk_seconds, executor.dispatch_cost, executor.shares_memory))
     startup = 0.0 if executor.ready() else executor.startup_cost
     return (chunk_seconds * n / workers + executor.dispatch_cost * math.ceil(n_tasks / workers)
             + executor.call_cost + startup)
@@ -87,16 +97,25 @@ def parallel_seconds(executor, chunk_seconds, n):
 class _Site:
     """What one call site has learnt about its chunks on one executor."""
 
-    __slots__ = ("chunk_seconds", "measured_inline", "losses", "calls", "parallel_runs", "time_a_loop")
+    __slots__ = ("chunk_seconds", "measured_inline", "losses", "calls", "parallel_runs", "time_a_loop",
+                 "inline_runs")
 
     def __init__(self):
         self.chunk_seconds = None  # CPU seconds of one chunk
         self.measured_inline = False  # chunk_seconds comes from an uncontended loop
         self.losses = self.calls = self.parallel_runs = 0
         self.time_a_loop = False  # the next call runs inline, to judge parallel against it
+        self.inline_runs = []  # seconds per chunk of the last 3 inline runs
 
     def record_inline(self, cpu_seconds, n):
-        self.chunk_seconds, self.measured_inline = cpu_seconds / n, True
+        # The median of the last three: one run slowed down (a garbage collection, a
+        # preempted core: 7x seen on tiny work) would otherwise send the next call to the
+        # workers, and its loss start a series of parallel retries.
+        runs = self.inline_runs
+        runs.append(cpu_seconds / n)
+        if len(runs) > 3:
+            del runs[0]
+        self.chunk_seconds, self.measured_inline = sorted(runs)[(len(runs) - 1) // 2], True
 
     def record_parallel(self, wall, cpu_seconds, n, first_on_workers, n_workers=2):
         """Judge a parallel run against the loop it replaced."""
@@ -169,6 +188,42 @@ def run(executor, fn, items, shared=(), *, key=None, dispatch="auto", on_result=
             bar.close()
 
 
+def run_in_one_pass(executor, fn, n, work, *, key=None, dispatch="auto", progress=False,
+                    label="", about=None):
+    """``(True, work())`` when the schedule would run all ``n`` chunks of ``fn`` inline on
+    this call anyway (the call site has an estimate, and dispatch would not pay) and the
+    work is tiny (at most ``ONE_PASS_CHUNKS`` chunks of ``ONE_PASS_SECONDS``), with
+    ``work`` doing all of them in one pass, in chunk order; ``(False, None)`` and nothing
+    run otherwise (then ``run`` decides chunk by chunk). ``work`` runs as inline chunks
+    do: in this thread, as worker context, BLAS pinned. Its time teaches the site as an
+    inline loop does, and it is logged like one.
+
+    >>> run_in_one_pass(executors.SerialExecutor(), abs, 3, lambda: "all three")
+    (False, None)
+    """
+    if dispatch == "always" or progress or not n or n > ONE_PASS_CHUNKS:
+        return False, None
+    site = _site((key, fn, executor.name, executor.n_workers))
+    if site.chunk_seconds is None:  # a first call: chunk 0 is timed on its own
+        return False, None
+    if site.chunk_seconds > ONE_PASS_SECONDS:
+        return False, None
+    parallel, why = _wants_parallel(site, executor, n)
+    if parallel:
+        return False, None
+    site.calls += 1
+    t0, c0 = time.perf_counter(), time.thread_time()
+    out, = _SERIAL.map(_call, [work])
+    site.record_inline(time.thread_time() - c0, n)
+    if logger.isEnabledFor(logging.DEBUG):
+        _log(label, about, n, "inline", why, time.perf_counter() - t0)
+    return True, out
+
+
+def _call(work):
+    return work()
+
+
 def _auto(site, executor, timed, items, shared, on_done, on_result, always=False):
     """Run on the executor or inline as the site's estimate says (``always``: on the
     executor); learn from it."""
@@ -194,7 +249,8 @@ def _auto(site, executor, timed, items, shared, on_done, on_result, always=False
                            on_result=shifted)
         site.record_inline(time.thread_time() - t0, len(items))
         return done + rest, first + "inline", why
-    per_task = _tasks(len(items), executor.n_workers, site.chunk_seconds or 0.0, executor.dispatch_cost)
+    per_task = _tasks(len(items), executor.n_workers, site.chunk_seconds or 0.0, executor.dispatch_cost,
+                      executor.shares_memory)
     batches = [items[i:i + per_task] for i in range(0, len(items), per_task)]
     first_on_workers = site.parallel_runs == 0 and not executor.shares_memory
     cpu = [0.0]
@@ -227,9 +283,12 @@ def _wants_parallel(site, executor, n):
     if site.time_a_loop:
         site.time_a_loop = False
         return False, "timing a loop to judge the last parallel run"
-    if site.losses >= 2 and site.calls % RETRY_EVERY:
+    # each further loss doubles the wait: a try costs a whole parallel run, which on a
+    # site of tiny calls outweighs what the inline calls between tries cost
+    every = RETRY_EVERY * 2 ** min(site.losses - 2, 6)
+    if site.losses >= 2 and site.calls % every:
         return False, (f"lost in parallel {site.losses} times in a row (retrying every "
-                       f"{RETRY_EVERY} calls)")
+                       f"{every} calls)")
     par = parallel_seconds(executor, site.chunk_seconds, n)
     estimate = _Estimate(work, par, executor.name)
     if par * MARGIN < work:

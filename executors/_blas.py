@@ -72,6 +72,19 @@ def pin_for_process() -> None:
         _pinned_for_good = True
 
 
+def _pin(ctl):
+    """Set every pool of ``ctl`` to 1 thread; ``[(pool, threads before)]`` of those changed.
+    Straight to the libraries' own get/set calls: ``ThreadpoolController.limit`` builds an
+    info dict per library first, ~4x the cost, paid by every map of tiny work."""
+    changed = []
+    for lib in ctl.lib_controllers:
+        n = lib.num_threads
+        if n != 1:
+            lib.set_num_threads(1)
+            changed.append((lib, n))
+    return changed
+
+
 @contextlib.contextmanager
 def blas_pinned():
     """Context manager: BLAS/OpenMP pools limited to 1 thread inside (ref-counted)."""
@@ -79,7 +92,7 @@ def blas_pinned():
     with _lock:
         if _depth == 0 and not _pinned_for_good:
             ctl = _get_controller()
-            _limiter = ctl.limit(limits=1) if ctl is not None else None
+            _limiter = _pin(ctl) if ctl is not None else None
         _depth += 1
     try:
         yield
@@ -87,5 +100,6 @@ def blas_pinned():
         with _lock:
             _depth -= 1
             if _depth == 0 and _limiter is not None:
-                _limiter.restore_original_limits()
+                for lib, n in _limiter:
+                    lib.set_num_threads(n)
                 _limiter = None

@@ -4,9 +4,9 @@
 
     parent thread                              pool threads / loky manager
     ─────────────                              ───────────────────────────
-    futures = [submit(task_i) ...]
-    add_done_callback(queue.put) ──────────▶   future finishes → queue.put(future)
-    loop n times:  f = queue.get()   ◀──────────┘
+    futures = [submit(task_i) ...]            (threads: only a window of them; the
+    add_done_callback(queue.put) ──────────▶   next one once a result was handed on)
+    loop n times:  f = queue.get()   ◀──────────┘ future finishes → queue.put(future)
         error?  cancel pending futures, raise (annotated with the item index)
         else    on_done(index[f]); results.put(index[f], convert(f.result().pop()))
                 (InOrder hands results on in item order)
@@ -26,7 +26,8 @@ from .base import annotate
 __all__ = ["collect"]
 
 
-def collect(futures, on_done, name, results, *, convert=None, translate=None, on_abort=None) -> None:
+def collect(futures, on_done, name, results, *, convert=None, translate=None, on_abort=None,
+            submit=None, n_items=None) -> None:
     """Wait for ``futures``; hand each result to ``results.put(i, value)`` (an
     ``InOrder``), after ``convert(i, raw)`` when given (e.g. unpickling).
 
@@ -34,11 +35,18 @@ def collect(futures, on_done, name, results, *, convert=None, translate=None, on
     future would otherwise keep every result alive until the map returns, and a
     caller reducing results as they arrive would hold them all the same.
 
+    With ``submit(i) -> future``, ``futures`` holds only the first of ``n_items``
+    tasks, and task ``i`` is submitted once results ``0..i - len(futures)`` were handed
+    on: no more than ``len(futures)`` results are ever computed ahead of the caller's
+    reduction (a result that finished early waits in memory for the ones before it).
+
     ``translate(exc, i, pending_indices) -> exception or None`` may replace an
     infrastructure error (e.g. a dead worker) before it is raised; user errors
     are annotated with the item index and re-raised unchanged.
     """
-    n = len(futures)
+    futures = list(futures)
+    window = len(futures)
+    n = len(futures) if submit is None else n_items
     index = {f: i for i, f in enumerate(futures)}
     done_q: queue.SimpleQueue = queue.SimpleQueue()
     finished = [False] * n
@@ -58,6 +66,11 @@ def collect(futures, on_done, name, results, *, convert=None, translate=None, on
                 on_done(i)
             value = f.result().pop()  # tasks return [result]: the future keeps an empty list
             results.put(i, value if convert is None else convert(i, value))
+            while submit is not None and len(futures) < min(n, results.delivered + window):
+                f = submit(len(futures))
+                index[f] = len(futures)
+                futures.append(f)
+                f.add_done_callback(done_q.put)
     except BaseException as exc:  # KeyboardInterrupt, or an error from on_done/on_result
         _cancel(futures)
         if on_abort is not None:

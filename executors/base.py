@@ -293,6 +293,17 @@ class InOrder:
         self.values = [None] * n
         self._on_result, self._next, self._early = on_result, 0, {}
 
+    @property
+    def reduces(self) -> bool:
+        """True when results are handed to ``on_result`` (the caller reduces them as they
+        arrive) rather than all kept."""
+        return self._on_result is not None
+
+    @property
+    def delivered(self) -> int:
+        """How many results, ``0..delivered - 1``, were handed to ``on_result``."""
+        return self._next
+
     def put(self, i: int, result: Any) -> None:
         if self._on_result is None:
             self.values[i] = result

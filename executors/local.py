@@ -89,7 +89,8 @@ class ThreadExecutor(Executor):
     """A persistent thread pool (created on first use, kept across calls).
 
     No pickling: ``fn`` may be any callable and results are the very objects
-    built.  BLAS pinned to one thread in the parent around the whole map
+    built.  With ``on_result``, at most ``n_workers`` tasks run or wait ahead of the
+    results handed on (memory stays bounded while the caller reduces).  BLAS pinned to one thread in the parent around the whole map
     (threadpoolctl limits are process-wide).  ``n_workers`` defaults to the
     number of usable CPUs.
 
@@ -122,9 +123,20 @@ class ThreadExecutor(Executor):
         pool = self._get_pool()
         base = contextvars.copy_context()
         base.run(_context.enter_worker)
+
+        def submit(i):
+            return pool.submit(base.copy().run, _boxed, fn, items[i], shared)
+
         with blas_pinned():
-            futures = [pool.submit(base.copy().run, _boxed, fn, item, shared) for item in items]
-            collect(futures, on_done, self.name, results)
+            if not results.reduces:
+                collect([submit(i) for i in range(len(items))], on_done, self.name, results)
+                return
+            # The caller reduces results as they arrive: a worker that ran ahead would
+            # hold a finished result (a shared argument's whole cotangent, in psum)
+            # while starting the next, so keep one task per worker ahead of it.
+            ahead = min(self.n_workers, len(items))
+            collect([submit(i) for i in range(ahead)], on_done, self.name, results,
+                    submit=submit, n_items=len(items))
 
     def close(self) -> None:
         """Shut the pool down (waits for running tasks); a later map starts a new one.

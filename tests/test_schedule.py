@@ -182,3 +182,13 @@ def test_dispatch_choices_are_checked(monkeypatch):
     monkeypatch.setenv("ADRULES_DISPATCH", "bogus")
     with pytest.raises(ValueError, match="ADRULES_DISPATCH='bogus' is not valid: use one of 'auto', 'always'"):
         ad.psum(np.sin, [1.0])
+
+
+def test_one_slow_inline_run_does_not_move_the_estimate():
+    site = schedule._Site()
+    for cpu in (0.010, 0.011, 0.080, 0.010):  # the third run was slowed down 8x
+        site.record_inline(cpu_seconds=cpu, n=10)
+        assert site.chunk_seconds <= 0.0011
+    site.record_inline(cpu_seconds=0.09, n=10)  # the work itself grew: two runs say so
+    site.record_inline(cpu_seconds=0.09, n=10)
+    assert site.chunk_seconds == pytest.approx(0.009)
