@@ -29,6 +29,9 @@
         gradient of a gradient:   per chunk, a pullback of the chunk's pullback
       the parent sums chunk results with the same fixed tree.
 
+What runs on one chunk (on a worker) is in ``chunks.py``; this module holds the
+primitive, its rules, the reductions and the public entry points.
+
 Every backend and worker count runs the same float operations in the same order, so
 values and gradients, of first and second order, are bitwise identical for a given
 chunk_size. ``f`` may return a container (``(loss, aux)``): values add leaf by leaf, and
@@ -37,7 +40,6 @@ the primitive returns the leaves, which the tracer boxes one by one.
 
 from __future__ import annotations
 
-import enum
 from typing import Any, Callable, Literal, Sequence
 
 import numpy as np
@@ -46,187 +48,35 @@ from numpy.typing import NDArray
 import executors
 
 from . import sending
-from .api import jvp, pullback
+from .api import pullback
 from .callables import has_traced as _has_traced, split_callable
 from .schedule import run, run_in_one_pass, work_key
-from .pytrees import LEAF_TYPES, _children, flatten, tree_map, unflatten
+from .chunks import (
+    Backward,
+    ChunkForward,
+    ChunkGradient,
+    ChunkJVP,
+    ChunkPullback,
+    Plan,
+    active_call,
+    add_values,
+    callable_of,
+    chunk_backward,
+    chunk_forward,
+    chunk_pullback,
+    chunk_value,
+    expand,
+    fold,
+    is_container,
+    jvp_item,
+    map_list,
+    what,
+    zero_to_none,
+)
+from .pytrees import _children, flatten, tree_map, unflatten
 from .registry import frule, primitive, rrule
 from .tangents import NoTangent, ZeroTangent, is_zero
 from .tracer import Traced, TracerError
-
-# ---------------------------------------------------------------------------
-# chunk work (runs on workers: module-level so it pickles by reference)
-# ---------------------------------------------------------------------------
-
-
-def _callable(rebuild, state, f):
-    return f if rebuild is None else rebuild(state)
-
-
-def _values(fn, xs, shared, start):
-    """fn(x, *shared) for each element of the chunk, in index order; an exception says
-    which element raised it."""
-    for k in range(len(xs)):
-        try:
-            yield fn(xs[k], *shared)
-        except Exception as e:
-            if not isinstance(fn, _ChunkWork):  # which already named the user's element
-                _note(e, f"psum/pmap: raised by f at element {start + k}")
-            raise
-
-
-def _is_container(v):
-    return type(v) not in LEAF_TYPES and type(v) is not Traced and flatten(v)[1].kind is not None
-
-
-def add_values(a, b):
-    """``a + b`` for values of ``f``; leaf by leaf when ``f`` returns a container (a tuple
-    ``(loss, aux)``, a dict of metrics), which must then have the same structure.
-
-    >>> add_values((1.0, {"n": 2.0}), (3.0, {"n": 4.0}))
-    (4.0, {'n': 6.0})
-    """
-    if not (_is_container(a) or _is_container(b)):
-        return a + b
-    la, ta = flatten(a)
-    lb, tb = flatten(b)
-    if ta != tb:
-        raise ValueError(f"a value of structure {tb} does not add to one of structure {ta}")
-    return unflatten(ta, [u + v for u, v in zip(la, lb)])
-
-
-def _fold(fn, xs, shared, start, vectorized):
-    """Sum of fn(x, *shared) over the chunk, a left fold in index order."""
-    if vectorized:
-        return np.sum(fn(xs, *shared))
-    total = None
-    for k, value in enumerate(_values(fn, xs, shared, start)):
-        if total is None:
-            total = value
-            continue
-        try:
-            total = add_values(total, value)
-        except (ValueError, TypeError) as e:
-            raise type(e)(
-                f"psum: f's value at element {start + k} ({_what(value)}) does not add to the "
-                f"sum of elements {start}..{start + k - 1} ({_what(total)}): every element "
-                "must give a value of the same shape") from e
-    return total
-
-
-def _what(value):
-    shape = getattr(value, "shape", None)
-    return f"shape {shape}" if shape is not None else f"a {type(value).__name__}"
-
-
-def _map_list(fn, xs, shared, start, vectorized):
-    if vectorized:
-        return list(fn(xs, *shared))
-    return list(_values(fn, xs, shared, start))
-
-
-def _note(exc, text):
-    if hasattr(exc, "add_note"):
-        exc.add_note(text)
-    else:  # Python 3.10: no add_note; keep the same __notes__ list, as executors.base.annotate does
-        try:
-            exc.__notes__ = [*getattr(exc, "__notes__", ()), text]
-        except Exception:
-            pass
-
-
-class Plan:
-    """What every chunk needs to know, besides its own elements (small and picklable)."""
-
-    def __init__(self, f, rebuild, kind, vectorized):
-        self.f, self.rebuild, self.kind, self.vectorized = f, rebuild, kind, vectorized
-
-    def body(self, state, xs, start, *shared):
-        """The chunk's sum (or list) of ``f(x, *shared)`` for ``x`` in ``xs``."""
-        reduce = _fold if self.kind == "sum" else _map_list
-        return reduce(_callable(self.rebuild, state, self.f), xs, shared, start, self.vectorized)
-
-
-def chunk_value(item, plan, state, shared):
-    xs, start = item
-    return plan.body(state, xs, start, *shared)
-
-
-def _active_call(plan, start, active, state, xs, shared):
-    """The chunk as a function of its differentiated parts only (``active``: per part of
-    (state, xs, *shared), whether it holds traced values): constants are not differentiated."""
-    body = plan.body
-    full = [state, xs, *shared]
-    idx = [i for i, a in enumerate(active) if a]
-
-    def chunk_fn(*values):
-        args = list(full)
-        for i, v in zip(idx, values):
-            args[i] = v
-        return body(args[0], args[1], start, *args[2:])
-
-    return chunk_fn, [full[i] for i in idx], idx
-
-
-def _expand(grads, idx, n):
-    out = [NoTangent()] * n
-    for i, g in zip(idx, grads):
-        out[i] = g
-    return tuple(out)
-
-
-class Backward(enum.Enum):
-    """How a chunk's forward pass prepared its backward pass."""
-
-    DONE = "gradients computed with the value: scalar f, whose pullback is linear in ȳ"
-    TAPE = "the chunk's pullback kept in memory (serial, threads)"
-    RECOMPUTE = "nothing kept: the backward pass recomputes the chunk (processes, Dask)"
-
-
-class ChunkForward:
-    """What ``chunk_forward`` returns: the chunk's value, how its backward pass goes, and
-    the gradients (``DONE``) or the pullback (``TAPE``)."""
-
-    __slots__ = ("value", "backward", "grads", "pullback")
-
-    def __init__(self, value, backward, grads=None, pullback=None):
-        self.value, self.backward, self.grads, self.pullback = value, backward, grads, pullback
-
-    def __reduce__(self):
-        return (ChunkForward, (self.value, self.backward, self.grads, self.pullback))
-
-
-def chunk_forward(item, plan, active, state, shared, keep_tape):
-    """Forward on one chunk: gradients at once for a scalar sum, else a tape or nothing."""
-    xs, start = item
-    fn, args, idx = _active_call(plan, start, active, state, xs, shared)
-    y, back = pullback(fn, *args)
-    if plan.kind == "sum" and np.shape(y) == () and not _is_container(y):
-        dt = getattr(y, "dtype", None)
-        grads = _expand(back(dt.type(1) if dt is not None else 1.0), idx, len(active))
-        return ChunkForward(y, Backward.DONE, grads=grads)
-    if keep_tape:
-        return ChunkForward(y, Backward.TAPE, pullback=lambda ybar: _expand(back(ybar), idx, len(active)))
-    return ChunkForward(y, Backward.RECOMPUTE)
-
-
-def chunk_backward(pair, plan, active, state, shared):
-    """Recompute one chunk's forward and pull its ``ybar`` back (no state kept on workers)."""
-    (xs, start), ybar = pair
-    fn, args, idx = _active_call(plan, start, active, state, xs, shared)
-    return _expand(pullback(fn, *args)[1](ybar), idx, len(active))
-
-
-def chunk_pullback(pair):
-    back, ybar = pair
-    return back(ybar)
-
-
-def chunk_jvp(item, plan, state, shared, tangents):
-    (xs, start), (dxs, dstate, dshared) = item, tangents
-    body = plan.body
-    return jvp(lambda s, x, *sh: body(s, x, start, *sh), (state, xs, *shared), (dstate, dxs, *dshared))
-
 
 # ---------------------------------------------------------------------------
 # chunks and their reduction
@@ -330,8 +180,8 @@ class _Values:
         except (ValueError, TypeError) as e:
             xs, start = self.items[self._chunk]
             raise type(e)(
-                f"psum: the sum of f over elements {start}..{start + len(xs) - 1} ({_what(b)}) "
-                f"does not add to the sum over the elements before them ({_what(a)}): every "
+                f"psum: the sum of f over elements {start}..{start + len(xs) - 1} ({what(b)}) "
+                f"does not add to the sum over the elements before them ({what(a)}): every "
                 "element must give a value of the same shape") from e
 
     def result(self):
@@ -405,7 +255,7 @@ class Call:
         """What the primitive returns for the value ``y``: ``y`` itself when it is one
         array or number, else its leaves (the tracer boxes a flat sequence of outputs),
         which ``rebuild`` turns back into ``y``'s structure."""
-        if self.plan.kind == "sum" and not _is_container(y):
+        if self.plan.kind == "sum" and not is_container(y):
             self.out_tree = None
             return y
         leaves, self.out_tree = flatten(y)
@@ -450,7 +300,7 @@ def _map_chunks(call, *leaves):
 
     def all_inline():
         plan = call.plan
-        fn, reduce = _callable(plan.rebuild, state, plan.f), _fold if plan.kind == "sum" else _map_list
+        fn, reduce = callable_of(plan.rebuild, state, plan.f), fold if plan.kind == "sum" else map_list
         for i, (chunk, start) in enumerate(items):
             take(i, reduce(fn, chunk, shared, start, plan.vectorized))
 
@@ -520,7 +370,7 @@ def _forward_in_one_pass(call, items, state, shared):
     plan, active = call.plan, call.active
     fns, spans, args = [], [], []
     for xs, start in items:
-        fn, chunk_args, idx = _active_call(plan, start, active, state, xs, shared)
+        fn, chunk_args, idx = active_call(plan, start, active, state, xs, shared)
         fns.append(fn)
         spans.append((len(args), len(args) + len(chunk_args), idx))
         args.extend(chunk_args)
@@ -530,10 +380,10 @@ def _forward_in_one_pass(call, items, state, shared):
 
     ys, back = pullback(all_chunks, *args)
     n = len(active)
-    if plan.kind == "sum" and all(np.shape(y) == () and not _is_container(y) for y in ys):
+    if plan.kind == "sum" and all(np.shape(y) == () and not is_container(y) for y in ys):
         grads = back([getattr(y, "dtype", None).type(1) if getattr(y, "dtype", None) is not None
                       else 1.0 for y in ys])
-        return [ChunkForward(y, Backward.DONE, grads=_expand(grads[a:b], idx, n))
+        return [ChunkForward(y, Backward.DONE, grads=expand(grads[a:b], idx, n))
                 for y, (a, b, idx) in zip(ys, spans)]
 
     together = _OnePassPullback(back, spans, n)
@@ -551,12 +401,12 @@ class _OnePassPullback:
 
     def chunks(self, bars):
         grads = self.back(list(bars))
-        return [_expand(grads[a:b], idx, self.n_parts) for a, b, idx in self.spans]
+        return [expand(grads[a:b], idx, self.n_parts) for a, b, idx in self.spans]
 
     def chunk(self, c, ybar):
         a, b, idx = self.spans[c]
         bars = [ybar if k == c else ZeroTangent() for k in range(len(self.spans))]
-        return _expand(self.back(bars)[a:b], idx, self.n_parts)
+        return expand(self.back(bars)[a:b], idx, self.n_parts)
 
 
 class _ChunkOfOnePass:
@@ -613,7 +463,7 @@ def _nested_rrule(call, state, xs, shared, leaves):
     second time, each chunk pulling back its own ȳ.
     """
     items = _chunks(xs, call.chunk_size)
-    first = _map_over_chunks(call, _ChunkGradient(call.plan, call.active), items, (state, *shared),
+    first = _map_over_chunks(call, ChunkGradient(call.plan, call.active), items, (state, *shared),
                              "value and gradient")
     y = _reduce_values(call, [r[0] for r in first])
     done = all(len(r) == 2 for r in first)
@@ -627,67 +477,12 @@ def _nested_rrule(call, state, xs, shared, leaves):
         else:
             per_chunk = call.plan.kind == "map"
             elements = list(zip(items, _chunk_bars(call, items, ybar))) if per_chunk else items
-            grads = _map_over_chunks(call, _ChunkPullback(call.plan, call.active, per_chunk), elements,
+            grads = _map_over_chunks(call, ChunkPullback(call.plan, call.active, per_chunk), elements,
                                      (state, None if per_chunk else ybar, *shared), "gradient")
             cotangents = _reduce_cotangents(call, xs, items, grads)
         return (NoTangent(), NoTangent(), *_flat_cotangents([state, xs, *shared], cotangents))
 
     return call.output(y), psum_nested_pullback
-
-
-class _ChunkWork:
-    """Work on one chunk of a psum/pmap, itself mapped over chunks by a pmap (under a
-    higher derivative). Plain picklable objects: no differentiable state of their own."""
-
-    def __init__(self, plan, active):
-        self.plan, self.active = plan, active
-
-
-class _ChunkGradient(_ChunkWork):
-    """``(value,)`` of one chunk, or ``(value, cotangents at ȳ = 1)`` for a scalar sum."""
-
-    def __call__(self, item, state, *shared):
-        xs, start = item
-        fn, args, idx = _active_call(self.plan, start, self.active, state, xs, shared)
-        y, back = pullback(fn, *args)
-        if self.plan.kind == "sum" and np.shape(y) == () and not _is_container(y):
-            dt = getattr(y, "dtype", None)
-            return y, _expand(back(dt.type(1) if dt is not None else 1.0), idx, len(self.active))
-        return (y,)
-
-
-class _ChunkPullback(_ChunkWork):
-    """The cotangents of one chunk's parts for its ȳ (given with the chunk for a pmap,
-    shared by every chunk for a sum)."""
-
-    def __init__(self, plan, active, per_chunk):
-        super().__init__(plan, active)
-        self.per_chunk = per_chunk
-
-    def __call__(self, element, state, ybar, *shared):
-        (xs, start), ybar = element if self.per_chunk else (element, ybar)
-        fn, args, idx = _active_call(self.plan, start, self.active, state, xs, shared)
-        return _expand(pullback(fn, *args)[1](ybar), idx, len(self.active))
-
-
-class _ChunkJVP(_ChunkWork):
-    """``(value, tangent)`` of one chunk along the tangents given with it."""
-
-    def __call__(self, element, state, dstate, *shared_and_tangents):
-        item, dxs = element
-        n = len(shared_and_tangents) // 2
-        shared, dshared = shared_and_tangents[:n], shared_and_tangents[n:]
-        tangents = tree_map(_none_to_zero, (dxs, dstate, tuple(dshared)))
-        return chunk_jvp(item, self.plan, state, shared, tangents)
-
-
-# Zero tangents travel as None: a pmap's arguments are values (of an outer differentiation).
-def _zero_to_none(t):
-    return None if is_zero(t) else t
-
-
-def _none_to_zero(t):
-    return ZeroTangent() if t is None else t
 
 
 def _map_over_chunks(call, work, elements, shared, phase):
@@ -739,14 +534,14 @@ def _psum_frule(tangents, call, *leaves):
     items = _chunks(xs, call.chunk_size)
     d_items = _chunks(dxs, call.chunk_size)
     if any(type(v) is Traced for v in leaves):  # under another differentiation: see _nested_rrule
-        elements = [(item, tree_map(_zero_to_none, d[0])) for item, d in zip(items, d_items)]
-        tangents = tree_map(_zero_to_none, (dstate, *dshared))
-        results = _map_over_chunks(call, _ChunkJVP(call.plan, call.active), elements,
+        elements = [(item, tree_map(zero_to_none, d[0])) for item, d in zip(items, d_items)]
+        tangents = tree_map(zero_to_none, (dstate, *dshared))
+        results = _map_over_chunks(call, ChunkJVP(call.plan, call.active), elements,
                                    (state, tangents[0], *shared, *tangents[1:]), "jvp")
     else:
         executor = call.resolve(state, xs, shared)
         pairs = [(item, (d[0], dstate, tuple(dshared))) for item, d in zip(items, d_items)]
-        results = call.run(executor, "forward (jvp)", _jvp_item, pairs, (call.plan, state, shared))
+        results = call.run(executor, "forward (jvp)", jvp_item, pairs, (call.plan, state, shared))
     y = _reduce_values(call, [r[0] for r in results])
     if call.plan.kind == "sum":
         dy = executors.tree_sum([r[1] for r in results], _tree_add) if results else ZeroTangent()
@@ -767,11 +562,6 @@ def _flat_like(tree, dy):
         return [ZeroTangent()] * tree.n_leaves
     children = _children(dy)[2]
     return [leaf for c, d in zip(tree.children, children) for leaf in _flat_like(c, d)]
-
-
-def _jvp_item(pair, plan, state, shared):
-    item, (dxs, dstate, dshared) = pair
-    return chunk_jvp(item, plan, state, shared, (dxs, dstate, dshared))
 
 
 def _dense_tangent(t, v):

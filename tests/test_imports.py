@@ -28,7 +28,7 @@ LAYERS = {
         ["adrules.ops"],
         ["adrules.tracer"],
         ["adrules.api"],
-        ["adrules.testing", "adrules.schedule", "adrules.sending"],
+        ["adrules.testing", "adrules.schedule", "adrules.sending", "adrules.chunks"],
         ["adrules.parallel", "adrules.derivatives"],
         ["adrules.rules.*", "adrules.coverage"],
         ["adrules"],

@@ -1,0 +1,259 @@
+"""One chunk's work for psum and pmap, as it runs wherever the schedule puts it: inline,
+in a pool thread, in a worker process or on a Dask worker. Everything here is at module
+level, so it pickles by reference (a worker imports this module), and none of it knows
+about executors.
+
+    Plan.body(state, xs, start, *shared)   f over one chunk: a left fold in index order
+                                           (psum) or the list of values (pmap)
+    chunk_value / chunk_forward / chunk_backward / chunk_pullback / chunk_jvp
+                                           what the first-order rules map over chunks
+    ChunkGradient / ChunkPullback / ChunkJVP
+                                           what they map under a second derivative (a
+                                           pmap over chunks, differentiated in turn)
+"""
+
+from __future__ import annotations
+
+import enum
+
+import numpy as np
+
+from .api import jvp, pullback
+from .pytrees import LEAF_TYPES, flatten, tree_map, unflatten
+from .tangents import NoTangent, ZeroTangent, is_zero
+from .tracer import Traced
+
+
+def callable_of(rebuild, state, f):
+    return f if rebuild is None else rebuild(state)
+
+
+def _values(fn, xs, shared, start):
+    """fn(x, *shared) for each element of the chunk, in index order; an exception says
+    which element raised it."""
+    for k in range(len(xs)):
+        try:
+            yield fn(xs[k], *shared)
+        except Exception as e:
+            if not isinstance(fn, ChunkWork):  # which already named the user's element
+                _note(e, f"psum/pmap: raised by f at element {start + k}")
+            raise
+
+
+def is_container(v):
+    return type(v) not in LEAF_TYPES and type(v) is not Traced and flatten(v)[1].kind is not None
+
+
+def add_values(a, b):
+    """``a + b`` for values of ``f``; leaf by leaf when ``f`` returns a container (a tuple
+    ``(loss, aux)``, a dict of metrics), which must then have the same structure.
+
+    >>> add_values((1.0, {"n": 2.0}), (3.0, {"n": 4.0}))
+    (4.0, {'n': 6.0})
+    """
+    if not (is_container(a) or is_container(b)):
+        return a + b
+    la, ta = flatten(a)
+    lb, tb = flatten(b)
+    if ta != tb:
+        raise ValueError(f"a value of structure {tb} does not add to one of structure {ta}")
+    return unflatten(ta, [u + v for u, v in zip(la, lb)])
+
+
+def fold(fn, xs, shared, start, vectorized):
+    """Sum of fn(x, *shared) over the chunk, a left fold in index order."""
+    if vectorized:
+        return np.sum(fn(xs, *shared))
+    total = None
+    for k, value in enumerate(_values(fn, xs, shared, start)):
+        if total is None:
+            total = value
+            continue
+        try:
+            total = add_values(total, value)
+        except (ValueError, TypeError) as e:
+            raise type(e)(
+                f"psum: f's value at element {start + k} ({what(value)}) does not add to the "
+                f"sum of elements {start}..{start + k - 1} ({what(total)}): every element "
+                "must give a value of the same shape") from e
+    return total
+
+
+def what(value):
+    shape = getattr(value, "shape", None)
+    return f"shape {shape}" if shape is not None else f"a {type(value).__name__}"
+
+
+def map_list(fn, xs, shared, start, vectorized):
+    if vectorized:
+        return list(fn(xs, *shared))
+    return list(_values(fn, xs, shared, start))
+
+
+def _note(exc, text):
+    if hasattr(exc, "add_note"):
+        exc.add_note(text)
+    else:  # Python 3.10: no add_note; keep the same __notes__ list, as executors.base.annotate does
+        try:
+            exc.__notes__ = [*getattr(exc, "__notes__", ()), text]
+        except Exception:
+            pass
+
+
+class Plan:
+    """What every chunk needs to know, besides its own elements (small and picklable)."""
+
+    def __init__(self, f, rebuild, kind, vectorized):
+        self.f, self.rebuild, self.kind, self.vectorized = f, rebuild, kind, vectorized
+
+    def body(self, state, xs, start, *shared):
+        """The chunk's sum (or list) of ``f(x, *shared)`` for ``x`` in ``xs``."""
+        reduce = fold if self.kind == "sum" else map_list
+        return reduce(callable_of(self.rebuild, state, self.f), xs, shared, start, self.vectorized)
+
+
+def chunk_value(item, plan, state, shared):
+    xs, start = item
+    return plan.body(state, xs, start, *shared)
+
+
+def active_call(plan, start, active, state, xs, shared):
+    """The chunk as a function of its differentiated parts only (``active``: per part of
+    (state, xs, *shared), whether it holds traced values): constants are not differentiated."""
+    body = plan.body
+    full = [state, xs, *shared]
+    idx = [i for i, a in enumerate(active) if a]
+
+    def chunk_fn(*values):
+        args = list(full)
+        for i, v in zip(idx, values):
+            args[i] = v
+        return body(args[0], args[1], start, *args[2:])
+
+    return chunk_fn, [full[i] for i in idx], idx
+
+
+def expand(grads, idx, n):
+    out = [NoTangent()] * n
+    for i, g in zip(idx, grads):
+        out[i] = g
+    return tuple(out)
+
+
+class Backward(enum.Enum):
+    """How a chunk's forward pass prepared its backward pass."""
+
+    DONE = "gradients computed with the value: scalar f, whose pullback is linear in ȳ"
+    TAPE = "the chunk's pullback kept in memory (serial, threads)"
+    RECOMPUTE = "nothing kept: the backward pass recomputes the chunk (processes, Dask)"
+
+
+class ChunkForward:
+    """What ``chunk_forward`` returns: the chunk's value, how its backward pass goes, and
+    the gradients (``DONE``) or the pullback (``TAPE``)."""
+
+    __slots__ = ("value", "backward", "grads", "pullback")
+
+    def __init__(self, value, backward, grads=None, pullback=None):
+        self.value, self.backward, self.grads, self.pullback = value, backward, grads, pullback
+
+    def __reduce__(self):
+        return (ChunkForward, (self.value, self.backward, self.grads, self.pullback))
+
+
+def gradients_at_one(plan, y, back, idx, n_parts):
+    """A scalar sum's cotangents at ȳ = 1 (its pullback is linear in ȳ: the parent
+    scales them), or None for any other value."""
+    if plan.kind != "sum" or np.shape(y) != () or is_container(y):
+        return None
+    dt = getattr(y, "dtype", None)
+    return expand(back(dt.type(1) if dt is not None else 1.0), idx, n_parts)
+
+
+def chunk_forward(item, plan, active, state, shared, keep_tape):
+    """Forward on one chunk: gradients at once for a scalar sum, else a tape or nothing."""
+    xs, start = item
+    fn, args, idx = active_call(plan, start, active, state, xs, shared)
+    y, back = pullback(fn, *args)
+    grads = gradients_at_one(plan, y, back, idx, len(active))
+    if grads is not None:
+        return ChunkForward(y, Backward.DONE, grads=grads)
+    if keep_tape:
+        return ChunkForward(y, Backward.TAPE, pullback=lambda ybar: expand(back(ybar), idx, len(active)))
+    return ChunkForward(y, Backward.RECOMPUTE)
+
+
+def chunk_backward(pair, plan, active, state, shared):
+    """Recompute one chunk's forward and pull its ``ybar`` back (no state kept on workers)."""
+    (xs, start), ybar = pair
+    fn, args, idx = active_call(plan, start, active, state, xs, shared)
+    return expand(pullback(fn, *args)[1](ybar), idx, len(active))
+
+
+def chunk_pullback(pair):
+    back, ybar = pair
+    return back(ybar)
+
+
+def chunk_jvp(item, plan, state, shared, tangents):
+    (xs, start), (dxs, dstate, dshared) = item, tangents
+    body = plan.body
+    return jvp(lambda s, x, *sh: body(s, x, start, *sh), (state, xs, *shared), (dstate, dxs, *dshared))
+
+
+class ChunkWork:
+    """Work on one chunk of a psum/pmap, itself mapped over chunks by a pmap (under a
+    higher derivative). Plain picklable objects: no differentiable state of their own."""
+
+    def __init__(self, plan, active):
+        self.plan, self.active = plan, active
+
+
+class ChunkGradient(ChunkWork):
+    """``(value,)`` of one chunk, or ``(value, cotangents at ȳ = 1)`` for a scalar sum."""
+
+    def __call__(self, item, state, *shared):
+        xs, start = item
+        fn, args, idx = active_call(self.plan, start, self.active, state, xs, shared)
+        y, back = pullback(fn, *args)
+        grads = gradients_at_one(self.plan, y, back, idx, len(self.active))
+        return (y,) if grads is None else (y, grads)
+
+
+class ChunkPullback(ChunkWork):
+    """The cotangents of one chunk's parts for its ȳ (given with the chunk for a pmap,
+    shared by every chunk for a sum)."""
+
+    def __init__(self, plan, active, per_chunk):
+        super().__init__(plan, active)
+        self.per_chunk = per_chunk
+
+    def __call__(self, element, state, ybar, *shared):
+        (xs, start), ybar = element if self.per_chunk else (element, ybar)
+        fn, args, idx = active_call(self.plan, start, self.active, state, xs, shared)
+        return expand(pullback(fn, *args)[1](ybar), idx, len(self.active))
+
+
+class ChunkJVP(ChunkWork):
+    """``(value, tangent)`` of one chunk along the tangents given with it."""
+
+    def __call__(self, element, state, dstate, *shared_and_tangents):
+        item, dxs = element
+        n = len(shared_and_tangents) // 2
+        shared, dshared = shared_and_tangents[:n], shared_and_tangents[n:]
+        tangents = tree_map(none_to_zero, (dxs, dstate, tuple(dshared)))
+        return chunk_jvp(item, self.plan, state, shared, tangents)
+
+
+# Zero tangents travel as None: a pmap's arguments are values (of an outer differentiation).
+def zero_to_none(t):
+    return None if is_zero(t) else t
+
+
+def none_to_zero(t):
+    return ZeroTangent() if t is None else t
+
+
+def jvp_item(pair, plan, state, shared):
+    item, (dxs, dstate, dshared) = pair
+    return chunk_jvp(item, plan, state, shared, (dxs, dstate, dshared))
