@@ -27,7 +27,7 @@
       differentiation differentiates with these same rules, so it runs on the executor:
         hvp (jvp of a gradient):  per chunk, value, gradient at ȳ = 1 and their tangents
         gradient of a gradient:   per chunk, a pullback of the chunk's pullback
-      the parent sums chunk results with the same fixed tree.
+      the parent reduces chunk results as first order does (the same classes, traced).
 
 What runs on one chunk (on a worker) is in ``chunks.py``; this module holds the
 primitive, its rules, the reductions and the public entry points.
@@ -148,7 +148,7 @@ class _FoldSum:
 
 def _gather_elements(parts, xs):
     """Concatenate per-chunk element cotangents back into the structure of ``xs``."""
-    if isinstance(xs, np.ndarray):
+    if isinstance(xs, np.ndarray) or type(xs) is Traced:  # traced: under a second derivative
         return np.concatenate([np.reshape(p, (-1,) + xs.shape[1:]) if not is_zero(p)
                                else np.zeros((0,) + xs.shape[1:], xs.dtype) for p in parts]) \
             if parts else np.zeros_like(xs)
@@ -192,8 +192,9 @@ class _Values:
 
 class _Cotangents:
     """Per-chunk cotangents of ``(state, xs chunk, *shared)`` reduced as they arrive:
-    state and shared leaves by a streaming tree sum each (O(log chunks) partial sums
-    alive, not one dense cotangent per chunk), element cotangents kept in order."""
+    state and shared leaves by a left fold in chunk order each (``_FoldSum``: one
+    partial sum alive, not one dense cotangent per chunk), element cotangents kept in
+    order."""
 
     def __init__(self, call, state, xs, shared):
         self.call, self.xs = call, xs
@@ -429,15 +430,6 @@ def _chunk_bars(call, items, ybar):
     return bars
 
 
-def _flat_cotangents(parts, cotangents):
-    """Leaf cotangents aligned with ``flatten((state, xs, list(shared)))``."""
-    out = []
-    for primal, g in zip(parts, cotangents):
-        n = len(flatten(primal)[0])
-        out.extend([ZeroTangent()] * n if is_zero(g) else flatten(g)[0])
-    return out
-
-
 _PLAIN = frozenset((float, int, np.float64, np.float32))
 
 
@@ -470,17 +462,19 @@ def _nested_rrule(call, state, xs, shared, leaves):
 
     def psum_nested_pullback(ybar):
         ybar = call.rebuild(ybar)
+        scale = None
         if done:
-            cotangents = _reduce_cotangents(call, xs, items, [r[1] for r in first])
-            if not _is_one(ybar):
-                cotangents = [_scale_tree(c, ybar) for c in cotangents]
+            grads = [r[1] for r in first]
+            scale = None if _is_one(ybar) else ybar
         else:
             per_chunk = call.plan.kind == "map"
             elements = list(zip(items, _chunk_bars(call, items, ybar))) if per_chunk else items
             grads = _map_over_chunks(call, ChunkPullback(call.plan, call.active, per_chunk), elements,
                                      (state, None if per_chunk else ybar, *shared), "gradient")
-            cotangents = _reduce_cotangents(call, xs, items, grads)
-        return (NoTangent(), NoTangent(), *_flat_cotangents([state, xs, *shared], cotangents))
+        cotangents = _Cotangents(call, state, xs, shared)  # the first-order reduction, traced
+        for g in grads:
+            cotangents.take(g)
+        return (NoTangent(), NoTangent(), *cotangents.leaves(scale))
 
     return call.output(y), psum_nested_pullback
 
@@ -501,30 +495,6 @@ def _reduce_values(call, values):
     if call.plan.kind == "sum":
         return executors.tree_sum(values, add_values) if values else 0.0
     return [v for part in values for v in part]
-
-
-def _reduce_cotangents(call, xs, items, grads):
-    """Per-chunk cotangents of ``(state, xs chunk, *shared)``: shared and state summed
-    by the fixed tree over chunks, element cotangents concatenated in order."""
-    out = []
-    for j in range(len(call.active)):
-        column = [g[j] for g in grads]
-        if j == 1:
-            parts = [_zeros_for(chunk) if is_zero(c) else c for c, (chunk, _) in zip(column, items)]
-            out.append(_gather_elements(parts, xs) if parts else NoTangent())
-        else:
-            out.append(executors.tree_sum(column, _tree_add, zero=ZeroTangent()))
-    return out
-
-
-def _zeros_for(chunk):
-    if type(chunk) is np.ndarray or type(chunk) is Traced:
-        return np.zeros(np.shape(chunk))
-    return [tree_map(lambda _: ZeroTangent(), x) for x in chunk]
-
-
-def _scale_tree(g, ybar):
-    return g if is_zero(g) else tree_map(lambda v: _scale(v, ybar), g)
 
 
 @frule.register(_map_chunks)

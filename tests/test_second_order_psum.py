@@ -60,6 +60,9 @@ def _direction(models):
 CASES = {
     "hvp wrt shared": lambda S, ms, x, v: ad.hvp(lambda x: S(loss, ms, x), x, v),
     "hvp wrt elements": lambda S, ms, x, v: ad.hvp(lambda ms: S(loss, ms, x), ms, _direction(ms)),
+    "hvp wrt array elements": lambda S, ms, x, v: ad.hvp(
+        lambda X: S(lambda row, x: np.sum(np.sin(row * x) ** 2), X, x), np.stack([m["b"] for m in ms]),
+        np.ones((len(ms), 3))),
     "hvp, array-valued sum": lambda S, ms, x, v: ad.hvp(lambda x: np.sum(np.sin(S(values, ms, x))), x, v),
     "hvp through pmap": lambda S, ms, x, v: ad.hvp(
         lambda x: np.sum(np.stack(S(loss, ms, x, kind="map")) ** 2), x, v),
@@ -109,7 +112,8 @@ def pools():
             for name, n in [("serial", 1), ("threads", 1), ("threads", 2), ("processes", 2)]]
 
 
-@pytest.mark.parametrize("case", ["hvp wrt shared", "hvp wrt elements", "hvp, array-valued sum",
+@pytest.mark.parametrize("case", ["hvp wrt shared", "hvp wrt elements", "hvp wrt array elements",
+                                  "hvp, array-valued sum",
                                   "gradient of a gradient", "jvp of a jvp", "gradient of a jvp"])
 def test_bitwise_identical_across_backends_and_worker_counts(case, data, pools):
     models, x, v = data
