@@ -21,6 +21,8 @@ is decided.
 
 from __future__ import annotations
 
+import concurrent.futures
+import contextvars
 import logging
 import math
 import os
@@ -228,27 +230,84 @@ def _auto(site, executor, timed, items, shared, on_done, on_result, always=False
     """Run on the executor or inline as the site's estimate says (``always``: on the
     executor); learn from it."""
     site.calls += 1
-    done = []
-    if site.chunk_seconds is None and not always:  # first call: time chunk 0 inline, decide the rest
-        (first_pair,), = _SERIAL.map(timed, [items[:1]], shared=shared)  # timed around fn alone
-        if on_done is not None:
-            on_done(0)
-        done = [first_pair[0] if on_result is None else on_result(0, first_pair[0])]
-        site.chunk_seconds = first_pair[1] / COLD_MARGIN
-        items, first = items[1:], "chunk 0 inline, then "
-        if not items:
-            return done, "inline", "one chunk"
-    else:
-        first = ""
-    offset = len(done)
+    if site.chunk_seconds is None and not always:
+        return _first_call(site, executor, timed, items, shared, on_done, on_result)
     parallel, why = (True, "dispatch='always'") if always else _wants_parallel(site, executor, len(items))
-    if not parallel:  # one clock reading for the lot (two syscalls, not two per item)
-        shifted = None if on_result is None else (lambda i, r: on_result(i + offset, r))
-        t0 = time.thread_time()
-        rest = _SERIAL.map(timed.fn, items, shared=shared, on_done=_shift(on_done, offset),
-                           on_result=shifted)
-        site.record_inline(time.thread_time() - t0, len(items))
-        return done + rest, first + "inline", why
+    if not parallel:
+        return _inline(site, timed, items, shared, on_done, on_result), "inline", why
+    out, n_tasks = _parallel(site, executor, timed, items, shared, on_done, on_result)
+    return out, _placement(executor, len(items), n_tasks), why
+
+
+def _first_call(site, executor, timed, items, shared, on_done, on_result):
+    """A call site's first call: chunk 0 runs inline, timed, and decides where the rest
+    goes. Meanwhile, once chunk 0 has outlasted two round trips to the workers, the next
+    ``n_workers`` chunks go to them (``_Probe``): heavy work keeps every worker busy from
+    the start (idle workers while chunk 0 ran cost a heavy first call ~20%), tiny work
+    never leaves this thread."""
+    probe = _Probe.start(executor, timed, items[1:1 + executor.n_workers], shared)
+    try:
+        (first_pair,), = _SERIAL.map(timed, [items[:1]], shared=shared)  # timed around fn alone
+    except BaseException:
+        if probe is not None:
+            probe.stop(wait=True)
+        raise
+    sent = probe is not None and probe.stop()
+    if on_done is not None:
+        on_done(0)
+    done = [first_pair[0] if on_result is None else on_result(0, first_pair[0])]
+    site.chunk_seconds = first_pair[1] / COLD_MARGIN
+    if not sent:
+        if len(items) == 1:
+            return done, "inline", "one chunk"
+        rest, where, why = _rest_of_first_call(site, executor, timed, items[1:], 1, shared,
+                                              on_done, on_result)
+        return done + rest, "chunk 0 inline, then " + where, why
+    k = len(probe.items)
+    deliver = _ProbeDelivery(probe, on_done, on_result, done)
+    try:
+        rest, where, why = _rest_of_first_call(site, executor, timed, items[1 + k:], 1 + k, shared,
+                                              on_done, on_result, probe=deliver)
+        deliver()  # when no chunk came after the probe's
+    except BaseException as exc:
+        earlier = probe.error() if not deliver.delivered else None
+        if earlier is not None and isinstance(exc, Exception):
+            raise earlier from None  # a chunk before the one that failed failed first
+        raise
+    probed = f"chunk{'s 1-' if k > 1 else ' '}{k} on {executor.name}:{executor.n_workers} (probe)"
+    return done + rest, f"chunk 0 inline, {probed}" + (f", then {where}" if rest else ""), why
+
+
+def _rest_of_first_call(site, executor, timed, rest, offset, shared, on_done, on_result, probe=None):
+    """``(results, where, why)`` of chunks ``offset..`` of a first call, decided from chunk
+    0's time. ``probe`` (a ``_ProbeDelivery``) hands the probe's chunks on just before the
+    first of these results, which meanwhile run inline or on the workers."""
+    if not rest:
+        site.parallel_runs += 1  # the workers have met this work: the next run there is judged
+        return [], "", "the probe took the chunks after chunk 0"
+    parallel, why = _wants_parallel(site, executor, len(rest))
+    on_done, on_result = _shift(on_done, offset), _shift_result(on_result, offset)
+    if probe is not None:
+        on_result = _after(probe, on_result)
+    if not parallel:
+        if probe is not None:
+            site.parallel_runs += 1
+        return _inline(site, timed, rest, shared, on_done, on_result), "inline", why
+    out, n_tasks = _parallel(site, executor, timed, rest, shared, on_done, on_result,
+                             probe=probe.probe if probe is not None else None)
+    return out, _placement(executor, len(rest), n_tasks), why
+
+
+def _inline(site, timed, items, shared, on_done, on_result):
+    t0 = time.thread_time()  # one clock reading for the lot (two syscalls, not two per item)
+    out = _SERIAL.map(timed.fn, items, shared=shared, on_done=on_done, on_result=on_result)
+    site.record_inline(time.thread_time() - t0, len(items))
+    return out
+
+
+def _parallel(site, executor, timed, items, shared, on_done, on_result, probe=None):
+    """``(results, tasks)`` of ``items`` on the executor, grouped in tasks of consecutive
+    chunks; the run teaches the site (a ``probe``'s chunks count in it)."""
     per_task = _tasks(len(items), executor.n_workers, site.chunk_seconds or 0.0, executor.dispatch_cost,
                       executor.shares_memory)
     batches = [items[i:i + per_task] for i in range(0, len(items), per_task)]
@@ -259,20 +318,120 @@ def _auto(site, executor, timed, items, shared, on_done, on_result, always=False
         out = []
         for k, (result, seconds) in enumerate(pairs):
             cpu[0] += seconds
-            out.append(result if on_result is None else on_result(offset + b * per_task + k, result))
+            out.append(result if on_result is None else on_result(b * per_task + k, result))
         return out
 
     def batch_done(b):
         if on_done is not None:
             for k in range(len(batches[b])):
-                on_done(offset + b * per_task + k)
+                on_done(b * per_task + k)
 
     t0 = time.perf_counter()
     parts = executor.map(timed, batches, shared=shared, on_done=batch_done, on_result=batch_result)
-    site.record_parallel(time.perf_counter() - t0, cpu[0], len(items), first_on_workers,
-                         executor.n_workers)
-    where = first + _placement(executor, len(items), len(batches))
-    return done + [r for part in parts for r in part], where, why
+    wall, n = time.perf_counter() - t0, len(items)
+    if probe is not None:
+        wall, n = time.perf_counter() - probe.t0, n + len(probe.items)
+        cpu[0] += sum(seconds for _, seconds in probe.results())
+    site.record_parallel(wall, cpu[0], n, first_on_workers, executor.n_workers)
+    return [r for part in parts for r in part], len(batches)
+
+
+class _Probe:
+    """Chunks 1..k of a first call, sent to the workers from a helper thread once chunk 0
+    has run for ``grace`` seconds (two round trips' worth: a chunk that outlasts that is
+    worth a worker's time). ``stop()`` after chunk 0 says whether they were sent."""
+
+    _pool = None
+    _pool_lock = threading.Lock()
+
+    def __init__(self, executor, timed, items, shared):
+        self.executor, self.timed, self.items, self.shared = executor, timed, items, shared
+        self.grace = 2 * (executor.call_cost + executor.dispatch_cost)
+        self.chunk0_done = threading.Event()
+        self.lock = threading.Lock()
+        self.sent = self.stopped = False
+        self.t0 = 0.0
+        self.future = None
+
+    @classmethod
+    def start(cls, executor, timed, items, shared):
+        """A probe waiting for its grace period, or None where none is worth it: one
+        worker, workers not up, nothing after chunk 0, or inside chunk work."""
+        if not items or executor.n_workers < 2 or not executor.ready() or executors.in_worker():
+            return None
+        probe = cls(executor, timed, items, shared)
+        context = contextvars.copy_context()  # the caller's executors.config travels with it
+        probe.future = cls._threads().submit(context.run, probe._run)
+        return probe
+
+    @classmethod
+    def _threads(cls):
+        with cls._pool_lock:
+            if cls._pool is None:
+                cls._pool = concurrent.futures.ThreadPoolExecutor(4, thread_name_prefix="adrules-probe")
+            return cls._pool
+
+    def _run(self):
+        if self.chunk0_done.wait(self.grace):
+            return None
+        with self.lock:
+            if self.stopped:
+                return None
+            self.sent, self.t0 = True, time.perf_counter()
+        return self.executor.map(self.timed, [[item] for item in self.items], shared=self.shared)
+
+    def stop(self, wait=False):
+        """Chunk 0 is over: True if the chunks were sent (their results are then
+        ``results()``'s); with ``wait``, also wait for them (chunk 0 failed: nothing is
+        left running behind the caller's back)."""
+        self.chunk0_done.set()
+        with self.lock:
+            self.stopped = True
+            sent = self.sent
+        if sent and wait:
+            concurrent.futures.wait([self.future])
+        return sent
+
+    def results(self):
+        """``[(result, CPU seconds), ...]`` of the probe's chunks (waiting for them); their
+        error if one failed."""
+        return [pair for (pair,) in self.future.result()]
+
+    def error(self):
+        """The exception the probe's chunks raised (waiting for them), or None."""
+        return self.future.exception()
+
+
+class _ProbeDelivery:
+    """Hands the probe's results on, in chunk order after chunk 0, exactly once: before
+    the first result of the chunks after them, or at the end."""
+
+    def __init__(self, probe, on_done, on_result, done):
+        self.probe, self.on_done, self.on_result, self.done = probe, on_done, on_result, done
+        self.delivered = False
+
+    def __call__(self):
+        if self.delivered:
+            return
+        self.delivered = True
+        for i, (result, _) in enumerate(self.probe.results(), start=1):
+            if self.on_done is not None:
+                self.on_done(i)
+            self.done.append(result if self.on_result is None else self.on_result(i, result))
+
+
+def _after(before, on_result):
+    def deliver(i, result):
+        if i == 0:
+            before()
+        return result if on_result is None else on_result(i, result)
+    return deliver
+
+
+def _shift_result(on_result, offset):
+    if on_result is None or offset == 0:
+        return on_result
+    return lambda i, r: on_result(i + offset, r)
 
 
 def _wants_parallel(site, executor, n):

@@ -4,6 +4,7 @@ where chunks ran."""
 
 import logging
 import os
+import threading
 import time
 
 import numpy as np
@@ -192,3 +193,90 @@ def test_one_slow_inline_run_does_not_move_the_estimate():
     site.record_inline(cpu_seconds=0.09, n=10)  # the work itself grew: two runs say so
     site.record_inline(cpu_seconds=0.09, n=10)
     assert site.chunk_seconds == pytest.approx(0.009)
+
+
+def _stamped(i):
+    """Which thread ran element ``i`` and when (a first call's chunk 0 runs ~3x longer)."""
+    start = time.perf_counter()
+    _burn(0.06 if i == 0 else 0.02)
+    return threading.current_thread().name, start, time.perf_counter()
+
+
+def test_a_first_call_sends_the_next_chunks_to_the_workers_while_chunk_0_runs(monkeypatch):
+    """Workers idle while chunk 0 was timed cost a heavy first call ~20%: once chunk 0
+    has outlasted two round trips, chunks 1..n_workers go to the workers meanwhile."""
+    monkeypatch.delenv("ADRULES_DISPATCH", raising=False)
+    schedule.forget()
+    with executors.ThreadExecutor(2) as ex:
+        out = ad.pmap(_stamped, list(range(8)), executor=ex, chunk_size=1)
+    (main, _, end0), probed = out[0], out[1:3]
+    assert main == threading.current_thread().name
+    for name, start, _ in probed:
+        assert name != main and start < end0  # on a worker, before chunk 0 was over
+    assert all(name != main for name, _, _ in out[3:])  # the rest: 14 ms of work, parallel
+
+
+def test_tiny_work_on_a_first_call_is_not_probed(monkeypatch):
+    monkeypatch.delenv("ADRULES_DISPATCH", raising=False)
+    schedule.forget()
+    with executors.ThreadExecutor(2) as ex:
+        names = ad.pmap(lambda i: threading.current_thread().name, list(range(8)), executor=ex,
+                        chunk_size=1)
+    assert set(names) == {threading.current_thread().name}
+
+
+def _fails_at(bad):
+    def f(i):
+        _burn(0.05 if i == 0 else 0.005)
+        if i in bad:
+            raise ValueError(f"element {i} is bad")
+        return i
+    return f
+
+
+@pytest.mark.parametrize("bad, raised", [({0, 1}, 0), ({1}, 1), ({1, 5}, 1), ({5}, 5)])
+def test_a_first_call_with_a_probe_raises_the_first_failing_element_and_stays_usable(
+        bad, raised, monkeypatch):
+    monkeypatch.delenv("ADRULES_DISPATCH", raising=False)
+    with executors.ThreadExecutor(2) as ex:
+        schedule.forget()
+        with pytest.raises(ValueError, match=f"element {raised} is bad"):
+            ad.pmap(_fails_at(bad), list(range(8)), executor=ex, chunk_size=1)
+        assert ex.map(abs, [-1, -2]) == [1, 2]
+
+
+def test_a_probed_first_call_gives_the_bits_of_a_serial_one(monkeypatch):
+    monkeypatch.delenv("ADRULES_DISPATCH", raising=False)
+    rng = np.random.default_rng(0)
+    models = [rng.standard_normal(40) for _ in range(7)]
+    x = rng.standard_normal(40)
+
+    def loss(w, x):
+        _burn(0.04)  # past the probe's grace on every backend (Dask's: 24 ms)
+        return np.sum(np.tanh(w * x)) ** 2 + np.sum(np.sin(w)) * np.sum(x ** 3)
+
+    def grads(executor):
+        schedule.forget()
+        return ad.value_and_gradient(
+            lambda ms, x: ad.psum(loss, ms, x, executor=executor, chunk_size=1), models, x)
+
+    (v0, (gm0, gx0)) = grads("serial")
+    pytest.importorskip("distributed")
+    with executors.ThreadExecutor(2) as ex, executors.ProcessExecutor(2) as pex, \
+            executors.DaskExecutor(n_workers=2, silence_logs=logging.CRITICAL) as dex:
+        pex.map(abs, [1, 2])  # up
+        for executor in (ex, pex, dex):
+            v, (gm, gx) = grads(executor)
+            assert v.tobytes() == v0.tobytes() and gx.tobytes() == gx0.tobytes()
+            assert all(a.tobytes() == b.tobytes() for a, b in zip(gm, gm0))
+    np.testing.assert_allclose(gx0, ad.gradient(lambda x: sum(loss(w, x) for w in models), x)[0],
+                               rtol=1e-12)
+
+
+def test_the_log_says_which_chunks_the_probe_took(caplog, monkeypatch):
+    monkeypatch.delenv("ADRULES_DISPATCH", raising=False)
+    schedule.forget()
+    with caplog.at_level(logging.DEBUG, logger="adrules.schedule"), executors.ThreadExecutor(2) as ex:
+        ad.pmap(_stamped, list(range(3)), executor=ex, chunk_size=1)
+    line, = [r.getMessage() for r in caplog.records if r.name == "adrules.schedule"]
+    assert "3 chunks, chunk 0 inline, chunks 1-2 on threads:2 (probe)" in line, line
