@@ -4,6 +4,8 @@
       dispatch="always"       every chunk on the executor
       first call of a site    chunk 0 inline, timed ─ would the rest gain on the executor?
                               yes: the rest of this same call goes there
+                              meanwhile, once chunk 0 outlasts two round trips, chunks
+                              1..n_workers go to the workers (a probe: none sit idle)
       later calls             decided from what the site measured: CPU seconds per chunk
                               (inline loops, or the workers' own clocks)
       worth it  ⟺  work / workers + dispatch (per task, per call, start-up) < work / MARGIN
