@@ -4,8 +4,9 @@
       dispatch="always"       every chunk on the executor
       first call of a site    chunk 0 inline, timed ─ would the rest gain on the executor?
                               yes: the rest of this same call goes there
-                              meanwhile, once chunk 0 outlasts two round trips, chunks
-                              1..n_workers go to the workers (a probe: none sit idle)
+                              meanwhile, once chunk 0's time so far shows the rest
+                              would gain, chunks 1..n_workers go to the workers (a
+                              probe: none sit idle)
       later calls             decided from what the site measured: CPU seconds per chunk
                               (inline loops, or the workers' own clocks)
       worth it  ⟺  work / workers + dispatch (per task, per call, start-up) < work / MARGIN
@@ -243,11 +244,11 @@ def _auto(site, executor, timed, items, shared, on_done, on_result, always=False
 
 def _first_call(site, executor, timed, items, shared, on_done, on_result):
     """A call site's first call: chunk 0 runs inline, timed, and decides where the rest
-    goes. Meanwhile, once chunk 0 has outlasted two round trips to the workers, the next
-    ``n_workers`` chunks go to them (``_Probe``): heavy work keeps every worker busy from
-    the start (idle workers while chunk 0 ran cost a heavy first call ~20%), tiny work
-    never leaves this thread."""
-    probe = _Probe.start(executor, timed, items[1:1 + executor.n_workers], shared)
+    goes. Meanwhile, once chunk 0's time so far shows that the rest would gain on the
+    workers, the next ``n_workers`` chunks go to them (``_Probe``): heavy work keeps every
+    worker busy from the start (idle workers while chunk 0 ran cost a heavy first call
+    ~20%), tiny work never leaves this thread."""
+    probe = _Probe.start(executor, timed, items[1:1 + executor.n_workers], shared, len(items) - 1)
     try:
         (first_pair,), = _SERIAL.map(timed, [items[:1]], shared=shared)  # timed around fn alone
     except BaseException:
@@ -339,16 +340,21 @@ def _parallel(site, executor, timed, items, shared, on_done, on_result, probe=No
 
 
 class _Probe:
-    """Chunks 1..k of a first call, sent to the workers from a helper thread once chunk 0
-    has run for ``grace`` seconds (two round trips' worth: a chunk that outlasts that is
-    worth a worker's time). ``stop()`` after chunk 0 says whether they were sent."""
+    """Chunks 1..k of a first call, sent to the workers from a helper thread while chunk
+    0 still runs, as soon as the time chunk 0 has taken so far proves that the rest of
+    the call would gain on the workers (the estimate of later decisions, fed with that
+    lower bound). Checked after two round trips' worth of time (``grace``), then each
+    time chunk 0's time so far doubles: tiny work is over before the first check.
+    ``stop()`` after chunk 0 says whether they were sent."""
 
     _pool = None
     _pool_lock = threading.Lock()
 
-    def __init__(self, executor, timed, items, shared):
+    def __init__(self, executor, timed, items, shared, n_rest):
         self.executor, self.timed, self.items, self.shared = executor, timed, items, shared
+        self.n_rest = n_rest  # chunks after chunk 0, the probe's included
         self.grace = 2 * (executor.call_cost + executor.dispatch_cost)
+        self.chunk0_seconds = _cpu_clock_of_this_thread()  # () -> CPU seconds of chunk 0 so far
         self.chunk0_done = threading.Event()
         self.lock = threading.Lock()
         self.sent = self.stopped = False
@@ -356,12 +362,12 @@ class _Probe:
         self.future = None
 
     @classmethod
-    def start(cls, executor, timed, items, shared):
-        """A probe waiting for its grace period, or None where none is worth it: one
-        worker, workers not up, nothing after chunk 0, or inside chunk work."""
+    def start(cls, executor, timed, items, shared, n_rest):
+        """A probe watching chunk 0, or None where none can pay: one worker, workers not
+        up, nothing after chunk 0, or inside chunk work."""
         if not items or executor.n_workers < 2 or not executor.ready() or executors.in_worker():
             return None
-        probe = cls(executor, timed, items, shared)
+        probe = cls(executor, timed, items, shared, n_rest)
         context = contextvars.copy_context()  # the caller's executors.config travels with it
         probe.future = cls._threads().submit(context.run, probe._run)
         return probe
@@ -374,7 +380,14 @@ class _Probe:
             return cls._pool
 
     def _run(self):
-        if self.chunk0_done.wait(self.grace):
+        wait = self.grace
+        while not self.chunk0_done.wait(wait):
+            so_far = self.chunk0_seconds()
+            lower = so_far / COLD_MARGIN  # a warm chunk takes at least this long
+            if parallel_seconds(self.executor, lower, self.n_rest) * MARGIN < lower * self.n_rest:
+                break
+            wait = max(so_far, self.grace)  # look again when chunk 0 has run twice as long
+        else:
             return None
         with self.lock:
             if self.stopped:
@@ -402,6 +415,19 @@ class _Probe:
     def error(self):
         """The exception the probe's chunks raised (waiting for them), or None."""
         return self.future.exception()
+
+
+def _cpu_clock_of_this_thread():
+    """A function reading, from any thread, the CPU seconds this thread has used since
+    now (a busy machine that preempts it must not make its chunk look heavy); its wall
+    clock where threads have no CPU clock of their own."""
+    try:
+        clock = time.pthread_getcpuclockid(threading.get_ident())
+        start = time.clock_gettime(clock)
+        return lambda: time.clock_gettime(clock) - start
+    except (AttributeError, OSError):  # not on this platform
+        start = time.perf_counter()
+        return lambda: time.perf_counter() - start
 
 
 class _ProbeDelivery:
