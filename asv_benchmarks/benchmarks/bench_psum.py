@@ -51,6 +51,51 @@ class PsumSmallEnsemble(_EnsemblePsum):
     spec = common.SMALL
 
 
+class SmallEnsembleThreadsCeiling:
+    """How far 2 threads can speed up the small ensemble's gradient at all, measured side
+    by side (interleaved medians): hand-written NumPy backprop (no tracer) in a loop against
+    the same on a 2-thread pool (one half of the models each), and the serial psum
+    gradient against psum on ``threads:2``. Each MLP runs ~16 short NumPy calls that
+    release the GIL for a few microseconds and take it back: two threads mostly hand the
+    GIL back and forth. The psum target (threads >= 1.3x) is read against the first
+    ratio."""
+
+    unit = "x"
+    timeout = 180
+
+    def setup(self):
+        from concurrent.futures import ThreadPoolExecutor
+
+        self.models, self.x, self.y = common.ensemble(common.SMALL)
+        self.pool = ThreadPoolExecutor(2)
+        self.ex = common.make_executor("threads", 2)
+        ex, x, y, loss = self.ex, self.x, self.y, common.member_loss(common.SMALL)
+        self.total_threads = lambda ms: ad.psum(loss, ms, x, y, executor=ex)
+        self.total_serial = lambda ms: ad.psum(loss, ms, x, y, executor="serial")
+
+    def teardown(self):
+        self.pool.shutdown()
+        common.close_executor(self)
+
+    def _hand(self, models):
+        return [common.mlp_loss_and_grad(p, self.x, self.y) for p in models]
+
+    def track_handwritten_numpy_speedup(self):
+        half = len(self.models) // 2
+        t = common.interleaved_medians({
+            "loop": lambda: self._hand(self.models),
+            "pool": lambda: list(self.pool.map(self._hand, [self.models[:half], self.models[half:]])),
+        }, repeat=11, budget=0.1)
+        return t["loop"] / t["pool"]
+
+    def track_psum_gradient_speedup(self):
+        t = common.interleaved_medians({
+            "serial": lambda: ad.gradient(self.total_serial, self.models),
+            "threads": lambda: ad.gradient(self.total_threads, self.models),
+        }, repeat=11, budget=0.1)
+        return t["serial"] / t["threads"]
+
+
 class PsumHeavyEnsemble(_EnsemblePsum):
     """32 MLPs 16-512-1, batch 4096 (~8 ms forward per model)."""
 
