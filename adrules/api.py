@@ -77,6 +77,9 @@ def _box_args(fname: object, args: tuple[Any, ...], trace: Trace) -> tuple[list[
         leaves, tdef = flatten(arg)
         new = []
         for j, leaf in enumerate(leaves):
+            if type(leaf) is float or type(leaf) is np.ndarray and leaf.dtype.kind == "f":
+                new.append(trace.leaf(leaf))  # plain floats and float arrays: nothing to check
+                continue
             where = f"argument {i}" if tdef is LEAF else f"leaf {j} of argument {i}"
             new.append(trace.leaf(leaf) if _leaf_is_differentiable(leaf, fname, where) else leaf)
         boxed.append(new[0] if tdef is LEAF else unflatten(tdef, new))

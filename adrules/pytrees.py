@@ -114,6 +114,9 @@ def flatten(tree: PyTree) -> tuple[list[Any], TreeDef]:
 
 
 def _flatten_into(x: Any, leaves: list[Any]) -> TreeDef:
+    if type(x) in LEAF_TYPES:  # most of what is flattened: skip _children's call
+        leaves.append(x)
+        return LEAF
     parts = _children(x)
     if parts is None:
         leaves.append(x)

@@ -574,8 +574,10 @@ STATE.dispatch = dispatch_primitive
 # ---------------------------------------------------------------------------
 
 def _accumulate(cot, slot, g, primal, entry, position):
-    if not (type(g) is _ndarray and type(primal) is _ndarray and g.shape == primal.shape
-            and g.dtype == primal.dtype):  # the common case needs no projection
+    if type(g) in _F64_SCALARS and type(primal) in _F64_SCALARS:
+        pass  # float64 numbers: projection would return g as it is
+    elif not (type(g) is _ndarray and type(primal) is _ndarray and g.shape == primal.shape
+              and g.dtype == primal.dtype):  # the common case needs no projection
         try:
             g = project_like(g, primal)
         except ProjectionError as e:
@@ -599,6 +601,7 @@ def _accumulate(cot, slot, g, primal, entry, position):
 
 
 _ndarray = np.ndarray
+_F64_SCALARS = frozenset((float, np.float64))
 
 
 _BIG = 1 << 12  # elements: below this, allocation is cheaper than the checks
@@ -651,9 +654,11 @@ def backprop(trace, seeds, consume=True):
                     d = partials[i]
                     gi = g if d is ONE else _times(g, d(*values, y))
                     v = values[i]
-                    if (type(gi) is _ndarray and type(v) is _ndarray and gi.shape == v.shape
-                            and gi.dtype == v.dtype and cot[slot] is None):  # _accumulate's common case
-                        cot[slot] = gi
+                    if cot[slot] is None and (
+                            type(gi) is _ndarray and type(v) is _ndarray and gi.shape == v.shape
+                            and gi.dtype == v.dtype
+                            or type(gi) in _F64_SCALARS and type(v) in _F64_SCALARS):
+                        cot[slot] = gi  # _accumulate's common cases: nothing to project or add
                     else:
                         _accumulate(cot, slot, gi, v, entry, i)
             gi = v = None  # not alive during the next pullback
