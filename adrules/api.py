@@ -186,10 +186,21 @@ def pullback(f: Callable[..., Any], *args: PyTree) -> tuple[PyTree, Pullback]:
     (array([3., 6.]), (array([ 3., 30.]),))
     """
     fname = _Name("pullback", f)
+    trace, plans, out = traced_call(fname, f, args)
+    return pullback_of(fname, trace, plans, out)
+
+
+def traced_call(fname: object, f: Callable[..., Any], args: tuple[Any, ...]) -> tuple[Trace, list[_Plan], Any]:
+    """``(trace, plans, out)``: ``f`` called on ``args`` boxed on a new reverse trace."""
     trace = Trace(DEFAULT_CONFIG)
     with tracing():
         boxed, plans = _box_args(fname, args, trace)
         out = f(*boxed)
+    return trace, plans, out
+
+
+def pullback_of(fname: object, trace: Trace, plans: list[_Plan], out: Any) -> tuple[PyTree, Pullback]:
+    """``pullback``'s ``(y, back)`` for what ``traced_call`` returned."""
     out_leaves, out_def = flatten(out)
     out_slots = [b.slot if type(b) is Traced and b._trace is trace else -1 for b in out_leaves]
     y = unflatten(out_def, [b.value if s >= 0 else b for b, s in zip(out_leaves, out_slots)])

@@ -48,7 +48,7 @@ from numpy.typing import NDArray
 import executors
 
 from . import sending
-from .api import pullback
+from .api import _gather, pullback_of, traced_call
 from .callables import has_traced as _has_traced, split_callable
 from .schedule import run, run_in_one_pass, work_key
 from .chunks import (
@@ -76,7 +76,7 @@ from .chunks import (
 from .pytrees import _children, flatten, tree_map, unflatten
 from .registry import frule, primitive, rrule
 from .tangents import NoTangent, ZeroTangent, is_zero
-from .tracer import Traced, TracerError
+from .tracer import Traced, TracerError, backprop
 
 # ---------------------------------------------------------------------------
 # chunks and their reduction
@@ -369,27 +369,59 @@ def _forward_in_one_pass(call, items, state, shared):
     as ``chunk_forward`` seeds it, so each chunk's gradients come from the same float
     operations in the same order: the same bits."""
     plan, active = call.plan, call.active
-    fns, spans, args = [], [], []
+    idx = [i for i, a in enumerate(active) if a]
+    spans, args = [], []
     for xs, start in items:
-        fn, chunk_args, idx = active_call(plan, start, active, state, xs, shared)
-        fns.append(fn)
-        spans.append((len(args), len(args) + len(chunk_args), idx))
-        args.extend(chunk_args)
+        parts = (state, xs, *shared)
+        spans.append((len(args), len(args) + len(idx)))
+        args.extend(parts[i] for i in idx)
+    body = plan.body
 
     def all_chunks(*values):
-        return [fn(*values[a:b]) for fn, (a, b, _) in zip(fns, spans)]
+        ys = []
+        for (xs, start), (a, _) in zip(items, spans):
+            parts = [state, xs, *shared]
+            for k, i in enumerate(idx):
+                parts[i] = values[a + k]
+            ys.append(body(parts[0], parts[1], start, *parts[2:]))
+        return ys
 
-    ys, back = pullback(all_chunks, *args)
+    fname = _ONE_PASS_NAME
+    trace, plans, ys = traced_call(fname, all_chunks, tuple(args))
     n = len(active)
-    if plan.kind == "sum" and all(np.shape(y) == () and not is_container(y) for y in ys):
-        grads = back([getattr(y, "dtype", None).type(1) if getattr(y, "dtype", None) is not None
-                      else 1.0 for y in ys])
-        return [ChunkForward(y, Backward.DONE, grads=expand(grads[a:b], idx, n))
-                for y, (a, b, idx) in zip(ys, spans)]
-
-    together = _OnePassPullback(back, spans, n)
+    if plan.kind == "sum":
+        done = _gradients_at_one(trace, plans, ys)
+        if done is not None:
+            values, grads = done
+            return [ChunkForward(y, Backward.DONE, grads=expand(grads[a:b], idx, n))
+                    for y, (a, b) in zip(values, spans)]
+    ys, back = pullback_of(fname, trace, plans, ys)
+    together = _OnePassPullback(back, [(a, b, idx) for a, b in spans], n)
     return [ChunkForward(y, Backward.TAPE, pullback=_ChunkOfOnePass(together, c))
             for c, y in enumerate(ys)]
+
+
+_ONE_PASS_NAME = "psum (one pass over tiny chunks)"
+
+
+def _gradients_at_one(trace, plans, outs):
+    """``(values, cotangents of the arguments)`` with every traced output seeded with
+    one (what ``pullback``'s ``back`` does for ``chunk_forward``: a seed of the output's
+    dtype), or None unless every output is a scalar."""
+    values, seeds = [], []
+    for y in outs:
+        if type(y) is Traced and y._trace is trace:
+            v = y.value
+            if np.shape(v) != ():
+                return None
+            dt = getattr(v, "dtype", None)
+            seeds.append((y.slot, np.float64(1.0) if dt is None else dt.type(1)))
+            values.append(v)
+        elif np.shape(y) != () or is_container(y):
+            return None
+        else:
+            values.append(y)
+    return values, _gather(plans, backprop(trace, seeds, consume=False))
 
 
 class _OnePassPullback:
