@@ -200,18 +200,33 @@ class _Cotangents:
         self.call, self.xs = call, xs
         self.parts = [state, xs, *shared]
         self.sizes = [len(flatten(p)[0]) for p in self.parts]
+        # a part not differentiated has no cotangent to fold (NoTangent() from every chunk)
         self.sums = {j: [_FoldSum() for _ in range(self.sizes[j])]
-                     for j in range(len(self.parts)) if j != 1}
+                     for j in range(len(self.parts)) if j != 1 and call.active[j]}
         self.elements = []
 
     def take(self, grads):
+        self._fold(grads)
+        if self.call.active[1]:
+            self.elements.append(grads[1])
+
+    def _fold(self, grads):
         for j, sums in self.sums.items():
             g = grads[j]
             leaves = [ZeroTangent()] * self.sizes[j] if is_zero(g) else flatten(g)[0]
             for acc, leaf in zip(sums, leaves):
                 acc.push(leaf)
-        if self.call.active[1]:
-            self.elements.append(grads[1])
+
+    def take_done(self, done):
+        """Every chunk's cotangents from a ``_DoneInOnePass``, in chunk order."""
+        layout, grads = done.layout, done.grads
+        if layout.whole:  # the whole xs's element cotangents are already gathered
+            self.elements.append(grads[0])
+        for a, b in layout.spans:  # with ``whole``, NoTangent() in the elements' place
+            g = expand(grads[a:b], layout.idx, layout.n_parts)
+            self._fold(g)
+            if self.call.active[1] and not layout.whole:
+                self.elements.append(g[1])
 
     def leaves(self, ybar=None):
         """Flat leaf cotangents aligned with ``flatten((state, xs, list(shared)))``,
@@ -221,8 +236,10 @@ class _Cotangents:
             if j == 1:
                 g = _gather_elements(self.elements, self.xs) if self.elements else NoTangent()
                 leaves = [ZeroTangent()] * self.sizes[1] if is_zero(g) else flatten(g)[0]
-            else:
+            elif j in self.sums:
                 leaves = [acc.result(zero=ZeroTangent()) for acc in self.sums[j]]
+            else:
+                leaves = [ZeroTangent()] * self.sizes[j]
             out.extend(leaves if ybar is None else [_scale(v, ybar) for v in leaves])
         return out
 
@@ -330,9 +347,17 @@ def _psum_rrule(call, *leaves):
         result.value = None
         return result
 
-    ran, chunks = call.run_in_one_pass(
-        executor, "forward", chunk_forward, len(items),
-        lambda: [take(i, c) for i, c in enumerate(_forward_in_one_pass(call, items, state, shared))])
+    def one_pass():
+        chunks = _forward_in_one_pass(call, items, xs, state, shared)
+        if type(chunks) is not _DoneInOnePass:
+            return [take(i, c) for i, c in enumerate(chunks)]
+        for i, y in enumerate(chunks.values):
+            _check_no_escaped_trace(y)
+            values.take(i, y)
+        eager.take_done(chunks)
+        return chunks
+
+    ran, chunks = call.run_in_one_pass(executor, "forward", chunk_forward, len(items), one_pass)
     if not ran:
         chunks = call.run(executor, "forward", chunk_forward, items,
                           (call.plan, call.active, state, shared, executor.shares_memory), take)
@@ -340,7 +365,7 @@ def _psum_rrule(call, *leaves):
 
     def psum_pullback(ybar):
         ybar = call.rebuild(ybar)
-        if chunks and all(c.backward is Backward.DONE for c in chunks):
+        if type(chunks) is _DoneInOnePass or chunks and all(c.backward is Backward.DONE for c in chunks):
             leaf_bars = eager.leaves(None if _is_one(ybar) else ybar)
         else:
             bars = _chunk_bars(call, items, ybar)
@@ -361,47 +386,77 @@ def _psum_rrule(call, *leaves):
     return y, psum_pullback
 
 
-def _forward_in_one_pass(call, items, state, shared):
+def _forward_in_one_pass(call, items, xs, state, shared):
     """What ``chunk_forward`` returns for each chunk, from one tape over all of them: tiny
     chunks the schedule runs inline anyway, without a tape, a pullback and a map step per
     chunk (issue 9: 10 cheap scalars cost ~10x the loop). Each chunk's differentiated
     parts are arguments of their own and each chunk's value an output of its own, seeded
     as ``chunk_forward`` seeds it, so each chunk's gradients come from the same float
-    operations in the same order: the same bits."""
+    operations in the same order: the same bits. A list or tuple ``xs`` is boxed once,
+    each chunk receiving its slice (still its own elements' boxes).
+
+    A scalar sum gives ``_DoneInOnePass``, the gradients at ȳ = 1 of every chunk at once;
+    otherwise one ``ChunkForward`` per chunk, each pulling back on the shared tape."""
     plan, active = call.plan, call.active
-    idx = [i for i, a in enumerate(active) if a]
-    spans, args = [], []
-    for xs, start in items:
-        parts = (state, xs, *shared)
+    whole = active[1] and type(xs) in (list, tuple)
+    idx = [i for i, a in enumerate(active) if a and not (whole and i == 1)]
+    spans, args = [], [xs] if whole else []
+    for xs_c, _ in items:
+        parts = (state, xs_c, *shared)
         spans.append((len(args), len(args) + len(idx)))
         args.extend(parts[i] for i in idx)
     body = plan.body
 
     def all_chunks(*values):
         ys = []
-        for (xs, start), (a, _) in zip(items, spans):
-            parts = [state, xs, *shared]
+        for (xs_c, start), (a, _) in zip(items, spans):
+            parts = [state, values[0][start:start + len(xs_c)] if whole else xs_c, *shared]
             for k, i in enumerate(idx):
                 parts[i] = values[a + k]
             ys.append(body(parts[0], parts[1], start, *parts[2:]))
         return ys
 
-    fname = _ONE_PASS_NAME
-    trace, plans, ys = traced_call(fname, all_chunks, tuple(args))
-    n = len(active)
+    trace, plans, ys = traced_call(_ONE_PASS_NAME, all_chunks, tuple(args))
+    layout = _OnePassLayout(items, spans, idx, len(active), whole)
     if plan.kind == "sum":
         done = _gradients_at_one(trace, plans, ys)
         if done is not None:
-            values, grads = done
-            return [ChunkForward(y, Backward.DONE, grads=expand(grads[a:b], idx, n))
-                    for y, (a, b) in zip(values, spans)]
-    ys, back = pullback_of(fname, trace, plans, ys)
-    together = _OnePassPullback(back, [(a, b, idx) for a, b in spans], n)
+            return _DoneInOnePass(done[0], done[1], layout)
+    ys, back = pullback_of(_ONE_PASS_NAME, trace, plans, ys)
+    together = _OnePassPullback(back, layout)
     return [ChunkForward(y, Backward.TAPE, pullback=_ChunkOfOnePass(together, c))
             for c, y in enumerate(ys)]
 
 
 _ONE_PASS_NAME = "psum (one pass over tiny chunks)"
+
+
+class _OnePassLayout:
+    """Where each chunk's parts are among the one pass's arguments: ``spans[c]`` the
+    chunk's own arguments (its parts ``idx`` of ``(state, xs, *shared)``), and with
+    ``whole`` argument 0 the whole ``xs``, of which the chunk has a slice."""
+
+    def __init__(self, items, spans, idx, n_parts, whole):
+        self.items, self.spans, self.idx, self.n_parts, self.whole = items, spans, idx, n_parts, whole
+
+    def chunk(self, c, grads):
+        """Chunk ``c``'s cotangents of ``(state, xs, *shared)`` among ``grads``."""
+        a, b = self.spans[c]
+        out = expand(grads[a:b], self.idx, self.n_parts)
+        if self.whole:
+            xs_c, start = self.items[c]
+            out = (out[0], grads[0][start:start + len(xs_c)], *out[2:])
+        return out
+
+
+class _DoneInOnePass:
+    """A scalar sum's one pass: each chunk's value, and the cotangents at ȳ = 1 of the
+    one pass's arguments (``layout`` says whose)."""
+
+    __slots__ = ("values", "grads", "layout")
+
+    def __init__(self, values, grads, layout):
+        self.values, self.grads, self.layout = values, grads, layout
 
 
 def _gradients_at_one(trace, plans, outs):
@@ -412,12 +467,12 @@ def _gradients_at_one(trace, plans, outs):
     for y in outs:
         if type(y) is Traced and y._trace is trace:
             v = y.value
-            if np.shape(v) != ():
+            if type(v) not in _PLAIN and np.shape(v) != ():
                 return None
             dt = getattr(v, "dtype", None)
             seeds.append((y.slot, np.float64(1.0) if dt is None else dt.type(1)))
             values.append(v)
-        elif np.shape(y) != () or is_container(y):
+        elif type(y) not in _PLAIN and (np.shape(y) != () or is_container(y)):
             return None
         else:
             values.append(y)
@@ -429,17 +484,16 @@ class _OnePassPullback:
     the tape instead of one per chunk; the same bits, since each chunk's arguments get
     cotangents from that chunk's operations only)."""
 
-    def __init__(self, back, spans, n_parts):
-        self.back, self.spans, self.n_parts = back, spans, n_parts
+    def __init__(self, back, layout):
+        self.back, self.layout = back, layout
 
     def chunks(self, bars):
         grads = self.back(list(bars))
-        return [expand(grads[a:b], idx, self.n_parts) for a, b, idx in self.spans]
+        return [self.layout.chunk(c, grads) for c in range(len(self.layout.spans))]
 
     def chunk(self, c, ybar):
-        a, b, idx = self.spans[c]
-        bars = [ybar if k == c else ZeroTangent() for k in range(len(self.spans))]
-        return expand(self.back(bars)[a:b], idx, self.n_parts)
+        bars = [ybar if k == c else ZeroTangent() for k in range(len(self.layout.spans))]
+        return self.layout.chunk(c, self.back(bars))
 
 
 class _ChunkOfOnePass:
