@@ -83,13 +83,9 @@ from .tracer import Traced, TracerError, backprop
 # ---------------------------------------------------------------------------
 
 
-def _slice(xs, r):
-    return xs[r.start:r.stop]
-
-
 def _chunks(xs, chunk_size):
     size = chunk_size if chunk_size is not None else executors.current_chunk_size()
-    return [(_slice(xs, r), r.start) for r in executors.chunk_ranges(len(xs), size)]
+    return [(xs[r.start:r.stop], r.start) for r in executors.chunk_ranges(len(xs), size)]
 
 
 def _tree_add(a, b):
@@ -174,6 +170,16 @@ class _Values:
         else:
             self.list.extend(y)
 
+    def take_all(self, ys):
+        """The values of every chunk, in chunk order (one pass over tiny chunks)."""
+        if self.kind == "sum" and all(type(y) in _PLAIN for y in ys):
+            # plain numbers: the same tree (tree_sum is what TreeSum streams), nothing to check
+            self.sum = _Total(executors.tree_sum(ys, zero=0.0))
+            return
+        for i, y in enumerate(ys):
+            _check_no_escaped_trace(y)
+            self.take(i, y)
+
     def _add(self, a, b):
         try:
             return add_values(a, b)
@@ -242,6 +248,18 @@ class _Cotangents:
                 leaves = [ZeroTangent()] * self.sizes[j]
             out.extend(leaves if ybar is None else [_scale(v, ybar) for v in leaves])
         return out
+
+
+class _Total:
+    """A sum already made, where ``_Values`` keeps a ``TreeSum``."""
+
+    __slots__ = ("total",)
+
+    def __init__(self, total):
+        self.total = total
+
+    def result(self, zero):
+        return self.total
 
 
 def _scale(g, ybar):
@@ -351,9 +369,7 @@ def _psum_rrule(call, *leaves):
         chunks = _forward_in_one_pass(call, items, xs, state, shared)
         if type(chunks) is not _DoneInOnePass:
             return [take(i, c) for i, c in enumerate(chunks)]
-        for i, y in enumerate(chunks.values):
-            _check_no_escaped_trace(y)
-            values.take(i, y)
+        values.take_all(chunks.values)
         eager.take_done(chunks)
         return chunks
 
@@ -405,15 +421,18 @@ def _forward_in_one_pass(call, items, xs, state, shared):
         parts = (state, xs_c, *shared)
         spans.append((len(args), len(args) + len(idx)))
         args.extend(parts[i] for i in idx)
-    body = plan.body
+    reduce = fold if plan.kind == "sum" else map_list
 
-    def all_chunks(*values):
+    def all_chunks(*values):  # Plan.body per chunk, its parts as active_call puts them
         ys = []
+        fn = plan.f  # the same for every chunk, unless its state is differentiated
         for (xs_c, start), (a, _) in zip(items, spans):
             parts = [state, values[0][start:start + len(xs_c)] if whole else xs_c, *shared]
             for k, i in enumerate(idx):
                 parts[i] = values[a + k]
-            ys.append(body(parts[0], parts[1], start, *parts[2:]))
+            if plan.rebuild is not None:
+                fn = plan.rebuild(parts[0])
+            ys.append(reduce(fn, parts[1], parts[2:], start, plan.vectorized))
         return ys
 
     trace, plans, ys = traced_call(_ONE_PASS_NAME, all_chunks, tuple(args))
