@@ -7,6 +7,7 @@ join with ``register_node``. Everything else is a leaf.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 from typing import Any, Callable, Iterable, Iterator
 
 import numpy as np
@@ -117,6 +118,10 @@ def _flatten_into(x: Any, leaves: list[Any]) -> TreeDef:
     if type(x) in LEAF_TYPES:  # most of what is flattened: skip _children's call
         leaves.append(x)
         return LEAF
+    t = type(x)
+    if (t is list or t is tuple) and all(type(c) in LEAF_TYPES for c in x):
+        leaves.extend(x)  # a flat list of numbers or arrays: no call per leaf
+        return TreeDef(t, None, (LEAF,) * len(x))
     parts = _children(x)
     if parts is None:
         leaves.append(x)
@@ -139,8 +144,13 @@ def unflatten(treedef: TreeDef, leaves: Iterable[Any]) -> PyTree:
 def _build(tdef: TreeDef, it: Iterator[Any]) -> Any:
     if tdef.kind is None:
         return next(it)
-    children = [_build(c, it) for c in tdef.children]
     kind, aux = tdef.kind, tdef.aux
+    if (kind is list or kind is tuple) and all(c is LEAF for c in tdef.children):
+        flat = list(itertools.islice(it, len(tdef.children)))  # no call per leaf
+        if len(flat) < len(tdef.children):
+            raise StopIteration  # too few leaves, as next(it) says it
+        return flat if kind is list else tuple(flat)
+    children = [_build(c, it) for c in tdef.children]
     if kind is list:
         return children
     if kind is tuple:
