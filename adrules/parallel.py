@@ -235,6 +235,8 @@ class _Cotangents:
         layout, grads = done.layout, done.grads
         if layout.whole:  # the whole xs's element cotangents are already gathered
             self.elements.append(grads[0])
+            if not self.sums:
+                return  # nothing else differentiated
         for a, b in layout.spans:  # with ``whole``, NoTangent() in the elements' place
             g = expand(grads[a:b], layout.idx, layout.n_parts)
             self._fold(g)
@@ -422,11 +424,15 @@ def _forward_in_one_pass(call, items, xs, state, shared):
     plan, active = call.plan, call.active
     whole = active[1] and type(xs) in (list, tuple)
     idx = [i for i, a in enumerate(active) if a and not (whole and i == 1)]
-    spans, args = [], [xs] if whole else []
-    for xs_c, _ in items:
-        parts = (state, xs_c, *shared)
-        spans.append((len(args), len(args) + len(idx)))
-        args.extend(parts[i] for i in idx)
+    args = [xs] if whole else []
+    if not idx:  # only the whole xs is differentiated: chunks have no arguments of their own
+        spans = [(1, 1)] * len(items)
+    else:
+        spans = []
+        for xs_c, _ in items:
+            parts = (state, xs_c, *shared)
+            spans.append((len(args), len(args) + len(idx)))
+            args.extend([parts[i] for i in idx])
     reduce = fold if plan.kind == "sum" else map_list
 
     def all_chunks(*values):  # Plan.body per chunk, its parts as active_call puts them
