@@ -73,6 +73,12 @@ class TreeDef:
 LEAF = TreeDef(None, None, ())
 
 
+class _FlatDef(TreeDef):
+    """A list or tuple of leaves only: rebuilt without a call per leaf."""
+
+    __slots__ = ()
+
+
 def _is_namedtuple(x: object) -> bool:
     return isinstance(x, tuple) and hasattr(type(x), "_fields")
 
@@ -119,9 +125,9 @@ def _flatten_into(x: Any, leaves: list[Any]) -> TreeDef:
         leaves.append(x)
         return LEAF
     t = type(x)
-    if (t is list or t is tuple) and all(type(c) in LEAF_TYPES for c in x):
+    if (t is list or t is tuple) and LEAF_TYPES.issuperset(map(type, x)):
         leaves.extend(x)  # a flat list of numbers or arrays: no call per leaf
-        return TreeDef(t, None, (LEAF,) * len(x))
+        return _FlatDef(t, None, (LEAF,) * len(x))
     parts = _children(x)
     if parts is None:
         leaves.append(x)
@@ -145,7 +151,7 @@ def _build(tdef: TreeDef, it: Iterator[Any]) -> Any:
     if tdef.kind is None:
         return next(it)
     kind, aux = tdef.kind, tdef.aux
-    if (kind is list or kind is tuple) and all(c is LEAF for c in tdef.children):
+    if type(tdef) is _FlatDef:
         flat = list(itertools.islice(it, len(tdef.children)))  # no call per leaf
         if len(flat) < len(tdef.children):
             raise StopIteration  # too few leaves, as next(it) says it
