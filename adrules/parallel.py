@@ -40,6 +40,7 @@ the primitive returns the leaves, which the tracer boxes one by one.
 
 from __future__ import annotations
 
+import functools
 from typing import Any, Callable, Literal, Sequence
 
 import numpy as np
@@ -85,7 +86,14 @@ from .tracer import Traced, TracerError, backprop
 
 def _chunks(xs, chunk_size):
     size = chunk_size if chunk_size is not None else executors.current_chunk_size()
-    return [(xs[r.start:r.stop], r.start) for r in executors.chunk_ranges(len(xs), size)]
+    return [(xs[a:b], a) for a, b in _bounds(len(xs), size)]
+
+
+@functools.lru_cache(maxsize=256, typed=True)  # typed: chunk_size=True must still be refused
+def _bounds(n, size):
+    """``chunk_ranges`` as (start, stop) pairs, made once per (n, chunk_size): a call site
+    calls with the same ones again and again."""
+    return tuple((r.start, r.stop) for r in executors.chunk_ranges(n, size))
 
 
 def _tree_add(a, b):
@@ -212,7 +220,8 @@ class _Cotangents:
     def __init__(self, call, state, xs, shared):
         self.call, self.xs = call, xs
         self.parts = [state, xs, *shared]
-        self.sizes = [len(flatten(p)[0]) for p in self.parts]
+        state_def, xs_def, shared_def = call.treedef.children
+        self.sizes = [state_def.n_leaves, xs_def.n_leaves, *(d.n_leaves for d in shared_def.children)]
         # a part not differentiated has no cotangent to fold (NoTangent() from every chunk)
         self.sums = {j: [_FoldSum() for _ in range(self.sizes[j])]
                      for j in range(len(self.parts)) if j != 1 and call.active[j]}
@@ -357,7 +366,7 @@ def _map_chunks(call, *leaves):
 @rrule.register(_map_chunks)
 def _psum_rrule(call, *leaves):
     state, xs, shared = call.unpack(leaves)
-    if any(type(v) is Traced for v in leaves):
+    if Traced in set(map(type, leaves)):
         return _nested_rrule(call, state, xs, shared, leaves)
     executor = call.resolve(state, xs, shared)
     items = _chunks(xs, call.chunk_size)

@@ -56,6 +56,8 @@ class TreeDef:
     def n_leaves(self) -> int:
         if self.kind is None:
             return 1
+        if type(self) is _FlatDef:
+            return len(self.children)
         return sum(c.n_leaves for c in self.children)
 
     def __eq__(self, other: object) -> bool:
