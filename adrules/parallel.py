@@ -182,6 +182,9 @@ class _Values:
         """The values of every chunk, from an iterable in chunk order (one pass over tiny
         chunks). A sum of plain numbers is tree-summed at the end (``tree_sum``: the
         association ``TreeSum`` streams) with nothing to check; other values stream."""
+        if type(ys) is list and self.kind == "sum" and _PLAIN.issuperset(map(type, ys)):
+            self.sum = _Total(executors.tree_sum(ys, zero=0.0))
+            return
         plain = [] if self.kind == "sum" else None
         for i, y in enumerate(ys):
             if plain is not None and type(y) in _PLAIN:
@@ -445,6 +448,10 @@ def _forward_in_one_pass(call, items, xs, state, shared):
     reduce = fold if plan.kind == "sum" else map_list
 
     def all_chunks(*values):  # Plan.body per chunk, its parts as active_call puts them
+        if not idx and plan.rebuild is None:  # the common case: only xs differentiated
+            boxed = values[0]
+            return [reduce(plan.f, boxed[start:start + len(xs_c)], shared, start, plan.vectorized)
+                    for xs_c, start in items]
         ys = []
         fn = plan.f  # the same for every chunk, unless its state is differentiated
         for (xs_c, start), (a, _) in zip(items, spans):
