@@ -179,24 +179,15 @@ class _Values:
             self.list.extend(y)
 
     def take_all(self, ys):
-        """The values of every chunk, from an iterable in chunk order (one pass over tiny
-        chunks). A sum of plain numbers is tree-summed at the end (``tree_sum``: the
-        association ``TreeSum`` streams) with nothing to check; other values stream."""
-        if type(ys) is list and self.kind == "sum" and _PLAIN.issuperset(map(type, ys)):
+        """The values of every chunk, in chunk order (one pass over tiny chunks). A sum
+        of plain numbers is tree-summed at once (``tree_sum``: the association
+        ``TreeSum`` streams), with nothing to check."""
+        if self.kind == "sum" and _PLAIN.issuperset(map(type, ys)):
             self.sum = _Total(executors.tree_sum(ys, zero=0.0))
             return
-        plain = [] if self.kind == "sum" else None
         for i, y in enumerate(ys):
-            if plain is not None and type(y) in _PLAIN:
-                plain.append(y)
-                continue
-            for j, p in enumerate(plain or ()):  # not all plain numbers: stream from here on
-                self.take(j, p)
-            plain = None
             _check_no_escaped_trace(y)
             self.take(i, y)
-        if plain is not None:
-            self.sum = _Total(executors.tree_sum(plain, zero=0.0))
 
     def _add(self, a, b):
         try:
@@ -358,7 +349,7 @@ def _map_chunks(call, *leaves):
     def all_inline():
         plan = call.plan
         fn, reduce = callable_of(plan.rebuild, state, plan.f), fold if plan.kind == "sum" else map_list
-        values.take_all(reduce(fn, chunk, shared, start, plan.vectorized) for chunk, start in items)
+        values.take_all([reduce(fn, chunk, shared, start, plan.vectorized) for chunk, start in items])
 
     ran, _ = call.run_in_one_pass(executor, "forward", chunk_value, len(items), all_inline)
     if not ran:
