@@ -279,6 +279,8 @@ def _scale(g, ybar):
 
 
 def _is_one(ybar):
+    if type(ybar) in _PLAIN:
+        return ybar == 1
     return type(ybar) is not Traced and np.shape(ybar) == () and ybar == 1
 
 

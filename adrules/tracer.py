@@ -673,14 +673,18 @@ def backprop(trace, seeds, consume=True):
         for i, slot in enumerate(slots):
             if type(slot) is int:
                 if slot >= 0:
-                    _accumulate(cot, slot, unthunk(grads[i + 1]), values[i], entry, i)
+                    gi = grads[i + 1]
+                    if cot[slot] is None and type(gi) in _F64_SCALARS and type(values[i]) in _F64_SCALARS:
+                        cot[slot] = gi  # _accumulate's float case, without its call
+                    else:
+                        _accumulate(cot, slot, unthunk(gi), values[i], entry, i)
             else:
                 gi = unthunk(grads[i + 1])
                 for j, sj in enumerate(slot):
                     if sj >= 0 and not is_zero(gi):
                         _accumulate(cot, sj, unthunk(gi[j]), values[i][j], entry, i)
                 gi = None
-        grads = None  # this node's cotangents: not alive during the next pullback
+        grads = gi = None  # this node's cotangents: not alive during the next pullback
     return cot
 
 
