@@ -50,6 +50,7 @@ import executors
 
 from . import sending
 from .api import _gather, pullback_of, traced_call
+from ._state import STATE as _STATE
 from .callables import has_traced as _has_traced, split_callable
 from .schedule import run, run_in_one_pass, work_key
 from .chunks import (
@@ -339,7 +340,11 @@ class Call:
 
 @primitive
 def _map_chunks(call, *leaves):
-    state, xs, shared = call.unpack(leaves)
+    return call.output(_value(call, *call.unpack(leaves)))
+
+
+def _value(call, state, xs, shared):
+    """The sum (or list) of ``f`` over ``xs``: the primitive, on values."""
     executor = call.resolve(state, xs, shared)
     items = _chunks(xs, call.chunk_size)
     values = _Values(call.plan.kind, items)
@@ -356,7 +361,7 @@ def _map_chunks(call, *leaves):
     ran, _ = call.run_in_one_pass(executor, "forward", chunk_value, len(items), all_inline)
     if not ran:
         call.run(executor, "forward", chunk_value, items, (call.plan, state, shared), take)
-    return call.output(values.result())
+    return values.result()
 
 
 @rrule.register(_map_chunks)
@@ -687,6 +692,9 @@ def _call(kind, f, xs, shared, executor, chunk_size, vectorized, progress, dispa
         raise ValueError(f"{kind}: {e}") from None
     state, rebuild = split_callable(f)
     plan = Plan(f if rebuild is None else None, rebuild, "sum" if kind == "psum" else "map", vectorized)
+    if not _STATE.active:  # nothing is differentiated anywhere: no primitive call to record
+        call = Call(plan, None, (False,) * (2 + len(shared)), f, executor, chunk_size, progress, dispatch)
+        return _value(call, state, xs, shared)
     leaves, treedef = flatten((state, xs, list(shared)))
     active = (state is not None, _has_traced(xs), *(_has_traced(s) for s in shared))
     call = Call(plan, treedef, active, f, executor, chunk_size, progress, dispatch)
