@@ -50,7 +50,7 @@ import executors
 
 from . import sending
 from .api import _gather, pullback_of, traced_call
-from ._state import STATE as _STATE
+from ._state import STATE as _STATE, TracedValue
 from .callables import has_traced as _has_traced, split_callable
 from .schedule import run, run_in_one_pass, work_key
 from .chunks import (
@@ -696,9 +696,21 @@ def _call(kind, f, xs, shared, executor, chunk_size, vectorized, progress, dispa
         call = Call(plan, None, (False,) * (2 + len(shared)), f, executor, chunk_size, progress, dispatch)
         return _value(call, state, xs, shared)
     leaves, treedef = flatten((state, xs, list(shared)))
-    active = (state is not None, _has_traced(xs), *(_has_traced(s) for s in shared))
+    active = (state is not None, *_traced_parts(leaves, treedef))
     call = Call(plan, treedef, active, f, executor, chunk_size, progress, dispatch)
     return call.rebuild(_map_chunks(call, *leaves))
+
+
+def _traced_parts(leaves, treedef):
+    """Whether ``xs`` and each shared argument hold traced values, read from the leaves
+    of ``(state, xs, shared)`` (flattened once) by their types."""
+    state_def, xs_def, shared_def = treedef.children
+    out, start = [], state_def.n_leaves
+    for d in (xs_def, *shared_def.children):
+        types = set(map(type, leaves[start:start + d.n_leaves]))
+        out.append(any(issubclass(t, TracedValue) for t in types))
+        start += d.n_leaves
+    return out
 
 
 def psum(f: Callable[..., Any], xs: Sequence[Any] | NDArray[Any], *shared: Any,
