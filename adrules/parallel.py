@@ -169,11 +169,13 @@ class _Values:
 
     def __init__(self, kind, items):
         self.kind, self.items = kind, items
-        self.sum = executors.TreeSum(add=self._add)
+        self.sum = None  # made on the first value: a one pass sums at once (take_all)
         self.list = []
 
     def take(self, i, y):
         if self.kind == "sum":
+            if self.sum is None:
+                self.sum = executors.TreeSum(add=self._add)
             self._chunk = i
             self.sum.push(y)
         else:
@@ -202,7 +204,7 @@ class _Values:
 
     def result(self):
         if self.kind == "sum":
-            return self.sum.result(zero=0.0)
+            return 0.0 if self.sum is None else self.sum.result(zero=0.0)
         return self.list
 
 
