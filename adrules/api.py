@@ -78,7 +78,7 @@ def _box_args(fname: object, args: tuple[Any, ...], trace: Trace) -> tuple[list[
         new = []
         for j, leaf in enumerate(leaves):
             if type(leaf) is float or type(leaf) is np.ndarray and leaf.dtype.kind == "f":
-                new.append(trace.leaf(leaf))  # plain floats and float arrays: nothing to check
+                new.append(Traced(leaf, trace))  # plain floats and float arrays: nothing to check
                 continue
             where = f"argument {i}" if tdef is LEAF else f"leaf {j} of argument {i}"
             new.append(trace.leaf(leaf) if _leaf_is_differentiable(leaf, fname, where) else leaf)
@@ -102,6 +102,9 @@ def _fresh(g: Any, seen: set[int]) -> Any:
     return g
 
 
+_F64_SCALARS = frozenset((float, np.float64))
+
+
 def _gather(plans: list[_Plan], cot: Sequence[Any]) -> tuple[Any, ...]:
     """Per-argument cotangents, in the structure of each argument."""
     seen: set[int]
@@ -113,7 +116,9 @@ def _gather(plans: list[_Plan], cot: Sequence[Any]) -> tuple[Any, ...]:
                 grads.append(NoTangent())
                 continue
             g = cot[box.slot]
-            if g is None or is_zero(g):
+            if type(leaf) is float and type(g) in _F64_SCALARS:  # the float case below, sooner
+                grads.append(float(g))
+            elif g is None or is_zero(g):
                 grads.append(_zero_like(leaf))
             elif isinstance(leaf, float) and type(g) is not Traced:
                 grads.append(float(g))

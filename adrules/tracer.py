@@ -38,7 +38,7 @@ from .callables import Lifted, _Rebuild, split_callable
 from .projection import ProjectionError, Spec, project_like
 from .pytrees import LEAF_TYPES, flatten
 from .registry import NONDIFF, ONE, SCALAR, bind, call_frule, call_rrule, frule as _frules, function_name, rrule as _rrules
-from .tangents import NoTangent, ZeroTangent, is_float_value, is_zero, unthunk
+from .tangents import NoTangent, ZeroTangent, _AbstractZero, is_float_value, is_zero, unthunk
 
 _next_level = itertools.count(1).__next__
 _active_lock = threading.Lock()
@@ -629,7 +629,7 @@ def backprop(trace, seeds, consume=True):
     """
     cot = [None] * trace.n_slots
     for slot, g in seeds:
-        if not is_zero(g):
+        if g is not None and not isinstance(g, _AbstractZero):  # is_zero, inlined
             cot[slot] = g if cot[slot] is None else cot[slot] + g
     nodes = trace.nodes
     order = (nodes.pop() for _ in range(len(nodes))) if consume else reversed(nodes)
