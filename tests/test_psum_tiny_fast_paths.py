@@ -184,3 +184,29 @@ def test_call_inline_runs_as_worker_context_and_names_the_item():
     with pytest.raises(KeyError) as info:
         call_inline(boom)
     assert info.value.executors_item_index == 0
+
+
+def test_which_parts_are_differentiated_is_read_from_the_leaves(threads):
+    """xs constant, one shared argument traced and one not: only the traced one gets a
+    cotangent, as chunk by chunk."""
+    xs = [float(v) for v in range(5)]
+    fixed = np.array([0.5, -1.0])
+
+    def grad(dispatch):
+        return ad.gradient(lambda w: ad.psum(lambda x, w, c: np.sum(np.sin(w * x) * c), xs, w, fixed,
+                                             executor=threads, chunk_size=2, dispatch=dispatch),
+                           np.array([0.3, 0.7]))
+
+    want = grad("always")
+    got = _twice(lambda: grad("auto"))
+    assert _bits(got) == _bits(want)
+    assert parallel._traced_parts([None, 1.0, 2.0, fixed], pytrees.flatten((None, [1.0, 2.0], [fixed]))[1]) \
+        == [False, False]
+
+
+def test_values_without_any_trace_keep_their_structure(threads):
+    xs = [1.0, 2.0, 3.0]
+    total = _twice(lambda: ad.psum(lambda x: (x, {"sq": x * x}), xs, executor=threads))
+    assert total == (6.0, {"sq": 14.0})
+    assert _twice(lambda: ad.pmap(lambda x: [x], xs, executor=threads)) == [[1.0], [2.0], [3.0]]
+    assert ad.psum(cheap, [], executor=threads) == 0.0
