@@ -60,7 +60,6 @@ from .chunks import (
     ChunkJVP,
     ChunkPullback,
     Plan,
-    active_call,
     add_values,
     callable_of,
     chunk_backward,

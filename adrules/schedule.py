@@ -214,7 +214,7 @@ def run_in_one_pass(executor, fn, n, work, *, key=None, dispatch="auto", progres
         return False, None
     site.calls += 1
     t0, c0 = time.perf_counter(), time.thread_time()
-    out = call_inline(work)  # as _SERIAL.map(_call, [work]) runs it
+    out = call_inline(work)  # as an inline map of one item runs it, for less
     site.record_inline(time.thread_time() - c0, n)
     if logger.isEnabledFor(logging.DEBUG):
         _log(label, about, n, "inline", why, time.perf_counter() - t0)
