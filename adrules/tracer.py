@@ -321,7 +321,7 @@ def _operator(f):
     def op(self, other):
         if type(other) in _ZEROS:
             return NotImplemented
-        return apply(f, (self, other), {})
+        return _binary(f, self, other)
 
     return op
 
@@ -331,7 +331,7 @@ def _reflected(f):
     def rop(self, other):
         if type(other) in _ZEROS:
             return NotImplemented
-        return apply(f, (other, self), {})
+        return _binary(f, other, self)
 
     return rop
 
@@ -494,19 +494,8 @@ def apply(f, args, kwargs, sequences=False):
                 values.append(a)
                 slots.append(-1)
     kind = entry.kind
-    if kind is SCALAR:  # registry.scalar_rrule, with the partials read from the entry in backprop
-        y = f(*values, **kwargs)
-        out = Traced(y, top)
-        # An elementwise output is as big as its biggest input: small, nothing worth dropping.
-        if type(y) is not _ndarray or y.size < _BIG or len(values) != entry.drop_arity:
-            top.nodes.append(Node(entry, out.slot, slots, values, None, y))
-            return out
-        for i in entry.unread:
-            v = values[i]
-            if type(v) is _ndarray and v.size >= _BIG:
-                values[i] = Spec(v.shape, v.dtype)
-        top.nodes.append(Node(entry, out.slot, slots, values, None, y if entry.reads_y else None))
-        return out
+    if kind is SCALAR:
+        return _record_scalar(f, entry, values, slots, kwargs, top)
     if kind is NONDIFF:  # outputs carry no tangent: nothing to record
         return f(*values, **kwargs)
     if entry.config:  # a higher-order rule: functions it receives may carry traced state
@@ -530,6 +519,42 @@ def apply(f, args, kwargs, sequences=False):
 
 
 _rrule_table = _rrules.rules
+
+
+def _record_scalar(f, entry, values, slots, kwargs, top):
+    """``f`` on the opened ``values``, recorded on ``top`` for a scalar rule
+    (registry.scalar_rrule, with the partials read from the entry in backprop)."""
+    y = f(*values, **kwargs)
+    out = Traced(y, top)
+    # An elementwise output is as big as its biggest input: small, nothing worth dropping.
+    if type(y) is not _ndarray or y.size < _BIG or len(values) != entry.drop_arity:
+        top.nodes.append(Node(entry, out.slot, slots, values, None, y))
+        return out
+    for i in entry.unread:
+        v = values[i]
+        if type(v) is _ndarray and v.size >= _BIG:
+            values[i] = Spec(v.shape, v.dtype)
+    top.nodes.append(Node(entry, out.slot, slots, values, None, y if entry.reads_y else None))
+    return out
+
+
+def _binary(f, a, b):
+    """``apply(f, (a, b), {})`` for an operator, one of whose operands is a box: the
+    common case (a scalar rule on one reverse trace, the other operand a box of it or no
+    box) opens the boxes without apply's general search."""
+    ta, tb = type(a), type(b)
+    top = a._trace if ta is Traced else b._trace
+    if top.forward or ta is Traced and tb is Traced and a._trace is not b._trace:
+        return apply(f, (a, b), {})
+    entry = _rrule_table.get(f)
+    if entry is None or entry.kind is not SCALAR:
+        return apply(f, (a, b), {})
+    values = [a.value if ta is Traced else a, b.value if tb is Traced else b]
+    slots = [a.slot if ta is Traced else -1, b.slot if tb is Traced else -1]
+    return _record_scalar(f, entry, values, slots, _NO_KWARGS, top)
+
+
+_NO_KWARGS: dict = {}
 
 
 def _lift_callables(args, values, slots, top):
