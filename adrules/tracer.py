@@ -677,16 +677,24 @@ def backprop(trace, seeds, consume=True):
             for i, slot in enumerate(slots):
                 if slot >= 0:
                     d = partials[i]
-                    gi = g if d is ONE else _times(g, d(*values, y))
+                    if d is ONE:
+                        gi = g
+                    elif type(y) is _ndarray:
+                        gi = _times(g, d(*values, y))
+                    else:  # a number: its partials are numbers, nothing for _times to save
+                        gi = g * d(*values, y)
                     v = values[i]
-                    if cot[slot] is None and (
-                            type(gi) is _ndarray and type(v) is _ndarray and gi.shape == v.shape
-                            and gi.dtype == v.dtype
-                            or type(gi) in _F64_SCALARS and type(v) in _F64_SCALARS):
-                        cot[slot] = gi  # _accumulate's common cases: nothing to project or add
+                    old = cot[slot]
+                    if type(gi) in _F64_SCALARS and type(v) in _F64_SCALARS and (
+                            old is None or type(old) in _F64_SCALARS):
+                        cot[slot] = gi if old is None else old + gi  # _accumulate's float case
+                    elif old is None and type(gi) is _ndarray and type(v) is _ndarray and (
+                            gi.shape == v.shape and gi.dtype == v.dtype):
+                        cot[slot] = gi  # _accumulate's common case: nothing to project or add
                     else:
+                        old = None  # _accumulate reads the reference count of cot[slot]
                         _accumulate(cot, slot, gi, v, entry, i)
-            gi = v = None  # not alive during the next pullback
+            gi = v = old = None  # not alive during the next pullback
             continue
         grads = node.pullback(g)
         if type(grads) is not tuple or len(grads) != len(slots) + 1:
