@@ -77,6 +77,9 @@ def _box_args(fname: object, args: tuple[Any, ...], trace: Trace) -> tuple[list[
         leaves, tdef = flatten(arg)
         new = []
         for j, leaf in enumerate(leaves):
+            if type(leaf) is float or type(leaf) is np.ndarray and leaf.dtype.kind == "f":
+                new.append(Traced(leaf, trace))  # plain floats and float arrays: nothing to check
+                continue
             where = f"argument {i}" if tdef is LEAF else f"leaf {j} of argument {i}"
             new.append(trace.leaf(leaf) if _leaf_is_differentiable(leaf, fname, where) else leaf)
         boxed.append(new[0] if tdef is LEAF else unflatten(tdef, new))
@@ -99,6 +102,9 @@ def _fresh(g: Any, seen: set[int]) -> Any:
     return g
 
 
+_F64_SCALARS = frozenset((float, np.float64))
+
+
 def _gather(plans: list[_Plan], cot: Sequence[Any]) -> tuple[Any, ...]:
     """Per-argument cotangents, in the structure of each argument."""
     seen: set[int]
@@ -110,7 +116,9 @@ def _gather(plans: list[_Plan], cot: Sequence[Any]) -> tuple[Any, ...]:
                 grads.append(NoTangent())
                 continue
             g = cot[box.slot]
-            if g is None or is_zero(g):
+            if type(leaf) is float and type(g) in _F64_SCALARS:  # the float case below, sooner
+                grads.append(float(g))
+            elif g is None or is_zero(g):
                 grads.append(_zero_like(leaf))
             elif isinstance(leaf, float) and type(g) is not Traced:
                 grads.append(float(g))
@@ -183,10 +191,21 @@ def pullback(f: Callable[..., Any], *args: PyTree) -> tuple[PyTree, Pullback]:
     (array([3., 6.]), (array([ 3., 30.]),))
     """
     fname = _Name("pullback", f)
+    trace, plans, out = traced_call(fname, f, args)
+    return pullback_of(fname, trace, plans, out)
+
+
+def traced_call(fname: object, f: Callable[..., Any], args: tuple[Any, ...]) -> tuple[Trace, list[_Plan], Any]:
+    """``(trace, plans, out)``: ``f`` called on ``args`` boxed on a new reverse trace."""
     trace = Trace(DEFAULT_CONFIG)
     with tracing():
         boxed, plans = _box_args(fname, args, trace)
         out = f(*boxed)
+    return trace, plans, out
+
+
+def pullback_of(fname: object, trace: Trace, plans: list[_Plan], out: Any) -> tuple[PyTree, Pullback]:
+    """``pullback``'s ``(y, back)`` for what ``traced_call`` returned."""
     out_leaves, out_def = flatten(out)
     out_slots = [b.slot if type(b) is Traced and b._trace is trace else -1 for b in out_leaves]
     y = unflatten(out_def, [b.value if s >= 0 else b for b, s in zip(out_leaves, out_slots)])

@@ -16,7 +16,7 @@ import types
 from typing import Any
 
 from ._state import STATE as _STATE, TracedValue
-from .pytrees import _children, flatten, register_node, unflatten
+from .pytrees import _NODES, _children, flatten, register_node, unflatten
 from .tangents import add_tangents, is_zero
 
 
@@ -98,6 +98,8 @@ def split_callable(f):
     >>> split_callable(lambda x: w @ x)
     (None, None)
     """
+    if type(f) is types.FunctionType and f.__closure__ is None and type(f) not in _NODES:
+        return None, None  # a plain function carries no state
     if _children(f) is not None and has_traced(f):  # a callable model: its parameters
         return f, _identity
     if isinstance(f, types.MethodType) and _children(f.__self__) is not None and has_traced(f.__self__):

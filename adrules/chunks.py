@@ -35,9 +35,13 @@ def _values(fn, xs, shared, start):
         try:
             yield fn(xs[k], *shared)
         except Exception as e:
-            if not isinstance(fn, ChunkWork):  # which already named the user's element
-                _note(e, f"psum/pmap: raised by f at element {start + k}")
+            _blame(e, fn, start + k)
             raise
+
+
+def _blame(e, fn, element):
+    if not isinstance(fn, ChunkWork):  # which already named the user's element
+        _note(e, f"psum/pmap: raised by f at element {element}")
 
 
 def is_container(v):
@@ -65,7 +69,12 @@ def fold(fn, xs, shared, start, vectorized):
     if vectorized:
         return np.sum(fn(xs, *shared))
     total = None
-    for k, value in enumerate(_values(fn, xs, shared, start)):
+    for k in range(len(xs)):  # _values, inlined: a generator costs more than f on tiny work
+        try:
+            value = fn(xs[k], *shared)
+        except Exception as e:
+            _blame(e, fn, start + k)
+            raise
         if total is None:
             total = value
             continue

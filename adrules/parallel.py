@@ -40,6 +40,7 @@ the primitive returns the leaves, which the tracer boxes one by one.
 
 from __future__ import annotations
 
+import functools
 from typing import Any, Callable, Literal, Sequence
 
 import numpy as np
@@ -48,7 +49,8 @@ from numpy.typing import NDArray
 import executors
 
 from . import sending
-from .api import pullback
+from .api import _gather, pullback_of, traced_call
+from ._state import STATE as _STATE, TracedValue
 from .callables import has_traced as _has_traced, split_callable
 from .schedule import run, run_in_one_pass, work_key
 from .chunks import (
@@ -58,7 +60,6 @@ from .chunks import (
     ChunkJVP,
     ChunkPullback,
     Plan,
-    active_call,
     add_values,
     callable_of,
     chunk_backward,
@@ -76,20 +77,23 @@ from .chunks import (
 from .pytrees import _children, flatten, tree_map, unflatten
 from .registry import frule, primitive, rrule
 from .tangents import NoTangent, ZeroTangent, is_zero
-from .tracer import Traced, TracerError
+from .tracer import Traced, TracerError, backprop
 
 # ---------------------------------------------------------------------------
 # chunks and their reduction
 # ---------------------------------------------------------------------------
 
 
-def _slice(xs, r):
-    return xs[r.start:r.stop]
-
-
 def _chunks(xs, chunk_size):
     size = chunk_size if chunk_size is not None else executors.current_chunk_size()
-    return [(_slice(xs, r), r.start) for r in executors.chunk_ranges(len(xs), size)]
+    return [(xs[a:b], a) for a, b in _bounds(len(xs), size)]
+
+
+@functools.lru_cache(maxsize=256, typed=True)  # typed: chunk_size=True must still be refused
+def _bounds(n, size):
+    """``chunk_ranges`` as (start, stop) pairs, made once per (n, chunk_size): a call site
+    calls with the same ones again and again."""
+    return tuple((r.start, r.stop) for r in executors.chunk_ranges(n, size))
 
 
 def _tree_add(a, b):
@@ -164,15 +168,28 @@ class _Values:
 
     def __init__(self, kind, items):
         self.kind, self.items = kind, items
-        self.sum = executors.TreeSum(add=self._add)
+        self.sum = None  # made on the first value: a one pass sums at once (take_all)
         self.list = []
 
     def take(self, i, y):
         if self.kind == "sum":
+            if self.sum is None:
+                self.sum = executors.TreeSum(add=self._add)
             self._chunk = i
             self.sum.push(y)
         else:
             self.list.extend(y)
+
+    def take_all(self, ys):
+        """The values of every chunk, in chunk order (one pass over tiny chunks). A sum
+        of plain numbers is tree-summed at once (``tree_sum``: the association
+        ``TreeSum`` streams), with nothing to check."""
+        if self.kind == "sum" and _PLAIN.issuperset(map(type, ys)):
+            self.sum = _Total(executors.tree_sum(ys, zero=0.0))
+            return
+        for i, y in enumerate(ys):
+            _check_no_escaped_trace(y)
+            self.take(i, y)
 
     def _add(self, a, b):
         try:
@@ -186,7 +203,7 @@ class _Values:
 
     def result(self):
         if self.kind == "sum":
-            return self.sum.result(zero=0.0)
+            return 0.0 if self.sum is None else self.sum.result(zero=0.0)
         return self.list
 
 
@@ -199,19 +216,37 @@ class _Cotangents:
     def __init__(self, call, state, xs, shared):
         self.call, self.xs = call, xs
         self.parts = [state, xs, *shared]
-        self.sizes = [len(flatten(p)[0]) for p in self.parts]
+        state_def, xs_def, shared_def = call.treedef.children
+        self.sizes = [state_def.n_leaves, xs_def.n_leaves, *(d.n_leaves for d in shared_def.children)]
+        # a part not differentiated has no cotangent to fold (NoTangent() from every chunk)
         self.sums = {j: [_FoldSum() for _ in range(self.sizes[j])]
-                     for j in range(len(self.parts)) if j != 1}
+                     for j in range(len(self.parts)) if j != 1 and call.active[j]}
         self.elements = []
 
     def take(self, grads):
+        self._fold(grads)
+        if self.call.active[1]:
+            self.elements.append(grads[1])
+
+    def _fold(self, grads):
         for j, sums in self.sums.items():
             g = grads[j]
             leaves = [ZeroTangent()] * self.sizes[j] if is_zero(g) else flatten(g)[0]
             for acc, leaf in zip(sums, leaves):
                 acc.push(leaf)
-        if self.call.active[1]:
-            self.elements.append(grads[1])
+
+    def take_done(self, done):
+        """Every chunk's cotangents from a ``_DoneInOnePass``, in chunk order."""
+        layout, grads = done.layout, done.grads
+        if layout.whole:  # the whole xs's element cotangents are already gathered
+            self.elements.append(grads[0])
+            if not self.sums:
+                return  # nothing else differentiated
+        for a, b in layout.spans:  # with ``whole``, NoTangent() in the elements' place
+            g = expand(grads[a:b], layout.idx, layout.n_parts)
+            self._fold(g)
+            if self.call.active[1] and not layout.whole:
+                self.elements.append(g[1])
 
     def leaves(self, ybar=None):
         """Flat leaf cotangents aligned with ``flatten((state, xs, list(shared)))``,
@@ -221,10 +256,24 @@ class _Cotangents:
             if j == 1:
                 g = _gather_elements(self.elements, self.xs) if self.elements else NoTangent()
                 leaves = [ZeroTangent()] * self.sizes[1] if is_zero(g) else flatten(g)[0]
-            else:
+            elif j in self.sums:
                 leaves = [acc.result(zero=ZeroTangent()) for acc in self.sums[j]]
+            else:
+                leaves = [ZeroTangent()] * self.sizes[j]
             out.extend(leaves if ybar is None else [_scale(v, ybar) for v in leaves])
         return out
+
+
+class _Total:
+    """A sum already made, where ``_Values`` keeps a ``TreeSum``."""
+
+    __slots__ = ("total",)
+
+    def __init__(self, total):
+        self.total = total
+
+    def result(self, zero):
+        return self.total
 
 
 def _scale(g, ybar):
@@ -232,6 +281,8 @@ def _scale(g, ybar):
 
 
 def _is_one(ybar):
+    if type(ybar) in _PLAIN:
+        return ybar == 1
     return type(ybar) is not Traced and np.shape(ybar) == () and ybar == 1
 
 
@@ -290,7 +341,11 @@ class Call:
 
 @primitive
 def _map_chunks(call, *leaves):
-    state, xs, shared = call.unpack(leaves)
+    return call.output(_value(call, *call.unpack(leaves)))
+
+
+def _value(call, state, xs, shared):
+    """The sum (or list) of ``f`` over ``xs``: the primitive, on values."""
     executor = call.resolve(state, xs, shared)
     items = _chunks(xs, call.chunk_size)
     values = _Values(call.plan.kind, items)
@@ -302,19 +357,18 @@ def _map_chunks(call, *leaves):
     def all_inline():
         plan = call.plan
         fn, reduce = callable_of(plan.rebuild, state, plan.f), fold if plan.kind == "sum" else map_list
-        for i, (chunk, start) in enumerate(items):
-            take(i, reduce(fn, chunk, shared, start, plan.vectorized))
+        values.take_all([reduce(fn, chunk, shared, start, plan.vectorized) for chunk, start in items])
 
     ran, _ = call.run_in_one_pass(executor, "forward", chunk_value, len(items), all_inline)
     if not ran:
         call.run(executor, "forward", chunk_value, items, (call.plan, state, shared), take)
-    return call.output(values.result())
+    return values.result()
 
 
 @rrule.register(_map_chunks)
 def _psum_rrule(call, *leaves):
     state, xs, shared = call.unpack(leaves)
-    if any(type(v) is Traced for v in leaves):
+    if Traced in set(map(type, leaves)):
         return _nested_rrule(call, state, xs, shared, leaves)
     executor = call.resolve(state, xs, shared)
     items = _chunks(xs, call.chunk_size)
@@ -330,9 +384,15 @@ def _psum_rrule(call, *leaves):
         result.value = None
         return result
 
-    ran, chunks = call.run_in_one_pass(
-        executor, "forward", chunk_forward, len(items),
-        lambda: [take(i, c) for i, c in enumerate(_forward_in_one_pass(call, items, state, shared))])
+    def one_pass():
+        chunks = _forward_in_one_pass(call, items, xs, state, shared)
+        if type(chunks) is not _DoneInOnePass:
+            return [take(i, c) for i, c in enumerate(chunks)]
+        values.take_all(chunks.values)
+        eager.take_done(chunks)
+        return chunks
+
+    ran, chunks = call.run_in_one_pass(executor, "forward", chunk_forward, len(items), one_pass)
     if not ran:
         chunks = call.run(executor, "forward", chunk_forward, items,
                           (call.plan, call.active, state, shared, executor.shares_memory), take)
@@ -340,7 +400,7 @@ def _psum_rrule(call, *leaves):
 
     def psum_pullback(ybar):
         ybar = call.rebuild(ybar)
-        if chunks and all(c.backward is Backward.DONE for c in chunks):
+        if type(chunks) is _DoneInOnePass or chunks and all(c.backward is Backward.DONE for c in chunks):
             leaf_bars = eager.leaves(None if _is_one(ybar) else ybar)
         else:
             bars = _chunk_bars(call, items, ybar)
@@ -361,35 +421,108 @@ def _psum_rrule(call, *leaves):
     return y, psum_pullback
 
 
-def _forward_in_one_pass(call, items, state, shared):
+def _forward_in_one_pass(call, items, xs, state, shared):
     """What ``chunk_forward`` returns for each chunk, from one tape over all of them: tiny
     chunks the schedule runs inline anyway, without a tape, a pullback and a map step per
     chunk (issue 9: 10 cheap scalars cost ~10x the loop). Each chunk's differentiated
     parts are arguments of their own and each chunk's value an output of its own, seeded
     as ``chunk_forward`` seeds it, so each chunk's gradients come from the same float
-    operations in the same order: the same bits."""
+    operations in the same order: the same bits. A list or tuple ``xs`` is boxed once,
+    each chunk receiving its slice (still its own elements' boxes).
+
+    A scalar sum gives ``_DoneInOnePass``, the gradients at ȳ = 1 of every chunk at once;
+    otherwise one ``ChunkForward`` per chunk, each pulling back on the shared tape."""
     plan, active = call.plan, call.active
-    fns, spans, args = [], [], []
-    for xs, start in items:
-        fn, chunk_args, idx = active_call(plan, start, active, state, xs, shared)
-        fns.append(fn)
-        spans.append((len(args), len(args) + len(chunk_args), idx))
-        args.extend(chunk_args)
+    whole = active[1] and type(xs) in (list, tuple)
+    idx = [i for i, a in enumerate(active) if a and not (whole and i == 1)]
+    args = [xs] if whole else []
+    if not idx:  # only the whole xs is differentiated: chunks have no arguments of their own
+        spans = [(1, 1)] * len(items)
+    else:
+        spans = []
+        for xs_c, _ in items:
+            parts = (state, xs_c, *shared)
+            spans.append((len(args), len(args) + len(idx)))
+            args.extend([parts[i] for i in idx])
+    reduce = fold if plan.kind == "sum" else map_list
 
-    def all_chunks(*values):
-        return [fn(*values[a:b]) for fn, (a, b, _) in zip(fns, spans)]
+    def all_chunks(*values):  # Plan.body per chunk, its parts as active_call puts them
+        if not idx and plan.rebuild is None:  # the common case: only xs differentiated
+            boxed = values[0]
+            return [reduce(plan.f, boxed[start:start + len(xs_c)], shared, start, plan.vectorized)
+                    for xs_c, start in items]
+        ys = []
+        fn = plan.f  # the same for every chunk, unless its state is differentiated
+        for (xs_c, start), (a, _) in zip(items, spans):
+            parts = [state, values[0][start:start + len(xs_c)] if whole else xs_c, *shared]
+            for k, i in enumerate(idx):
+                parts[i] = values[a + k]
+            if plan.rebuild is not None:
+                fn = plan.rebuild(parts[0])
+            ys.append(reduce(fn, parts[1], parts[2:], start, plan.vectorized))
+        return ys
 
-    ys, back = pullback(all_chunks, *args)
-    n = len(active)
-    if plan.kind == "sum" and all(np.shape(y) == () and not is_container(y) for y in ys):
-        grads = back([getattr(y, "dtype", None).type(1) if getattr(y, "dtype", None) is not None
-                      else 1.0 for y in ys])
-        return [ChunkForward(y, Backward.DONE, grads=expand(grads[a:b], idx, n))
-                for y, (a, b, idx) in zip(ys, spans)]
-
-    together = _OnePassPullback(back, spans, n)
+    trace, plans, ys = traced_call(_ONE_PASS_NAME, all_chunks, tuple(args))
+    layout = _OnePassLayout(items, spans, idx, len(active), whole)
+    if plan.kind == "sum":
+        done = _gradients_at_one(trace, plans, ys)
+        if done is not None:
+            return _DoneInOnePass(done[0], done[1], layout)
+    ys, back = pullback_of(_ONE_PASS_NAME, trace, plans, ys)
+    together = _OnePassPullback(back, layout)
     return [ChunkForward(y, Backward.TAPE, pullback=_ChunkOfOnePass(together, c))
             for c, y in enumerate(ys)]
+
+
+_ONE_PASS_NAME = "psum (one pass over tiny chunks)"
+
+
+class _OnePassLayout:
+    """Where each chunk's parts are among the one pass's arguments: ``spans[c]`` the
+    chunk's own arguments (its parts ``idx`` of ``(state, xs, *shared)``), and with
+    ``whole`` argument 0 the whole ``xs``, of which the chunk has a slice."""
+
+    def __init__(self, items, spans, idx, n_parts, whole):
+        self.items, self.spans, self.idx, self.n_parts, self.whole = items, spans, idx, n_parts, whole
+
+    def chunk(self, c, grads):
+        """Chunk ``c``'s cotangents of ``(state, xs, *shared)`` among ``grads``."""
+        a, b = self.spans[c]
+        out = expand(grads[a:b], self.idx, self.n_parts)
+        if self.whole:
+            xs_c, start = self.items[c]
+            out = (out[0], grads[0][start:start + len(xs_c)], *out[2:])
+        return out
+
+
+class _DoneInOnePass:
+    """A scalar sum's one pass: each chunk's value, and the cotangents at ȳ = 1 of the
+    one pass's arguments (``layout`` says whose)."""
+
+    __slots__ = ("values", "grads", "layout")
+
+    def __init__(self, values, grads, layout):
+        self.values, self.grads, self.layout = values, grads, layout
+
+
+def _gradients_at_one(trace, plans, outs):
+    """``(values, cotangents of the arguments)`` with every traced output seeded with
+    one (what ``pullback``'s ``back`` does for ``chunk_forward``: a seed of the output's
+    dtype), or None unless every output is a scalar."""
+    values, seeds = [], []
+    for y in outs:
+        if type(y) is Traced and y._trace is trace:
+            v = y.value
+            if type(v) not in _PLAIN and np.shape(v) != ():
+                return None
+            dt = getattr(v, "dtype", None)
+            seeds.append((y.slot, np.float64(1.0) if dt is None else dt.type(1)))
+            values.append(v)
+        elif type(y) not in _PLAIN and (np.shape(y) != () or is_container(y)):
+            return None
+        else:
+            values.append(y)
+    return values, _gather(plans, backprop(trace, seeds, consume=False))
 
 
 class _OnePassPullback:
@@ -397,17 +530,16 @@ class _OnePassPullback:
     the tape instead of one per chunk; the same bits, since each chunk's arguments get
     cotangents from that chunk's operations only)."""
 
-    def __init__(self, back, spans, n_parts):
-        self.back, self.spans, self.n_parts = back, spans, n_parts
+    def __init__(self, back, layout):
+        self.back, self.layout = back, layout
 
     def chunks(self, bars):
         grads = self.back(list(bars))
-        return [expand(grads[a:b], idx, self.n_parts) for a, b, idx in self.spans]
+        return [self.layout.chunk(c, grads) for c in range(len(self.layout.spans))]
 
     def chunk(self, c, ybar):
-        a, b, idx = self.spans[c]
-        bars = [ybar if k == c else ZeroTangent() for k in range(len(self.spans))]
-        return expand(self.back(bars)[a:b], idx, self.n_parts)
+        bars = [ybar if k == c else ZeroTangent() for k in range(len(self.layout.spans))]
+        return self.layout.chunk(c, self.back(bars))
 
 
 class _ChunkOfOnePass:
@@ -561,10 +693,25 @@ def _call(kind, f, xs, shared, executor, chunk_size, vectorized, progress, dispa
         raise ValueError(f"{kind}: {e}") from None
     state, rebuild = split_callable(f)
     plan = Plan(f if rebuild is None else None, rebuild, "sum" if kind == "psum" else "map", vectorized)
+    if not _STATE.active:  # nothing is differentiated anywhere: no primitive call to record
+        call = Call(plan, None, (False,) * (2 + len(shared)), f, executor, chunk_size, progress, dispatch)
+        return _value(call, state, xs, shared)
     leaves, treedef = flatten((state, xs, list(shared)))
-    active = (state is not None, _has_traced(xs), *(_has_traced(s) for s in shared))
+    active = (state is not None, *_traced_parts(leaves, treedef))
     call = Call(plan, treedef, active, f, executor, chunk_size, progress, dispatch)
     return call.rebuild(_map_chunks(call, *leaves))
+
+
+def _traced_parts(leaves, treedef):
+    """Whether ``xs`` and each shared argument hold traced values, read from the leaves
+    of ``(state, xs, shared)`` (flattened once) by their types."""
+    state_def, xs_def, shared_def = treedef.children
+    out, start = [], state_def.n_leaves
+    for d in (xs_def, *shared_def.children):
+        types = set(map(type, leaves[start:start + d.n_leaves]))
+        out.append(any(issubclass(t, TracedValue) for t in types))
+        start += d.n_leaves
+    return out
 
 
 def psum(f: Callable[..., Any], xs: Sequence[Any] | NDArray[Any], *shared: Any,

@@ -7,6 +7,7 @@ join with ``register_node``. Everything else is a leaf.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 from typing import Any, Callable, Iterable, Iterator
 
 import numpy as np
@@ -55,6 +56,8 @@ class TreeDef:
     def n_leaves(self) -> int:
         if self.kind is None:
             return 1
+        if type(self) is _FlatDef:
+            return len(self.children)
         return sum(c.n_leaves for c in self.children)
 
     def __eq__(self, other: object) -> bool:
@@ -70,6 +73,12 @@ class TreeDef:
 
 
 LEAF = TreeDef(None, None, ())
+
+
+class _FlatDef(TreeDef):
+    """A list or tuple of leaves only: rebuilt without a call per leaf."""
+
+    __slots__ = ()
 
 
 def _is_namedtuple(x: object) -> bool:
@@ -114,6 +123,13 @@ def flatten(tree: PyTree) -> tuple[list[Any], TreeDef]:
 
 
 def _flatten_into(x: Any, leaves: list[Any]) -> TreeDef:
+    if type(x) in LEAF_TYPES:  # most of what is flattened: skip _children's call
+        leaves.append(x)
+        return LEAF
+    t = type(x)
+    if (t is list or t is tuple) and LEAF_TYPES.issuperset(map(type, x)):
+        leaves.extend(x)  # a flat list of numbers or arrays: no call per leaf
+        return _FlatDef(t, None, (LEAF,) * len(x))
     parts = _children(x)
     if parts is None:
         leaves.append(x)
@@ -136,8 +152,13 @@ def unflatten(treedef: TreeDef, leaves: Iterable[Any]) -> PyTree:
 def _build(tdef: TreeDef, it: Iterator[Any]) -> Any:
     if tdef.kind is None:
         return next(it)
-    children = [_build(c, it) for c in tdef.children]
     kind, aux = tdef.kind, tdef.aux
+    if type(tdef) is _FlatDef:
+        flat = list(itertools.islice(it, len(tdef.children)))  # no call per leaf
+        if len(flat) < len(tdef.children):
+            raise StopIteration  # too few leaves, as next(it) says it
+        return flat if kind is list else tuple(flat)
+    children = [_build(c, it) for c in tdef.children]
     if kind is list:
         return children
     if kind is tuple:

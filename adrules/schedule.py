@@ -34,6 +34,7 @@ import threading
 import time
 
 import executors
+from executors.base import call_inline
 
 from .callables import code_of
 
@@ -218,15 +219,11 @@ def run_in_one_pass(executor, fn, n, work, *, key=None, dispatch="auto", progres
         return False, None
     site.calls += 1
     t0, c0 = time.perf_counter(), time.thread_time()
-    out, = _SERIAL.map(_call, [work])
+    out = call_inline(work)  # as an inline map of one item runs it, for less
     site.record_inline(time.thread_time() - c0, n)
     if logger.isEnabledFor(logging.DEBUG):
         _log(label, about, n, "inline", why, time.perf_counter() - t0)
     return True, out
-
-
-def _call(work):
-    return work()
 
 
 def _auto(site, executor, timed, items, shared, on_done, on_result, always=False):

@@ -38,7 +38,7 @@ from .callables import Lifted, _Rebuild, split_callable
 from .projection import ProjectionError, Spec, project_like
 from .pytrees import LEAF_TYPES, flatten
 from .registry import NONDIFF, ONE, SCALAR, bind, call_frule, call_rrule, frule as _frules, function_name, rrule as _rrules
-from .tangents import NoTangent, ZeroTangent, is_float_value, is_zero, unthunk
+from .tangents import NoTangent, ZeroTangent, _AbstractZero, is_float_value, is_zero, unthunk
 
 _next_level = itertools.count(1).__next__
 _active_lock = threading.Lock()
@@ -321,7 +321,7 @@ def _operator(f):
     def op(self, other):
         if type(other) in _ZEROS:
             return NotImplemented
-        return apply(f, (self, other), {})
+        return _binary(f, self, other)
 
     return op
 
@@ -331,7 +331,7 @@ def _reflected(f):
     def rop(self, other):
         if type(other) in _ZEROS:
             return NotImplemented
-        return apply(f, (other, self), {})
+        return _binary(f, other, self)
 
     return rop
 
@@ -494,19 +494,8 @@ def apply(f, args, kwargs, sequences=False):
                 values.append(a)
                 slots.append(-1)
     kind = entry.kind
-    if kind is SCALAR:  # registry.scalar_rrule, with the partials read from the entry in backprop
-        y = f(*values, **kwargs)
-        out = Traced(y, top)
-        # An elementwise output is as big as its biggest input: small, nothing worth dropping.
-        if type(y) is not _ndarray or y.size < _BIG or len(values) != entry.drop_arity:
-            top.nodes.append(Node(entry, out.slot, slots, values, None, y))
-            return out
-        for i in entry.unread:
-            v = values[i]
-            if type(v) is _ndarray and v.size >= _BIG:
-                values[i] = Spec(v.shape, v.dtype)
-        top.nodes.append(Node(entry, out.slot, slots, values, None, y if entry.reads_y else None))
-        return out
+    if kind is SCALAR:
+        return _record_scalar(f, entry, values, slots, kwargs, top)
     if kind is NONDIFF:  # outputs carry no tangent: nothing to record
         return f(*values, **kwargs)
     if entry.config:  # a higher-order rule: functions it receives may carry traced state
@@ -530,6 +519,42 @@ def apply(f, args, kwargs, sequences=False):
 
 
 _rrule_table = _rrules.rules
+
+
+def _record_scalar(f, entry, values, slots, kwargs, top):
+    """``f`` on the opened ``values``, recorded on ``top`` for a scalar rule
+    (registry.scalar_rrule, with the partials read from the entry in backprop)."""
+    y = f(*values, **kwargs)
+    out = Traced(y, top)
+    # An elementwise output is as big as its biggest input: small, nothing worth dropping.
+    if type(y) is not _ndarray or y.size < _BIG or len(values) != entry.drop_arity:
+        top.nodes.append(Node(entry, out.slot, slots, values, None, y))
+        return out
+    for i in entry.unread:
+        v = values[i]
+        if type(v) is _ndarray and v.size >= _BIG:
+            values[i] = Spec(v.shape, v.dtype)
+    top.nodes.append(Node(entry, out.slot, slots, values, None, y if entry.reads_y else None))
+    return out
+
+
+def _binary(f, a, b):
+    """``apply(f, (a, b), {})`` for an operator, one of whose operands is a box: the
+    common case (a scalar rule on one reverse trace, the other operand a box of it or no
+    box) opens the boxes without apply's general search."""
+    ta, tb = type(a), type(b)
+    top = a._trace if ta is Traced else b._trace
+    if top.forward or ta is Traced and tb is Traced and a._trace is not b._trace:
+        return apply(f, (a, b), {})
+    entry = _rrule_table.get(f)
+    if entry is None or entry.kind is not SCALAR:
+        return apply(f, (a, b), {})
+    values = [a.value if ta is Traced else a, b.value if tb is Traced else b]
+    slots = [a.slot if ta is Traced else -1, b.slot if tb is Traced else -1]
+    return _record_scalar(f, entry, values, slots, _NO_KWARGS, top)
+
+
+_NO_KWARGS: dict = {}
 
 
 def _lift_callables(args, values, slots, top):
@@ -574,8 +599,10 @@ STATE.dispatch = dispatch_primitive
 # ---------------------------------------------------------------------------
 
 def _accumulate(cot, slot, g, primal, entry, position):
-    if not (type(g) is _ndarray and type(primal) is _ndarray and g.shape == primal.shape
-            and g.dtype == primal.dtype):  # the common case needs no projection
+    if type(g) in _F64_SCALARS and type(primal) in _F64_SCALARS:
+        pass  # float64 numbers: projection would return g as it is
+    elif not (type(g) is _ndarray and type(primal) is _ndarray and g.shape == primal.shape
+              and g.dtype == primal.dtype):  # the common case needs no projection
         try:
             g = project_like(g, primal)
         except ProjectionError as e:
@@ -599,6 +626,7 @@ def _accumulate(cot, slot, g, primal, entry, position):
 
 
 _ndarray = np.ndarray
+_F64_SCALARS = frozenset((float, np.float64))
 
 
 _BIG = 1 << 12  # elements: below this, allocation is cheaper than the checks
@@ -626,7 +654,7 @@ def backprop(trace, seeds, consume=True):
     """
     cot = [None] * trace.n_slots
     for slot, g in seeds:
-        if not is_zero(g):
+        if g is not None and not isinstance(g, _AbstractZero):  # is_zero, inlined
             cot[slot] = g if cot[slot] is None else cot[slot] + g
     nodes = trace.nodes
     order = (nodes.pop() for _ in range(len(nodes))) if consume else reversed(nodes)
@@ -649,14 +677,24 @@ def backprop(trace, seeds, consume=True):
             for i, slot in enumerate(slots):
                 if slot >= 0:
                     d = partials[i]
-                    gi = g if d is ONE else _times(g, d(*values, y))
+                    if d is ONE:
+                        gi = g
+                    elif type(y) is _ndarray:
+                        gi = _times(g, d(*values, y))
+                    else:  # a number: its partials are numbers, nothing for _times to save
+                        gi = g * d(*values, y)
                     v = values[i]
-                    if (type(gi) is _ndarray and type(v) is _ndarray and gi.shape == v.shape
-                            and gi.dtype == v.dtype and cot[slot] is None):  # _accumulate's common case
-                        cot[slot] = gi
+                    old = cot[slot]
+                    if type(gi) in _F64_SCALARS and type(v) in _F64_SCALARS and (
+                            old is None or type(old) in _F64_SCALARS):
+                        cot[slot] = gi if old is None else old + gi  # _accumulate's float case
+                    elif old is None and type(gi) is _ndarray and type(v) is _ndarray and (
+                            gi.shape == v.shape and gi.dtype == v.dtype):
+                        cot[slot] = gi  # _accumulate's common case: nothing to project or add
                     else:
+                        old = None  # _accumulate reads the reference count of cot[slot]
                         _accumulate(cot, slot, gi, v, entry, i)
-            gi = v = None  # not alive during the next pullback
+            gi = v = old = None  # not alive during the next pullback
             continue
         grads = node.pullback(g)
         if type(grads) is not tuple or len(grads) != len(slots) + 1:
@@ -668,14 +706,18 @@ def backprop(trace, seeds, consume=True):
         for i, slot in enumerate(slots):
             if type(slot) is int:
                 if slot >= 0:
-                    _accumulate(cot, slot, unthunk(grads[i + 1]), values[i], entry, i)
+                    gi = grads[i + 1]
+                    if cot[slot] is None and type(gi) in _F64_SCALARS and type(values[i]) in _F64_SCALARS:
+                        cot[slot] = gi  # _accumulate's float case, without its call
+                    else:
+                        _accumulate(cot, slot, unthunk(gi), values[i], entry, i)
             else:
                 gi = unthunk(grads[i + 1])
                 for j, sj in enumerate(slot):
                     if sj >= 0 and not is_zero(gi):
                         _accumulate(cot, sj, unthunk(gi[j]), values[i][j], entry, i)
                 gi = None
-        grads = None  # this node's cotangents: not alive during the next pullback
+        grads = gi = None  # this node's cotangents: not alive during the next pullback
     return cot
 
 

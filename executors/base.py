@@ -329,6 +329,25 @@ def _map_inline(fn: Callable[..., Any], items: list[Any], shared: tuple[Any, ...
         context.run(_run_items, fn, items, shared, on_done, name, results)
 
 
+def call_inline(fn: Callable[[], Any], name: str = "serial") -> Any:
+    """``fn()`` as the one item of an inline map (``SerialExecutor().map``): in a copy
+    of the caller's context marked as worker context, BLAS pinned, an exception
+    annotated as item 0 of 1; without the map's checks and bookkeeping.
+
+    >>> import executors
+    >>> call_inline(executors.in_worker)
+    True
+    """
+    context = contextvars.copy_context()
+    context.run(_context.enter_worker)
+    with blas_pinned():
+        try:
+            return context.run(fn)
+        except Exception as exc:
+            annotate(exc, 0, 1, name)
+            raise
+
+
 def _run_items(fn: Callable[..., Any], items: list[Any], shared: tuple[Any, ...],
                on_done: Callable[[int], object] | None, name: str, results: InOrder) -> None:
     n = len(items)

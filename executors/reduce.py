@@ -101,7 +101,7 @@ def tree_sum(
             raise ValueError("tree_sum() of an empty sequence: pass zero= to allow it")
         return zero
     while len(level) > 1:
-        nxt = [add(level[k], level[k + 1]) for k in range(0, len(level) - 1, 2)]
+        nxt = list(map(add, level[0::2], level[1::2]))  # pairs (0, 1), (2, 3), ...
         if len(level) % 2:
             nxt.append(level[-1])
         level = nxt
