@@ -68,7 +68,7 @@ def check(kind: str, f: Callable[..., Any], plan: Any, state: Any, xs: Any, shar
             return
     where = f"the {executor.name!r} executor's worker processes"
     advice = (f"Create it inside f instead, or use executor='threads' or 'serial', which "
-              f"send nothing.")
+              "send nothing.")
     exc = _fails(plan) or _fails(state)
     if exc is not None:
         raise SerializationError(
