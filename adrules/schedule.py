@@ -89,6 +89,28 @@ def _tasks(n, n_workers, chunk_seconds, dispatch_cost, shares_memory=False):
     return min(per_task, -(-n // n_workers))
 
 
+def _batches(items, per_task, n_workers):
+    """``items`` in consecutive batches of about ``per_task``: as many batches as tasks of
+    ``per_task`` take, rounded up to a multiple of the workers, sizes differing by at most
+    one, so that every worker gets as many chunks (13 chunks in tasks of 2: 7 tasks, 8
+    chunks on one worker and 6 on the other; in 8 tasks of 1 or 2, 7 and 6).
+
+    >>> [len(b) for b in _batches(list(range(13)), 2, 2)]
+    [2, 2, 2, 2, 2, 1, 1, 1]
+    """
+    n = len(items)
+    n_tasks = -(-n // per_task)
+    if n_tasks > n_workers and n_tasks % n_workers:
+        n_tasks = min(n, n_tasks + n_workers - n_tasks % n_workers)
+    size, extra = divmod(n, n_tasks)
+    out, start = [], 0
+    for t in range(n_tasks):
+        stop = start + size + (t < extra)
+        out.append(items[start:stop])
+        start = stop
+    return out
+
+
 def parallel_seconds(executor, chunk_seconds, n):
     """Estimated wall clock of ``n`` chunks on ``executor``: the work shared by the
     workers, plus dispatch per task (tasks spread over the workers), per call, and
@@ -245,6 +267,8 @@ def _first_call(site, executor, timed, items, shared, on_done, on_result):
     workers, the next ``n_workers`` chunks go to them (``_Probe``): heavy work keeps every
     worker busy from the start (idle workers while chunk 0 ran cost a heavy first call
     ~20%), tiny work never leaves this thread."""
+    if executor.shares_memory and executor.n_workers > 1 and not executors.in_worker():
+        return _first_call_on_threads(site, executor, timed, items, shared, on_done, on_result)
     probe = _Probe.start(executor, timed, items[1:1 + executor.n_workers], shared, len(items) - 1)
     try:
         (first_pair,), = _SERIAL.map(timed, [items[:1]], shared=shared)  # timed around fn alone
@@ -276,6 +300,32 @@ def _first_call(site, executor, timed, items, shared, on_done, on_result):
         raise
     probed = f"chunk{'s 1-' if k > 1 else ' '}{k} on {executor.name}:{executor.n_workers} (probe)"
     return done + rest, f"chunk 0 inline, {probed}" + (f", then {where}" if rest else ""), why
+
+
+def _first_call_on_threads(site, executor, timed, items, shared, on_done, on_result):
+    """A first call on workers that share this process's memory: chunks 0..n_workers-1
+    run on them, timed, and decide where the rest goes. Not chunk 0 inline, as on
+    processes: a cold heavy chunk in the calling thread took 0.28 s where one on a pool
+    thread took 0.16 s (glibc's main arena returns freed memory to the system, thread
+    arenas keep it), and two alongside it 0.48 s each. What it costs tiny work, once: a
+    round trip to the pool threads (~0.1 ms)."""
+    k = min(executor.n_workers, len(items))
+    cpu = []
+
+    def take(i, pairs):
+        (result, seconds), = pairs
+        cpu.append(seconds)
+        return result if on_result is None else on_result(i, result)
+
+    done = executor.map(timed, [[item] for item in items[:k]], shared=shared, on_done=on_done,
+                        on_result=take)
+    site.chunk_seconds = sum(cpu) / k / COLD_MARGIN
+    head = f"chunk{'s 0-' if k > 1 else ' '}{k - 1} on {executor.name}:{executor.n_workers}"
+    if len(items) == k:
+        return done, head, "one chunk a worker"
+    rest, where, why = _rest_of_first_call(site, executor, timed, items[k:], k, shared, on_done,
+                                          on_result)
+    return done + rest, f"{head}, then {where}", why
 
 
 def _rest_of_first_call(site, executor, timed, rest, offset, shared, on_done, on_result, probe=None):
@@ -310,7 +360,10 @@ def _parallel(site, executor, timed, items, shared, on_done, on_result, probe=No
     chunks; the run teaches the site (a ``probe``'s chunks count in it)."""
     per_task = _tasks(len(items), executor.n_workers, site.chunk_seconds or 0.0, executor.dispatch_cost,
                       executor.shares_memory)
-    batches = [items[i:i + per_task] for i in range(0, len(items), per_task)]
+    batches = _batches(items, per_task, executor.n_workers)
+    starts = [0]
+    for batch in batches[:-1]:
+        starts.append(starts[-1] + len(batch))
     first_on_workers = site.parallel_runs == 0 and not executor.shares_memory
     cpu = [0.0]
 
@@ -318,13 +371,13 @@ def _parallel(site, executor, timed, items, shared, on_done, on_result, probe=No
         out = []
         for k, (result, seconds) in enumerate(pairs):
             cpu[0] += seconds
-            out.append(result if on_result is None else on_result(b * per_task + k, result))
+            out.append(result if on_result is None else on_result(starts[b] + k, result))
         return out
 
     def batch_done(b):
         if on_done is not None:
             for k in range(len(batches[b])):
-                on_done(b * per_task + k)
+                on_done(starts[b] + k)
 
     t0 = time.perf_counter()
     parts = executor.map(timed, batches, shared=shared, on_done=batch_done, on_result=batch_result)

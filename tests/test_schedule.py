@@ -196,53 +196,69 @@ def test_one_slow_inline_run_does_not_move_the_estimate():
 
 
 def _stamped(i):
-    """Which thread ran element ``i`` and when (a first call's chunk 0 runs ~3x longer)."""
-    start = time.perf_counter()
+    """Where element ``i`` ran (process, thread) and when (a first call's chunk 0 runs
+    ~3x longer)."""
+    start = time.time()
     _burn(0.06 if i == 0 else 0.02)
-    return threading.current_thread().name, start, time.perf_counter()
+    return os.getpid(), threading.current_thread().name, start, time.time()
 
 
-def test_a_first_call_sends_the_next_chunks_to_the_workers_while_chunk_0_runs(monkeypatch):
-    """Workers idle while chunk 0 was timed cost a heavy first call ~20%: once chunk 0
-    has outlasted two round trips, chunks 1..n_workers go to the workers meanwhile."""
+def test_a_first_call_sends_the_next_chunks_to_the_workers_while_chunk_0_runs(processes, monkeypatch):
+    """Workers idle while chunk 0 was timed cost a heavy first call ~20%: as soon as chunk
+    0's time so far shows the rest would gain, chunks 1..n_workers go to the workers."""
     monkeypatch.delenv("ADRULES_DISPATCH", raising=False)
     schedule.forget()
-    with executors.ThreadExecutor(2) as ex:
-        out = ad.pmap(_stamped, list(range(8)), executor=ex, chunk_size=1)
-    (main, _, end0), probed = out[0], out[1:3]
-    assert main == threading.current_thread().name
-    for name, start, _ in probed:
-        assert name != main and start < end0  # on a worker, before chunk 0 was over
-    assert all(name != main for name, _, _ in out[3:])  # the rest: 14 ms of work, parallel
+    processes.map(abs, [1, 2])  # the pool is up
+    out = ad.pmap(_stamped, list(range(8)), executor=processes, chunk_size=1)
+    (pid0, _, _, end0), (pid1, _, start1, _) = out[0], out[1]
+    assert pid0 == os.getpid() and pid1 != os.getpid() and start1 < end0
+    assert all(pid != os.getpid() for pid, _, _, _ in out[1:])  # the rest: 14 ms of work
 
 
-def test_tiny_work_on_a_first_call_is_not_probed(monkeypatch):
+def test_a_first_call_on_threads_runs_one_chunk_per_worker_to_time_them(monkeypatch):
+    """Not chunk 0 inline: a cold chunk in the calling thread costs ~2x one on a pool
+    thread. Tiny work pays one round trip to the pool on its first call only."""
     monkeypatch.delenv("ADRULES_DISPATCH", raising=False)
-    schedule.forget()
-    with executors.ThreadExecutor(2) as ex:
-        names = ad.pmap(lambda i: threading.current_thread().name, list(range(8)), executor=ex,
-                        chunk_size=1)
-    assert set(names) == {threading.current_thread().name}
-
-
-def _fails_at(bad):
-    def f(i):
-        _burn(0.05 if i == 0 else 0.005)
-        if i in bad:
-            raise ValueError(f"element {i} is bad")
-        return i
-    return f
-
-
-@pytest.mark.parametrize("bad, raised", [({0, 1}, 0), ({1}, 1), ({1, 5}, 1), ({5}, 5)])
-def test_a_first_call_with_a_probe_raises_the_first_failing_element_and_stays_usable(
-        bad, raised, monkeypatch):
-    monkeypatch.delenv("ADRULES_DISPATCH", raising=False)
+    main = threading.current_thread().name
     with executors.ThreadExecutor(2) as ex:
         schedule.forget()
-        with pytest.raises(ValueError, match=f"element {raised} is bad"):
-            ad.pmap(_fails_at(bad), list(range(8)), executor=ex, chunk_size=1)
-        assert ex.map(abs, [-1, -2]) == [1, 2]
+        heavy = ad.pmap(_stamped, list(range(8)), executor=ex, chunk_size=1)
+        assert all(name != main for _, name, _, _ in heavy)
+
+        def tiny(i):
+            return threading.current_thread().name
+
+        first = ad.pmap(tiny, list(range(8)), executor=ex, chunk_size=1)
+        assert main not in first[:2] and set(first[2:]) == {main}
+        assert set(ad.pmap(tiny, list(range(8)), executor=ex, chunk_size=1)) == {main}
+
+
+class _FailsAt:
+    """Element 0 heavy, the rest light; the elements in ``bad`` raise (picklable)."""
+
+    def __init__(self, bad):
+        self.bad = bad
+
+    def __call__(self, i):
+        _burn(0.05 if i == 0 else 0.005)
+        if i in self.bad:
+            raise ValueError(f"element {i} is bad")
+        return i
+
+
+@pytest.mark.parametrize("backend", ["threads", "processes"])
+@pytest.mark.parametrize("bad, raised", [({0, 1}, 0), ({1}, 1), ({1, 5}, 1), ({5}, 5)])
+def test_a_first_call_raises_the_first_failing_element_and_stays_usable(bad, raised, backend,
+                                                                          processes, monkeypatch):
+    monkeypatch.delenv("ADRULES_DISPATCH", raising=False)
+    ex = processes if backend == "processes" else executors.ThreadExecutor(2)
+    ex.map(abs, [1, 2])  # up
+    schedule.forget()
+    # on threads, chunks 0 and 1 run side by side: the first to fail wins, as in any map
+    first = raised if backend == "processes" or raised >= 2 else "[01]"
+    with pytest.raises(ValueError, match=f"element {first} is bad"):
+        ad.pmap(_FailsAt(bad), list(range(8)), executor=ex, chunk_size=1)
+    assert ex.map(abs, [-1, -2]) == [1, 2]
 
 
 def test_a_probed_first_call_gives_the_bits_of_a_serial_one(monkeypatch):
@@ -273,10 +289,13 @@ def test_a_probed_first_call_gives_the_bits_of_a_serial_one(monkeypatch):
                                rtol=1e-12)
 
 
-def test_the_log_says_which_chunks_the_probe_took(caplog, monkeypatch):
+def test_the_log_says_where_a_first_call_ran(caplog, processes, monkeypatch):
     monkeypatch.delenv("ADRULES_DISPATCH", raising=False)
+    processes.map(abs, [1, 2])  # up
     schedule.forget()
     with caplog.at_level(logging.DEBUG, logger="adrules.schedule"), executors.ThreadExecutor(2) as ex:
-        ad.pmap(_stamped, list(range(3)), executor=ex, chunk_size=1)
-    line, = [r.getMessage() for r in caplog.records if r.name == "adrules.schedule"]
-    assert "3 chunks, chunk 0 inline, chunks 1-2 on threads:2 (probe)" in line, line
+        ad.pmap(_stamped, list(range(3)), executor=processes, chunk_size=1)
+        ad.pmap(_stamped, list(range(5)), executor=ex, chunk_size=1)
+    probe, threads = [r.getMessage() for r in caplog.records if r.name == "adrules.schedule"]
+    assert "3 chunks, chunk 0 inline, chunks 1-2 on processes:2 (probe)" in probe, probe
+    assert "5 chunks, chunks 0-1 on threads:2, then 3 chunks on threads:2" in threads, threads
