@@ -299,3 +299,19 @@ def test_the_log_says_where_a_first_call_ran(caplog, processes, monkeypatch):
     probe, threads = [r.getMessage() for r in caplog.records if r.name == "adrules.schedule"]
     assert "3 chunks, chunk 0 inline, chunks 1-2 on processes:2 (probe)" in probe, probe
     assert "5 chunks, chunks 0-1 on threads:2, then 3 chunks on threads:2" in threads, threads
+
+
+def test_the_first_contact_with_worker_processes_is_counted_once():
+    """A one-off call of ~35 ms of work ran slower on 2 fresh-to-it processes than
+    inline (unpickling f, running it cold): the first run of a site on workers in other
+    processes counts that in; heavy work still goes, and later runs count nothing."""
+    pool = _Pool()
+    pool.shares_memory, pool.call_cost, pool.dispatch_cost = False, 1e-3, 5e-4
+    assert not schedule._wants_parallel(_site(2.2e-3), pool, 16)[0]  # 35 ms
+    assert schedule._wants_parallel(_site(0.050), pool, 8)[0]  # 400 ms
+    site = _site(2.2e-3)
+    site.parallel_runs = 1
+    assert schedule._wants_parallel(site, pool, 16)[0]
+    threads = _Pool()  # shares memory: no first contact to pay
+    threads.call_cost, threads.dispatch_cost = 1e-3, 5e-4
+    assert schedule._wants_parallel(_site(2.2e-3), threads, 16)[0]
