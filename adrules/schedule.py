@@ -123,14 +123,14 @@ def parallel_seconds(executor, chunk_seconds, n):
             + executor.call_cost + startup)
 
 
-def first_contact_seconds(executor, parallel_runs):
+def first_contact_seconds(executor):
     """What workers in other processes add the first time a call site's work reaches
     them (unpickling ``f``, running it cold): ``FIRST_CONTACT_CALLS`` map calls' worth.
-    Measured: the small ensemble's first call on 2 processes took 16 ms over its steady
-    29 ms, so a one-off call of ~35 ms of work ran slower in parallel than inline."""
-    if executor.shares_memory or parallel_runs:
-        return 0.0
-    return FIRST_CONTACT_CALLS * executor.call_cost
+    Counted on a call site's first call only: a one-off call pays it in full, a call
+    site called again shares it among its calls. Measured: the small ensemble's first
+    call on 2 processes took 16 ms over its steady 29 ms, so a one-off call of ~35 ms of
+    work ran slower in parallel than inline."""
+    return 0.0 if executor.shares_memory else FIRST_CONTACT_CALLS * executor.call_cost
 
 
 class _Site:
@@ -445,7 +445,7 @@ class _Probe:
         while not self.chunk0_done.wait(wait):
             so_far = self.chunk0_seconds()
             lower = so_far / COLD_MARGIN  # a warm chunk takes at least this long
-            parallel = parallel_seconds(self.executor, lower, self.n_rest) + first_contact_seconds(self.executor, 0)
+            parallel = parallel_seconds(self.executor, lower, self.n_rest) + first_contact_seconds(self.executor)
             if parallel * MARGIN < lower * self.n_rest:
                 break
             wait = max(so_far, self.grace)  # look again when chunk 0 has run twice as long
@@ -538,7 +538,9 @@ def _wants_parallel(site, executor, n):
     if site.losses >= 2 and site.calls % every:
         return False, (f"lost in parallel {site.losses} times in a row (retrying every "
                        f"{every} calls)")
-    par = parallel_seconds(executor, site.chunk_seconds, n) + first_contact_seconds(executor, site.parallel_runs)
+    par = parallel_seconds(executor, site.chunk_seconds, n)
+    if site.calls <= 1 and not site.parallel_runs:
+        par += first_contact_seconds(executor)
     estimate = _Estimate(work, par, executor.name)
     if par * MARGIN < work:
         return True, estimate

@@ -301,17 +301,21 @@ def test_the_log_says_where_a_first_call_ran(caplog, processes, monkeypatch):
     assert "5 chunks, chunks 0-1 on threads:2, then 3 chunks on threads:2" in threads, threads
 
 
-def test_the_first_contact_with_worker_processes_is_counted_once():
+def test_the_first_contact_with_worker_processes_counts_on_a_first_call():
     """A one-off call of ~35 ms of work ran slower on 2 fresh-to-it processes than
-    inline (unpickling f, running it cold): the first run of a site on workers in other
-    processes counts that in; heavy work still goes, and later runs count nothing."""
+    inline (unpickling f, running it cold): a call site's first call counts that in;
+    heavy work still goes, and a call site called again shares it among its calls."""
     pool = _Pool()
     pool.shares_memory, pool.call_cost, pool.dispatch_cost = False, 1e-3, 5e-4
-    assert not schedule._wants_parallel(_site(2.2e-3), pool, 16)[0]  # 35 ms
-    assert schedule._wants_parallel(_site(0.050), pool, 8)[0]  # 400 ms
-    site = _site(2.2e-3)
-    site.parallel_runs = 1
-    assert schedule._wants_parallel(site, pool, 16)[0]
+    first = _site(2.2e-3)
+    first.calls = 1
+    assert not schedule._wants_parallel(first, pool, 16)[0]  # 35 ms
+    heavy = _site(0.050)
+    heavy.calls = 1
+    assert schedule._wants_parallel(heavy, pool, 8)[0]  # 400 ms
+    second = _site(2.2e-3)
+    second.calls = 2
+    assert schedule._wants_parallel(second, pool, 16)[0]
     threads = _Pool()  # shares memory: no first contact to pay
     threads.call_cost, threads.dispatch_cost = 1e-3, 5e-4
-    assert schedule._wants_parallel(_site(2.2e-3), threads, 16)[0]
+    assert schedule._wants_parallel(first, threads, 16)[0]
