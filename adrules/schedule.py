@@ -3,10 +3,10 @@
     run(executor, fn, items, shared, site=..., dispatch="auto")
       dispatch="always"       every chunk on the executor
       first call of a site    chunk 0 inline, timed ─ would the rest gain on the executor?
-                              yes: the rest of this same call goes there
-                              meanwhile, once chunk 0's time so far shows the rest
-                              would gain, chunks 1..n_workers go to the workers (a
-                              probe: none sit idle)
+                              yes: the rest of this same call goes there, as soon as
+                              chunk 0's time so far shows it (a probe: no worker waits
+                              for chunk 0)
+                              threads: chunks 0..n_workers-1 timed on the pool instead
       later calls             decided from what the site measured: CPU seconds per chunk
                               (inline loops, or the workers' own clocks)
       worth it  ⟺  work / workers + dispatch (per task, per call, start-up) < work / MARGIN
@@ -274,43 +274,41 @@ def _auto(site, executor, timed, items, shared, on_done, on_result, always=False
 
 def _first_call(site, executor, timed, items, shared, on_done, on_result):
     """A call site's first call: chunk 0 runs inline, timed, and decides where the rest
-    goes. Meanwhile, once chunk 0's time so far shows that the rest would gain on the
-    workers, the next ``n_workers`` chunks go to them (``_Probe``): heavy work keeps every
-    worker busy from the start (idle workers while chunk 0 ran cost a heavy first call
-    ~20%), tiny work never leaves this thread."""
+    goes. Meanwhile, as soon as chunk 0's time so far shows that the rest would gain on
+    the workers, the rest goes to them (``_Probe``): heavy work keeps every worker busy
+    from the start (waiting for a cold chunk 0, 0.15-0.4 s, cost a heavy first call up to
+    a third), tiny work never leaves this thread."""
     if executor.shares_memory and executor.n_workers > 1 and not executors.in_worker():
         return _first_call_on_threads(site, executor, timed, items, shared, on_done, on_result)
-    probe = _Probe.start(executor, timed, items[1:1 + executor.n_workers], shared, len(items) - 1)
+    probe = _Probe.start(executor, timed, items[1:], shared, on_done, on_result)
     try:
         (first_pair,), = _SERIAL.map(timed, [items[:1]], shared=shared)  # timed around fn alone
     except BaseException:
         if probe is not None:
-            probe.stop(wait=True)
+            probe.abandon()
         raise
     sent = probe is not None and probe.stop()
-    if on_done is not None:
-        on_done(0)
-    done = [first_pair[0] if on_result is None else on_result(0, first_pair[0])]
     site.chunk_seconds = first_pair[1] / COLD_MARGIN
-    if not sent:
-        if len(items) == 1:
-            return done, "inline", "one chunk"
-        rest, where, why = _rest_of_first_call(site, executor, timed, items[1:], 1, shared,
-                                              on_done, on_result)
-        return done + rest, "chunk 0 inline, then " + where, why
-    k = len(probe.items)
-    deliver = _ProbeDelivery(probe, on_done, on_result, done)
     try:
-        rest, where, why = _rest_of_first_call(site, executor, timed, items[1 + k:], 1 + k, shared,
-                                              on_done, on_result, probe=deliver)
-        deliver()  # when no chunk came after the probe's
-    except BaseException as exc:
-        earlier = probe.error() if not deliver.delivered else None
-        if earlier is not None and isinstance(exc, Exception):
-            raise earlier from None  # a chunk before the one that failed failed first
+        if on_done is not None:
+            on_done(0)
+        done = [first_pair[0] if on_result is None else on_result(0, first_pair[0])]
+        if sent:
+            rest = probe.hand_on()
+    except BaseException:
+        if sent:
+            probe.abandon()
         raise
-    probed = f"chunk{'s 1-' if k > 1 else ' '}{k} on {executor.name}:{executor.n_workers} (probe)"
-    return done + rest, f"chunk 0 inline, {probed}" + (f", then {where}" if rest else ""), why
+    if sent:
+        site.record_parallel(time.perf_counter() - probe.t0, probe.cpu_seconds, len(rest),
+                             site.parallel_runs == 0, executor.n_workers)
+        where = f"chunk 0 inline, the other {_placement(executor, len(rest), probe.n_tasks)} while it ran"
+        return done + rest, where, probe.why
+    if len(items) == 1:
+        return done, "inline", "one chunk"
+    rest, where, why = _rest_of_first_call(site, executor, timed, items[1:], 1, shared, on_done,
+                                          on_result)
+    return done + rest, "chunk 0 inline, then " + where, why
 
 
 def _first_call_on_threads(site, executor, timed, items, shared, on_done, on_result):
@@ -339,23 +337,14 @@ def _first_call_on_threads(site, executor, timed, items, shared, on_done, on_res
     return done + rest, f"{head}, then {where}", why
 
 
-def _rest_of_first_call(site, executor, timed, rest, offset, shared, on_done, on_result, probe=None):
-    """``(results, where, why)`` of chunks ``offset..`` of a first call, decided from chunk
-    0's time. ``probe`` (a ``_ProbeDelivery``) hands the probe's chunks on just before the
-    first of these results, which meanwhile run inline or on the workers."""
-    if not rest:
-        site.parallel_runs += 1  # the workers have met this work: the next run there is judged
-        return [], "", "the probe took the chunks after chunk 0"
+def _rest_of_first_call(site, executor, timed, rest, offset, shared, on_done, on_result):
+    """``(results, where, why)`` of chunks ``offset..`` of a first call, decided from the
+    time of the chunks before them."""
     parallel, why = _wants_parallel(site, executor, len(rest))
     on_done, on_result = _shift(on_done, offset), _shift_result(on_result, offset)
-    if probe is not None:
-        on_result = _after(probe, on_result)
     if not parallel:
-        if probe is not None:
-            site.parallel_runs += 1
         return _inline(site, timed, rest, shared, on_done, on_result), "inline", why
-    out, n_tasks = _parallel(site, executor, timed, rest, shared, on_done, on_result,
-                             probe=probe.probe if probe is not None else None)
+    out, n_tasks = _parallel(site, executor, timed, rest, shared, on_done, on_result)
     return out, _placement(executor, len(rest), n_tasks), why
 
 
@@ -366,9 +355,9 @@ def _inline(site, timed, items, shared, on_done, on_result):
     return out
 
 
-def _parallel(site, executor, timed, items, shared, on_done, on_result, probe=None):
+def _parallel(site, executor, timed, items, shared, on_done, on_result):
     """``(results, tasks)`` of ``items`` on the executor, grouped in tasks of consecutive
-    chunks; the run teaches the site (a ``probe``'s chunks count in it)."""
+    chunks; the run teaches the site."""
     per_task = _tasks(len(items), executor.n_workers, site.chunk_seconds or 0.0, executor.dispatch_cost,
                       executor.shares_memory)
     batches = _batches(items, per_task, executor.n_workers)
@@ -392,43 +381,45 @@ def _parallel(site, executor, timed, items, shared, on_done, on_result, probe=No
 
     t0 = time.perf_counter()
     parts = executor.map(timed, batches, shared=shared, on_done=batch_done, on_result=batch_result)
-    wall, n = time.perf_counter() - t0, len(items)
-    if probe is not None:
-        wall, n = time.perf_counter() - probe.t0, n + len(probe.items)
-        cpu[0] += sum(seconds for _, seconds in probe.results())
-    site.record_parallel(wall, cpu[0], n, first_on_workers, executor.n_workers)
+    site.record_parallel(time.perf_counter() - t0, cpu[0], len(items), first_on_workers,
+                         executor.n_workers)
     return [r for part in parts for r in part], len(batches)
 
 
 class _Probe:
-    """Chunks 1..k of a first call, sent to the workers from a helper thread while chunk
-    0 still runs, as soon as the time chunk 0 has taken so far proves that the rest of
-    the call would gain on the workers (the estimate of later decisions, fed with that
-    lower bound). Checked after two round trips' worth of time (``grace``), then each
-    time chunk 0's time so far doubles: tiny work is over before the first check.
+    """The chunks after chunk 0 of a first call, sent to the workers from a helper thread
+    while chunk 0 still runs, as soon as the CPU time chunk 0 has taken so far proves
+    that they would gain there (the estimate of later decisions, fed with that lower
+    bound). Looked at after two round trips' worth of time (``grace``), then each time
+    chunk 0's time so far doubles: tiny work is over before the first look.
+
+    Their results are handed on in chunk order after chunk 0's: those that arrive while
+    chunk 0 runs wait in ``early`` (at most what the workers finish meanwhile), then
+    ``hand_on`` passes them on and lets the helper thread pass on the rest as they come.
     ``stop()`` after chunk 0 says whether they were sent."""
 
     _pool = None
     _pool_lock = threading.Lock()
 
-    def __init__(self, executor, timed, items, shared, n_rest):
+    def __init__(self, executor, timed, items, shared, on_done, on_result):
         self.executor, self.timed, self.items, self.shared = executor, timed, items, shared
-        self.n_rest = n_rest  # chunks after chunk 0, the probe's included
+        self.on_done, self.on_result = on_done, on_result
         self.grace = 2 * (executor.call_cost + executor.dispatch_cost)
         self.chunk0_seconds = _cpu_clock_of_this_thread()  # () -> CPU seconds of chunk 0 so far
         self.chunk0_done = threading.Event()
         self.lock = threading.Lock()
-        self.sent = self.stopped = False
-        self.t0 = 0.0
-        self.future = None
+        self.sent = self.stopped = self.open = self.abandoned = False
+        self.early, self.values = [], {}
+        self.t0 = self.cpu_seconds = 0.0
+        self.n_tasks, self.why, self.future = 0, None, None
 
     @classmethod
-    def start(cls, executor, timed, items, shared, n_rest):
+    def start(cls, executor, timed, items, shared, on_done, on_result):
         """A probe watching chunk 0, or None where none can pay: one worker, workers not
         up, nothing after chunk 0, or inside chunk work."""
         if not items or executor.n_workers < 2 or not executor.ready() or executors.in_worker():
             return None
-        probe = cls(executor, timed, items, shared, n_rest)
+        probe = cls(executor, timed, items, shared, on_done, on_result)
         context = contextvars.copy_context()  # the caller's executors.config travels with it
         probe.future = cls._threads().submit(context.run, probe._run)
         return probe
@@ -441,42 +432,87 @@ class _Probe:
             return cls._pool
 
     def _run(self):
-        wait = self.grace
+        n, wait = len(self.items), self.grace
         while not self.chunk0_done.wait(wait):
             so_far = self.chunk0_seconds()
             lower = so_far / COLD_MARGIN  # a warm chunk takes at least this long
-            parallel = parallel_seconds(self.executor, lower, self.n_rest) + first_contact_seconds(self.executor)
-            if parallel * MARGIN < lower * self.n_rest:
+            parallel = parallel_seconds(self.executor, lower, n) + first_contact_seconds(self.executor)
+            if parallel * MARGIN < lower * n:
+                self.why = _Estimate(lower * n, parallel, self.executor.name)
                 break
             wait = max(so_far, self.grace)  # look again when chunk 0 has run twice as long
         else:
-            return None
+            return
         with self.lock:
             if self.stopped:
-                return None
+                return
             self.sent, self.t0 = True, time.perf_counter()
-        return self.executor.map(self.timed, [[item] for item in self.items], shared=self.shared)
+        ex = self.executor
+        batches = _batches(self.items, _tasks(n, ex.n_workers, lower, ex.dispatch_cost, ex.shares_memory),
+                           ex.n_workers)
+        self.n_tasks = len(batches)
+        starts = [0]
+        for batch in batches[:-1]:
+            starts.append(starts[-1] + len(batch))
 
-    def stop(self, wait=False):
-        """Chunk 0 is over: True if the chunks were sent (their results are then
-        ``results()``'s); with ``wait``, also wait for them (chunk 0 failed: nothing is
-        left running behind the caller's back)."""
+        def batch_result(b, pairs):
+            for k, (result, seconds) in enumerate(pairs):
+                self.cpu_seconds += seconds
+                self._arrived(starts[b] + k, result)
+
+        def batch_done(b):
+            if self.on_done is not None:
+                for k in range(len(batches[b])):
+                    self.on_done(1 + starts[b] + k)
+
+        ex.map(self.timed, batches, shared=self.shared, on_done=batch_done, on_result=batch_result)
+
+    def _arrived(self, j, result):
+        """Chunk ``1 + j``'s result, in chunk order, in the helper thread."""
+        with self.lock:
+            if self.abandoned:  # stop the map: the caller is gone
+                raise _Abandoned()
+            if not self.open:
+                self.early.append((j, result))
+                return
+        self._pass_on(j, result)
+
+    def _pass_on(self, j, result):
+        self.values[j] = result if self.on_result is None else self.on_result(1 + j, result)
+
+    def stop(self):
+        """Chunk 0 is over: True if the rest was sent (``hand_on`` then gives it)."""
         self.chunk0_done.set()
         with self.lock:
             self.stopped = True
-            sent = self.sent
-        if sent and wait:
-            concurrent.futures.wait([self.future])
-        return sent
+            return self.sent
 
-    def results(self):
-        """``[(result, CPU seconds), ...]`` of the probe's chunks (waiting for them); their
-        error if one failed."""
-        return [pair for (pair,) in self.future.result()]
+    def hand_on(self):
+        """Pass on what arrived while chunk 0 ran, then the rest as it comes; return what
+        ``on_result`` made of the chunks after chunk 0 (waiting for them all); their error
+        if one failed."""
+        while True:
+            with self.lock:
+                early, self.early = self.early, []
+                if not early:
+                    self.open = True
+                    break
+            for j, result in early:
+                self._pass_on(j, result)
+        self.future.result()
+        return [self.values[j] for j in range(len(self.items))]
 
-    def error(self):
-        """The exception the probe's chunks raised (waiting for them), or None."""
-        return self.future.exception()
+    def abandon(self):
+        """The caller failed (chunk 0, or handing results on): stop the sent map at its
+        next result and wait until nothing runs behind the caller's back."""
+        self.chunk0_done.set()
+        with self.lock:
+            self.stopped = self.abandoned = True
+        concurrent.futures.wait([self.future])
+
+
+class _Abandoned(Exception):
+    """Raised in a probe's map to stop it: its caller is gone."""
 
 
 def _cpu_clock_of_this_thread():
@@ -490,32 +526,6 @@ def _cpu_clock_of_this_thread():
     except (AttributeError, OSError):  # not on this platform
         start = time.perf_counter()
         return lambda: time.perf_counter() - start
-
-
-class _ProbeDelivery:
-    """Hands the probe's results on, in chunk order after chunk 0, exactly once: before
-    the first result of the chunks after them, or at the end."""
-
-    def __init__(self, probe, on_done, on_result, done):
-        self.probe, self.on_done, self.on_result, self.done = probe, on_done, on_result, done
-        self.delivered = False
-
-    def __call__(self):
-        if self.delivered:
-            return
-        self.delivered = True
-        for i, (result, _) in enumerate(self.probe.results(), start=1):
-            if self.on_done is not None:
-                self.on_done(i)
-            self.done.append(result if self.on_result is None else self.on_result(i, result))
-
-
-def _after(before, on_result):
-    def deliver(i, result):
-        if i == 0:
-            before()
-        return result if on_result is None else on_result(i, result)
-    return deliver
 
 
 def _shift_result(on_result, offset):
