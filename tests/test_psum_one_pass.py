@@ -14,7 +14,8 @@ import pytest
 
 import adrules as ad
 import executors
-from adrules import parallel, schedule
+from adrules import parallel, pytrees, schedule
+from executors.base import call_inline
 
 
 @pytest.fixture(autouse=True)
@@ -196,3 +197,166 @@ def test_only_tiny_work_in_few_chunks_goes_in_one_pass(data, threads, one_passes
     assert not one_passes
     _twice(lambda: grad(3))  # 3 chunks
     assert one_passes
+
+# ---------------------------------------------------------------------------
+# the fast paths that make psum of tiny work cheap (issue 9) give the same bits:
+# the one pass boxes a list or tuple xs once (each chunk traces its slice) and hands a
+# scalar sum's cotangents over at once (_DoneInOnePass), alone or with differentiated
+# shared arguments and closure state, for any cotangent; chunk values that are plain
+# numbers are tree-summed at once, others streamed; flat lists of leaves flatten and
+# rebuild without a call per leaf; float64 numbers skip projection in backprop; the one
+# pass runs through executors.base.call_inline
+# ---------------------------------------------------------------------------
+
+
+def cheap(x):
+    return x * x + 1.0
+
+
+@pytest.mark.parametrize("container", [list, tuple])
+@pytest.mark.parametrize("chunk_size", [None, 1, 3])
+def test_scalars_bits_match_per_chunk_tapes_and_the_loop(threads, one_passes, container, chunk_size):
+    xs = container(float(v) for v in np.linspace(-1.3, 2.1, 10))
+
+    def grad(dispatch):
+        return ad.value_and_gradient(
+            lambda xs: ad.psum(cheap, xs, executor=threads, chunk_size=chunk_size, dispatch=dispatch), xs)
+
+    want = grad("always")
+    got = _twice(lambda: grad("auto"))
+    assert one_passes
+    assert _bits(got) == _bits(want)
+    assert type(got[1][0]) is container and all(type(g) is float for g in got[1][0])
+    loop = ad.gradient(lambda xs: sum(cheap(x) for x in xs), xs)[0]
+    assert list(got[1][0]) == list(loop)  # 2x: exact, whatever the order
+
+
+def test_elements_with_shared_arguments_and_closure_state(threads, one_passes):
+    rng = np.random.default_rng(11)
+    xs = [{"a": rng.normal(size=3), "b": float(rng.normal())} for _ in range(7)]
+    shared = rng.normal(size=3)
+
+    def loss(x, v, s=0.7):
+        return np.sum(np.sin(x["a"] * v)) * x["b"] * s
+
+    def pulled(dispatch, ybar):
+        def total(xs, v, s):  # s: differentiated state of the closure psum receives
+            return ad.psum(lambda x, v: loss(x, v, s), xs, v, executor=threads, chunk_size=2,
+                           dispatch=dispatch)
+        y, back = ad.pullback(total, xs, shared, 0.7)
+        return y, back(ybar)
+
+    for ybar in (1.0, np.float64(-0.43)):
+        want = pulled("always", ybar)
+        got = _twice(lambda: pulled("auto", ybar))
+        assert one_passes
+        assert _bits(got) == _bits(want)
+    loop = ad.gradient(lambda xs, v: sum(loss(x, v) for x in xs), xs, shared)
+    got = pulled("auto", 1.0)[1]
+    np.testing.assert_allclose(got[1], loop[1], rtol=1e-12)
+    for g, h in zip(got[0], loop[0]):
+        np.testing.assert_allclose(g["a"], h["a"], rtol=1e-12)
+        np.testing.assert_allclose(g["b"], h["b"], rtol=1e-12)
+
+
+@pytest.mark.parametrize("kind", ["psum", "pmap"])
+def test_array_values_of_a_list_pull_back_per_chunk(threads, one_passes, kind):
+    rng = np.random.default_rng(5)
+    xs = [rng.normal(size=2) for _ in range(5)]
+    op = ad.psum if kind == "psum" else ad.pmap
+    bar = np.array([0.3, -1.1]) if kind == "psum" else [np.array([k, 1.0 - k]) for k in range(5)]
+
+    def pulled(dispatch):
+        y, back = ad.pullback(lambda xs: op(lambda x: np.tanh(x) * 2.0, xs, executor=threads,
+                                            chunk_size=2, dispatch=dispatch), xs)
+        return y, back(bar)
+
+    want = pulled("always")
+    got = _twice(lambda: pulled("auto"))
+    assert one_passes
+    assert _bits(got) == _bits(want)
+
+
+def test_constant_chunks_and_float32(threads, one_passes):
+    xs = [np.float32(v) for v in (0.5, -2.0, 3.0, 1.5)]
+
+    def grad(dispatch):  # elements 2 and 3 give constants: zero cotangents
+        return ad.gradient(lambda xs: ad.psum(lambda x: x * x if x < 2.5 else np.float32(1.0), xs,
+                                              executor=threads, chunk_size=1, dispatch=dispatch), xs)
+
+    want = grad("always")
+    got = _twice(lambda: grad("auto"))
+    assert _bits(got) == _bits(want)
+
+
+@pytest.mark.parametrize("values", [
+    [1.0, 2, np.float64(0.1), np.float32(3.0)],  # plain numbers: tree-summed at once
+    [1.0, np.array(2.0), 0.5],  # a 0-d array among them: streamed
+    [np.ones(2), np.arange(2.0), np.full(2, 0.25)],
+])
+def test_values_of_mixed_types_sum_as_per_chunk(threads, values):
+    def value(dispatch):
+        return ad.psum(lambda i: values[i], list(range(len(values))), executor=threads, chunk_size=1,
+                       dispatch=dispatch)
+
+    want = value("always")
+    got = _twice(lambda: value("auto"))
+    assert _bits(got) == _bits(want) and type(got) is type(want)
+
+
+def test_flat_lists_flatten_and_rebuild_as_nested_ones():
+    tree = [1.0, (2.0, np.ones(2)), [], {"a": [3.0, 4.0]}, (5.0,)]
+    leaves, tdef = pytrees.flatten(tree)
+    assert len(leaves) == 6 and tdef.n_leaves == 6
+    assert pytrees.unflatten(tdef, leaves)[3] == {"a": [3.0, 4.0]}
+    assert pytrees.flatten([1.0, 2.0])[1] == pytrees.TreeDef(list, None, (pytrees.LEAF, pytrees.LEAF))
+    assert pytrees.unflatten(pytrees.flatten((1.0, 2.0))[1], [3.0, 4.0]) == (3.0, 4.0)
+    with pytest.raises(StopIteration):
+        pytrees.unflatten(pytrees.flatten([1.0, 2.0])[1], [3.0])
+
+
+def test_float_cotangents_accumulate_without_projection():
+    x = 1.7
+    g = ad.gradient(lambda x: x * x + x * 3.0 + np.sin(x), x)[0]
+    assert type(g) is float
+    np.testing.assert_allclose(g, 2 * x + 3.0 + np.cos(x), rtol=1e-15)
+    g32 = ad.gradient(lambda x: x * x, np.float32(1.5))[0]
+    assert g32.dtype == np.float32
+
+
+def test_call_inline_runs_as_worker_context_and_names_the_item():
+    assert call_inline(executors.in_worker) is True
+    assert executors.in_worker() is False
+
+    def boom():
+        raise KeyError("x")
+
+    with pytest.raises(KeyError) as info:
+        call_inline(boom)
+    assert info.value.executors_item_index == 0
+
+
+def test_which_parts_are_differentiated_is_read_from_the_leaves(threads):
+    """xs constant, one shared argument traced and one not: only the traced one gets a
+    cotangent, as chunk by chunk."""
+    xs = [float(v) for v in range(5)]
+    fixed = np.array([0.5, -1.0])
+
+    def grad(dispatch):
+        return ad.gradient(lambda w: ad.psum(lambda x, w, c: np.sum(np.sin(w * x) * c), xs, w, fixed,
+                                             executor=threads, chunk_size=2, dispatch=dispatch),
+                           np.array([0.3, 0.7]))
+
+    want = grad("always")
+    got = _twice(lambda: grad("auto"))
+    assert _bits(got) == _bits(want)
+    assert parallel._traced_parts([None, 1.0, 2.0, fixed], pytrees.flatten((None, [1.0, 2.0], [fixed]))[1]) \
+        == [False, False]
+
+
+def test_values_without_any_trace_keep_their_structure(threads):
+    xs = [1.0, 2.0, 3.0]
+    total = _twice(lambda: ad.psum(lambda x: (x, {"sq": x * x}), xs, executor=threads))
+    assert total == (6.0, {"sq": 14.0})
+    assert _twice(lambda: ad.pmap(lambda x: [x], xs, executor=threads)) == [[1.0], [2.0], [3.0]]
+    assert ad.psum(cheap, [], executor=threads) == 0.0
