@@ -42,7 +42,7 @@ logger = logging.getLogger("adrules.schedule")
 
 COLD_MARGIN = 2.0  # chunk 0 of a first call may take this much longer than a warm chunk
 MARGIN = 1.25  # parallel must beat the loop by this factor before it is chosen
-FIRST_CONTACT_CALLS = 10  # see first_contact_seconds
+FIRST_CONTACT_CALLS = 20  # see first_contact_seconds
 RETRY_EVERY = 20  # calls: how often a call site that lost in parallel tries again (at first)
 # One pass over every chunk holds every chunk's state at once (one tape, one cotangent of a
 # shared argument per chunk), where chunk by chunk holds one: only for tiny work, whose
@@ -128,8 +128,8 @@ def first_contact_seconds(executor):
     them (unpickling ``f``, running it cold): ``FIRST_CONTACT_CALLS`` map calls' worth.
     Counted on a call site's first call only: a one-off call pays it in full, a call
     site called again shares it among its calls. Measured: the small ensemble's first
-    call on 2 processes took 16 ms over its steady 29 ms, so a one-off call of ~35 ms of
-    work ran slower in parallel than inline."""
+    call on 2 processes took 16-17 ms over its steady 28 ms (ms-cheap map calls: 20 of
+    them), and a one-off call of ~30 ms of work ran 1.5x slower in parallel than inline."""
     return 0.0 if executor.shares_memory else FIRST_CONTACT_CALLS * executor.call_cost
 
 

@@ -215,6 +215,25 @@ def test_a_first_call_sends_the_next_chunks_to_the_workers_while_chunk_0_runs(pr
     assert all(pid != os.getpid() for pid, _, _, _ in out[1:])  # the rest: 14 ms of work
 
 
+def _stamped_heavy_0(i):
+    start = time.time()
+    _burn(1.0 if i == 0 else 0.005)
+    return os.getpid(), start, time.time()
+
+
+def test_a_first_call_on_dask_sends_the_rest_while_chunk_0_runs(monkeypatch):
+    """The probe's map runs from a helper thread: on a Dask client too."""
+    pytest.importorskip("distributed")
+    monkeypatch.delenv("ADRULES_DISPATCH", raising=False)
+    with executors.DaskExecutor(n_workers=2, silence_logs=logging.CRITICAL) as ex:
+        ex.map(abs, [1, 2])  # up
+        schedule.forget()
+        out = ad.pmap(_stamped_heavy_0, list(range(8)), executor=ex, chunk_size=1)
+    (pid0, _, end0), rest = out[0], out[1:]
+    assert pid0 == os.getpid()
+    assert all(pid != os.getpid() and start < end0 for pid, start, _ in rest)
+
+
 def test_a_first_call_on_threads_runs_one_chunk_per_worker_to_time_them(monkeypatch):
     """Not chunk 0 inline: a cold chunk in the calling thread costs ~2x one on a pool
     thread. Tiny work pays one round trip to the pool on its first call only."""
@@ -268,7 +287,7 @@ def test_a_probed_first_call_gives_the_bits_of_a_serial_one(monkeypatch):
     x = rng.standard_normal(40)
 
     def loss(w, x):
-        _burn(0.04)  # past the probe's grace on every backend (Dask's: 24 ms)
+        _burn(0.06)  # heavy enough for the probe on processes (Dask's: the test above)
         return np.sum(np.tanh(w * x)) ** 2 + np.sum(np.sin(w)) * np.sum(x ** 3)
 
     def grads(executor):
@@ -294,10 +313,11 @@ def test_the_log_says_where_a_first_call_ran(caplog, processes, monkeypatch):
     processes.map(abs, [1, 2])  # up
     schedule.forget()
     with caplog.at_level(logging.DEBUG, logger="adrules.schedule"), executors.ThreadExecutor(2) as ex:
-        ad.pmap(_stamped, list(range(3)), executor=processes, chunk_size=1)
+        ad.pmap(_stamped, list(range(6)), executor=processes, chunk_size=1)
         ad.pmap(_stamped, list(range(5)), executor=ex, chunk_size=1)
     probe, threads = [r.getMessage() for r in caplog.records if r.name == "adrules.schedule"]
-    assert "3 chunks, chunk 0 inline, the other 2 chunks on processes:2 while it ran" in probe, probe
+    assert "6 chunks, chunk 0 inline, the other 5 chunks on processes:2" in probe, probe
+    assert "while it ran" in probe, probe
     assert "5 chunks, chunks 0-1 on threads:2, then 3 chunks on threads:2" in threads, threads
 
 
