@@ -17,7 +17,7 @@ from . import registry
 from .pytrees import LEAF, PyTree, TreeDef, _children, flatten, unflatten
 from .registry import Pullback, RuleRegistry, call_frule, call_rrule
 from .tangents import NoTangent, Tangent, ZeroTangent, is_float_value, is_zero, unthunk
-from .tracer import Trace, Traced, TracerError, backprop, tracing
+from .tracer import _F64_SCALARS, Trace, Traced, TracerError, backprop, tracing
 
 _CONST_TYPES = (bool, int, str, bytes, type(None), np.integer, np.bool_)
 
@@ -100,9 +100,6 @@ def _fresh(g: Any, seen: set[int]) -> Any:
         g = g.copy()
     seen.add(id(g))
     return g
-
-
-_F64_SCALARS = frozenset((float, np.float64))
 
 
 def _gather(plans: list[_Plan], cot: Sequence[Any]) -> tuple[Any, ...]:

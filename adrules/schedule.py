@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import contextvars
+import itertools
 import logging
 import math
 import os
@@ -360,11 +361,19 @@ def _parallel(site, executor, timed, items, shared, on_done, on_result):
     chunks; the run teaches the site."""
     per_task = _tasks(len(items), executor.n_workers, site.chunk_seconds or 0.0, executor.dispatch_cost,
                       executor.shares_memory)
-    batches = _batches(items, per_task, executor.n_workers)
-    starts = [0]
-    for batch in batches[:-1]:
-        starts.append(starts[-1] + len(batch))
     first_on_workers = site.parallel_runs == 0 and not executor.shares_memory
+    t0 = time.perf_counter()
+    out, n_tasks, cpu = _map_in_tasks(executor, timed, items, shared, per_task, on_done, on_result)
+    site.record_parallel(time.perf_counter() - t0, cpu, len(items), first_on_workers, executor.n_workers)
+    return out, n_tasks
+
+
+def _map_in_tasks(executor, timed, items, shared, per_task, on_done, on_result):
+    """``(results, tasks, CPU seconds)`` of ``timed`` over ``items`` on the executor, in
+    tasks of consecutive chunks (``_batches``); ``on_done(i)`` and ``on_result(i, r)``
+    per chunk, ``i`` counted in ``items``."""
+    batches = _batches(items, per_task, executor.n_workers)
+    starts = list(itertools.accumulate(map(len, batches[:-1]), initial=0))
     cpu = [0.0]
 
     def batch_result(b, pairs):
@@ -379,11 +388,8 @@ def _parallel(site, executor, timed, items, shared, on_done, on_result):
             for k in range(len(batches[b])):
                 on_done(starts[b] + k)
 
-    t0 = time.perf_counter()
     parts = executor.map(timed, batches, shared=shared, on_done=batch_done, on_result=batch_result)
-    site.record_parallel(time.perf_counter() - t0, cpu[0], len(items), first_on_workers,
-                         executor.n_workers)
-    return [r for part in parts for r in part], len(batches)
+    return [r for part in parts for r in part], len(batches), cpu[0]
 
 
 class _Probe:
@@ -448,27 +454,13 @@ class _Probe:
                 return
             self.sent, self.t0 = True, time.perf_counter()
         ex = self.executor
-        batches = _batches(self.items, _tasks(n, ex.n_workers, lower, ex.dispatch_cost, ex.shares_memory),
-                           ex.n_workers)
-        self.n_tasks = len(batches)
-        starts = [0]
-        for batch in batches[:-1]:
-            starts.append(starts[-1] + len(batch))
-
-        def batch_result(b, pairs):
-            for k, (result, seconds) in enumerate(pairs):
-                self.cpu_seconds += seconds
-                self._arrived(starts[b] + k, result)
-
-        def batch_done(b):
-            if self.on_done is not None:
-                for k in range(len(batches[b])):
-                    self.on_done(1 + starts[b] + k)
-
-        ex.map(self.timed, batches, shared=self.shared, on_done=batch_done, on_result=batch_result)
+        per_task = _tasks(n, ex.n_workers, lower, ex.dispatch_cost, ex.shares_memory)
+        _, self.n_tasks, self.cpu_seconds = _map_in_tasks(ex, self.timed, self.items, self.shared, per_task,
+                                                          _shift(self.on_done, 1), self._arrived)
 
     def _arrived(self, j, result):
-        """Chunk ``1 + j``'s result, in chunk order, in the helper thread."""
+        """Chunk ``1 + j``'s result, in chunk order, in the helper thread (kept in
+        ``values`` once handed on)."""
         with self.lock:
             if self.abandoned:  # stop the map: the caller is gone
                 raise _Abandoned()

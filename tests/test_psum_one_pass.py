@@ -61,6 +61,13 @@ def _twice(fn):
     return fn()
 
 
+def _always_then_auto(run, *args):
+    """``(run("always", *args), run("auto", *args))``: every chunk on the executor, then
+    the second "auto" call of the call site, which runs the chunks in one pass."""
+    want = run("always", *args)
+    return want, _twice(lambda: run("auto", *args))
+
+
 def loss(w, x, scale):
     return np.sum(np.tanh(x @ w) * scale) ** 2
 
@@ -103,8 +110,7 @@ def test_cotangent_other_than_one_and_a_closures_state(data, threads, one_passes
         y, back = ad.pullback(total, x[0])
         return y, back(np.float64(0.37))
 
-    want = pulled("always")
-    got = _twice(lambda: pulled("auto"))
+    want, got = _always_then_auto(pulled)
     assert one_passes
     assert _bits(got) == _bits(want)
     np.testing.assert_allclose(got[1][0], 0.37 * sum(np.cos(x[0] * v) * v for v in xs), rtol=1e-12)
@@ -126,8 +132,7 @@ def test_array_values_and_pmap_pull_back_per_chunk(data, threads, one_passes, ki
                                                dispatch=dispatch), ws, x)
         return y, back(bar)
 
-    want = pulled("always")
-    got = _twice(lambda: pulled("auto"))
+    want, got = _always_then_auto(pulled)
     assert one_passes
     assert _bits(got) == _bits(want)
 
@@ -142,8 +147,7 @@ def test_float32(threads, one_passes):
                                                  executor=threads, chunk_size=2, dispatch=dispatch),
                            ws, x)
 
-    want = grads("always")
-    got = _twice(lambda: grads("auto"))
+    want, got = _always_then_auto(grads)
     assert one_passes
     assert _bits(got) == _bits(want)
     assert got[1].dtype == np.float32
@@ -222,8 +226,7 @@ def test_scalars_bits_match_per_chunk_tapes_and_the_loop(threads, one_passes, co
         return ad.value_and_gradient(
             lambda xs: ad.psum(cheap, xs, executor=threads, chunk_size=chunk_size, dispatch=dispatch), xs)
 
-    want = grad("always")
-    got = _twice(lambda: grad("auto"))
+    want, got = _always_then_auto(grad)
     assert one_passes
     assert _bits(got) == _bits(want)
     assert type(got[1][0]) is container and all(type(g) is float for g in got[1][0])
@@ -247,8 +250,7 @@ def test_elements_with_shared_arguments_and_closure_state(threads, one_passes):
         return y, back(ybar)
 
     for ybar in (1.0, np.float64(-0.43)):
-        want = pulled("always", ybar)
-        got = _twice(lambda: pulled("auto", ybar))
+        want, got = _always_then_auto(pulled, ybar)
         assert one_passes
         assert _bits(got) == _bits(want)
     loop = ad.gradient(lambda xs, v: sum(loss(x, v) for x in xs), xs, shared)
@@ -271,8 +273,7 @@ def test_array_values_of_a_list_pull_back_per_chunk(threads, one_passes, kind):
                                             chunk_size=2, dispatch=dispatch), xs)
         return y, back(bar)
 
-    want = pulled("always")
-    got = _twice(lambda: pulled("auto"))
+    want, got = _always_then_auto(pulled)
     assert one_passes
     assert _bits(got) == _bits(want)
 
@@ -284,8 +285,7 @@ def test_constant_chunks_and_float32(threads, one_passes):
         return ad.gradient(lambda xs: ad.psum(lambda x: x * x if x < 2.5 else np.float32(1.0), xs,
                                               executor=threads, chunk_size=1, dispatch=dispatch), xs)
 
-    want = grad("always")
-    got = _twice(lambda: grad("auto"))
+    want, got = _always_then_auto(grad)
     assert _bits(got) == _bits(want)
 
 
@@ -299,8 +299,7 @@ def test_values_of_mixed_types_sum_as_per_chunk(threads, values):
         return ad.psum(lambda i: values[i], list(range(len(values))), executor=threads, chunk_size=1,
                        dispatch=dispatch)
 
-    want = value("always")
-    got = _twice(lambda: value("auto"))
+    want, got = _always_then_auto(value)
     assert _bits(got) == _bits(want) and type(got) is type(want)
 
 
@@ -347,8 +346,7 @@ def test_which_parts_are_differentiated_is_read_from_the_leaves(threads):
                                              executor=threads, chunk_size=2, dispatch=dispatch),
                            np.array([0.3, 0.7]))
 
-    want = grad("always")
-    got = _twice(lambda: grad("auto"))
+    want, got = _always_then_auto(grad)
     assert _bits(got) == _bits(want)
     assert parallel._traced_parts([None, 1.0, 2.0, fixed], pytrees.flatten((None, [1.0, 2.0], [fixed]))[1]) \
         == [False, False]
