@@ -13,6 +13,11 @@
       a parallel run slower (wall clock) than the loop it replaced is a loss: two in a
       row send the site inline, with a parallel try every RETRY_EVERY calls, twice as
       long a wait after each further loss
+      work that changed (a chunk WORK_CHANGED times heavier or lighter than the site's
+      estimate: the same f on other data) starts the site over, losses forgotten:
+        inline run       chunk 0 timed on its own; grew ─ the rest decided as on a first call
+        one pass         cannot stop half-way: the next call decides from its time
+        parallel run     the workers' clocks are the new estimate (shrank: inline next call)
 
 Processes that are not up yet count their start-up in the estimate; when only the
 start-up stands in the way, they are started in the background for the next call.
@@ -45,6 +50,10 @@ COLD_MARGIN = 2.0  # chunk 0 of a first call may take this much longer than a wa
 MARGIN = 1.25  # parallel must beat the loop by this factor before it is chosen
 FIRST_CONTACT_CALLS = 20  # see first_contact_seconds
 RETRY_EVERY = 20  # calls: how often a call site that lost in parallel tries again (at first)
+# A chunk this many times heavier or lighter than a call site's estimate means its work
+# changed (the same f on other data: a smoke test on a few rows, then the real run):
+# what the site learnt, losses included, no longer applies.
+WORK_CHANGED = 4.0
 # One pass over every chunk holds every chunk's state at once (one tape, one cotangent of a
 # shared argument per chunk), where chunk by chunk holds one: only for tiny work, whose
 # cost is the per-chunk machinery, and few chunks (extra memory: a few MB at most).
@@ -157,12 +166,24 @@ class _Site:
             del runs[0]
         self.chunk_seconds, self.measured_inline = sorted(runs)[(len(runs) - 1) // 2], True
 
+    def start_over(self, chunk_seconds, measured_inline):
+        """The work changed: decide from ``chunk_seconds`` alone, as if on a first call
+        (losses and older runs were of other work)."""
+        self.chunk_seconds, self.measured_inline = chunk_seconds, measured_inline
+        self.inline_runs = [chunk_seconds] if measured_inline else []
+        self.losses, self.time_a_loop = 0, False
+
     def record_parallel(self, wall, cpu_seconds, n, first_on_workers, n_workers=2):
         """Judge a parallel run against the loop it replaced."""
         self.parallel_runs += 1
         if first_on_workers:  # workers unpickling, importing, caching data: no verdict
             if not self.measured_inline:
                 self.chunk_seconds = cpu_seconds / n
+            return
+        if self.measured_inline and _work_changed(cpu_seconds / n, self.chunk_seconds):
+            # the loop this run replaced was of other work: no verdict; the workers'
+            # clocks are the estimate (tiny work after heavy goes inline next call)
+            self.start_over(cpu_seconds / n, measured_inline=False)
             return
         if not self.measured_inline:
             # Only the workers' clocks so far, and chunks running side by side overstate
@@ -254,7 +275,11 @@ def run_in_one_pass(executor, fn, n, work, *, key=None, dispatch="auto", progres
     site.calls += 1
     t0, c0 = time.perf_counter(), time.thread_time()
     out = call_inline(work)  # as an inline map of one item runs it, for less
-    site.record_inline(time.thread_time() - c0, n)
+    cpu = time.thread_time() - c0
+    if _work_changed(cpu / n, site.chunk_seconds):  # no longer tiny: the next call decides anew
+        site.start_over(cpu / n, measured_inline=True)
+    else:
+        site.record_inline(cpu, n)
     if logger.isEnabledFor(logging.DEBUG):
         _log(label, about, n, "inline", why, time.perf_counter() - t0)
     return True, out
@@ -268,9 +293,35 @@ def _auto(site, executor, timed, items, shared, on_done, on_result, always=False
         return _first_call(site, executor, timed, items, shared, on_done, on_result)
     parallel, why = (True, "dispatch='always'") if always else _wants_parallel(site, executor, len(items))
     if not parallel:
-        return _inline(site, timed, items, shared, on_done, on_result), "inline", why
+        return _inline_watching_chunk_0(site, executor, timed, items, shared, on_done, on_result, why)
     out, n_tasks = _parallel(site, executor, timed, items, shared, on_done, on_result)
     return out, _placement(executor, len(items), n_tasks), why
+
+
+def _inline_watching_chunk_0(site, executor, timed, items, shared, on_done, on_result, why):
+    """An inline run whose chunk 0 is timed on its own. When it shows that the work grew
+    (``WORK_CHANGED`` times the site's estimate: the same f on a few rows, then on the
+    real data), what the site learnt, losses included, was of other work: it starts over
+    from chunk 0's time, and the rest goes where that says, as on a first call."""
+    if len(items) < 2 or executor.n_workers < 2 or executors.in_worker():
+        return _inline(site, timed, items, shared, on_done, on_result), "inline", why
+    t0 = time.thread_time()
+    done = _SERIAL.map(timed.fn, items[:1], shared=shared, on_done=on_done, on_result=on_result)
+    chunk0 = time.thread_time() - t0
+    if chunk0 > WORK_CHANGED * site.chunk_seconds:
+        site.start_over(chunk0, measured_inline=True)
+        rest, where, why = _rest_after_timed_chunks(site, executor, timed, items[1:], 1, shared, on_done,
+                                                    on_result)
+        return done + rest, f"chunk 0 inline ({_seconds(chunk0)}: the work grew), then {where}", why
+    t1 = time.thread_time()
+    rest = _SERIAL.map(timed.fn, items[1:], shared=shared, on_done=_shift(on_done, 1),
+                       on_result=_shift_result(on_result, 1))
+    site.record_inline(chunk0 + time.thread_time() - t1, len(items))
+    return done + rest, "inline", why
+
+
+def _work_changed(chunk_seconds, estimate):
+    return chunk_seconds > WORK_CHANGED * estimate or chunk_seconds * WORK_CHANGED < estimate
 
 
 def _first_call(site, executor, timed, items, shared, on_done, on_result):
@@ -307,7 +358,7 @@ def _first_call(site, executor, timed, items, shared, on_done, on_result):
         return done + rest, where, probe.why
     if len(items) == 1:
         return done, "inline", "one chunk"
-    rest, where, why = _rest_of_first_call(site, executor, timed, items[1:], 1, shared, on_done,
+    rest, where, why = _rest_after_timed_chunks(site, executor, timed, items[1:], 1, shared, on_done,
                                           on_result)
     return done + rest, "chunk 0 inline, then " + where, why
 
@@ -333,14 +384,14 @@ def _first_call_on_threads(site, executor, timed, items, shared, on_done, on_res
     head = f"chunk{'s 0-' if k > 1 else ' '}{k - 1} on {executor.name}:{executor.n_workers}"
     if len(items) == k:
         return done, head, "one chunk a worker"
-    rest, where, why = _rest_of_first_call(site, executor, timed, items[k:], k, shared, on_done,
+    rest, where, why = _rest_after_timed_chunks(site, executor, timed, items[k:], k, shared, on_done,
                                           on_result)
     return done + rest, f"{head}, then {where}", why
 
 
-def _rest_of_first_call(site, executor, timed, rest, offset, shared, on_done, on_result):
-    """``(results, where, why)`` of chunks ``offset..`` of a first call, decided from the
-    time of the chunks before them."""
+def _rest_after_timed_chunks(site, executor, timed, rest, offset, shared, on_done, on_result):
+    """``(results, where, why)`` of chunks ``offset..`` of a call whose chunks before
+    them were just timed (a first call, or work that grew), decided from that time."""
     parallel, why = _wants_parallel(site, executor, len(rest))
     on_done, on_result = _shift(on_done, offset), _shift_result(on_result, offset)
     if not parallel:
@@ -528,7 +579,6 @@ def _shift_result(on_result, offset):
 
 def _wants_parallel(site, executor, n):
     """(parallel?, why) for ``n`` chunks of ``site.chunk_seconds`` each."""
-    work = site.chunk_seconds * n
     if executor.n_workers < 2:
         return False, f"{executor.name} has 1 worker"
     if site.time_a_loop:
@@ -540,8 +590,16 @@ def _wants_parallel(site, executor, n):
     if site.losses >= 2 and site.calls % every:
         return False, (f"lost in parallel {site.losses} times in a row (retrying every "
                        f"{every} calls)")
-    par = parallel_seconds(executor, site.chunk_seconds, n)
-    if site.calls <= 1 and not site.parallel_runs:
+    return _would_gain(executor, site.chunk_seconds, n, first_contact=site.calls <= 1 and not site.parallel_runs)
+
+
+def _would_gain(executor, chunk_seconds, n, first_contact=False):
+    """(parallel?, why) for ``n`` chunks of ``chunk_seconds`` each, from the estimate
+    alone; starts the workers for the next call where only their start-up stands in the
+    way."""
+    work = chunk_seconds * n
+    par = parallel_seconds(executor, chunk_seconds, n)
+    if first_contact:
         par += first_contact_seconds(executor)
     estimate = _Estimate(work, par, executor.name)
     if par * MARGIN < work:

@@ -339,3 +339,74 @@ def test_the_first_contact_with_worker_processes_counts_on_a_first_call():
     threads = _Pool()  # shares memory: no first contact to pay
     threads.call_cost, threads.dispatch_cost = 1e-3, 5e-4
     assert schedule._wants_parallel(first, threads, 16)[0]
+
+
+def _burn_and_name(i, seconds):
+    _burn(seconds)
+    return threading.current_thread().name
+
+
+def test_work_that_grew_goes_to_the_workers_in_the_same_call(caplog, monkeypatch):
+    """The same f on a few rows, then on the real data: the call site had learnt light
+    work and lost in parallel twice (inline, retrying every 20 calls); chunk 0 of the
+    heavy call shows the work grew, and the rest of that call goes to the pool."""
+    monkeypatch.delenv("ADRULES_DISPATCH", raising=False)
+    main = threading.current_thread().name
+    with executors.ThreadExecutor(2) as ex:
+        schedule.forget()
+        for _ in range(3):  # 1 ms chunks: above what one pass takes (see the next test)
+            ad.pmap(_burn_and_name, list(range(8)), 1e-3, executor=ex, chunk_size=1)
+        site, = schedule._sites.values()
+        site.losses = 2  # as after two lost parallel runs
+        with caplog.at_level(logging.DEBUG, logger="adrules.schedule"):
+            names = ad.pmap(_burn_and_name, list(range(8)), 0.02, executor=ex, chunk_size=1)
+    assert names[0] == main and main not in names[1:]
+    line = caplog.records[-1].getMessage()
+    assert "the work grew), then 7 chunks on threads:2" in line, line
+    assert site.losses == 0 and site.chunk_seconds > 0.015
+
+
+def test_work_that_grew_inside_a_one_pass_is_decided_anew_on_the_next_call(caplog, monkeypatch):
+    """Tiny scalar psums run in one pass, which cannot stop half-way: a heavy call there
+    runs inline once, and the next call decides from its time, not from the tiny runs."""
+    monkeypatch.delenv("ADRULES_DISPATCH", raising=False)
+
+    def loss(w, seconds):
+        _burn(seconds)
+        return w * w
+
+    xs = [float(i) for i in range(8)]
+    with executors.ThreadExecutor(2) as ex:
+        schedule.forget()
+        for _ in range(3):
+            ad.gradient(lambda xs: ad.psum(loss, xs, 0.0, executor=ex, chunk_size=1), xs)
+        with caplog.at_level(logging.DEBUG, logger="adrules.schedule"):
+            for _ in range(2):
+                g, = ad.gradient(lambda xs: ad.psum(loss, xs, 0.02, executor=ex, chunk_size=1), xs)
+    once, next_call = [r.getMessage() for r in caplog.records if r.name == "adrules.schedule"]
+    assert "8 chunks, inline" in once and "8 chunks on threads:2" in next_call, next_call
+    assert g == [2.0 * x for x in xs]
+
+
+def test_work_that_shrank_after_parallel_runs_goes_inline_on_the_next_call(monkeypatch):
+    """Heavy calls taught the call site to go parallel; tiny work after them must not pay
+    a dispatch on every call: the workers' clocks show the change, the next call is inline."""
+    monkeypatch.delenv("ADRULES_DISPATCH", raising=False)
+    main = threading.current_thread().name
+    with executors.ThreadExecutor(2) as ex:
+        schedule.forget()
+        for _ in range(3):
+            ad.pmap(_burn_and_name, list(range(8)), 0.01, executor=ex, chunk_size=1)
+        ad.pmap(_burn_and_name, list(range(8)), 0.0, executor=ex, chunk_size=1)  # on the stale estimate
+        names = ad.pmap(_burn_and_name, list(range(8)), 0.0, executor=ex, chunk_size=1)
+    assert set(names) == {main}
+
+
+def test_a_parallel_run_of_changed_work_is_no_verdict_on_the_loop_before():
+    site = _site(0.010)  # a loop of 10 ms chunks
+    site.record_parallel(wall=0.5, cpu_seconds=0.8, n=10, first_on_workers=False)  # 80 ms chunks
+    assert site.losses == 0 and site.chunk_seconds == pytest.approx(0.08) and not site.measured_inline
+    site = _site(0.010)
+    site.record_parallel(wall=0.01, cpu_seconds=0.001, n=10, first_on_workers=False)  # 0.1 ms chunks
+    assert site.losses == 0 and site.chunk_seconds == pytest.approx(1e-4)
+    assert not schedule._wants_parallel(site, _Pool(), 10)[0]
