@@ -38,6 +38,7 @@ from . import _context, _remote
 if TYPE_CHECKING:
     import distributed
 from .base import Executor, WorkerError, annotate, check_positive_int, usable_cpu_count
+from .local import WORKER_MALLOC_ENV
 
 __all__ = ["DaskExecutor", "Scattered"]
 
@@ -67,13 +68,31 @@ class Scattered:
         return f"Scattered(key={self.key!r}, nbytes={self.nbytes})"
 
 
+def _local_cluster(kwargs: dict[str, Any]) -> distributed.LocalCluster:
+    """A LocalCluster whose worker processes keep freed memory, as loky's do
+    (``WORKER_MALLOC_ENV``). Dask's own default, ``MALLOC_TRIM_THRESHOLD_=65536``, hands
+    it back to the kernel: a chunk of 200x200 matrices then took 8,000 page faults and
+    75 ms on a Dask worker, against none and 37 ms on a loky worker. These variables
+    must be set before a worker process starts: Dask reads them from
+    ``distributed.nanny.pre-spawn-environ`` (the user's own environment variables win)."""
+    import dask
+    import distributed
+
+    environ = {**dask.config.get("distributed.nanny.pre-spawn-environ"), **WORKER_MALLOC_ENV}
+    with dask.config.set({"distributed.nanny.pre-spawn-environ": environ}):
+        return distributed.LocalCluster(**kwargs)
+
+
 class DaskExecutor(Executor):
     """Run chunks on a Dask ``distributed`` cluster.
 
     * ``client=None``: start a ``LocalCluster(n_workers, threads_per_worker=1,
       processes=True, **cluster_kwargs)`` whose scheduler and workers listen on
       127.0.0.1 only, with no dashboard unless ``dashboard=True`` (then served
-      on 127.0.0.1, at ``client.dashboard_link``); shut down by :meth:`close`.
+      on 127.0.0.1, at ``client.dashboard_link``), and whose workers keep freed
+      memory as ``ProcessExecutor``'s do (Dask's nannies also set these
+      ``MALLOC_*`` variables in this process's ``os.environ``, as they do their
+      own); shut down by :meth:`close`.
     * ``client`` a ``distributed.Client`` or a scheduler address string: use
       that cluster; a user's client is left open on close (a client built here
       from an address is closed, the cluster is left running).
@@ -147,7 +166,7 @@ class DaskExecutor(Executor):
             if security is not None:
                 kwargs["security"] = security
             kwargs.update(cluster_kwargs)
-            self._cluster = distributed.LocalCluster(**kwargs)
+            self._cluster = _local_cluster(kwargs)
             try:
                 # the client takes the cluster's own security (also when security=True
                 # made temporary credentials)

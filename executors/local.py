@@ -32,12 +32,12 @@ from typing import Any, Iterable
 from . import _context, _remote, _shm
 from ._blas import PIN_ENV, blas_pinned
 
-# Worker processes are dedicated to array work: glibc keeps freed memory for reuse
-# (arrays up to 32 MB come from the heap, which is never trimmed) instead of returning
-# every large temporary to the kernel and faulting its pages in again on the next one.
-# Measured on this project's machine: the ensemble demo's gradient on 2 processes went
-# from 1.14x to 1.47x serial with it. The caller's own process is left alone; a user's
-# own MALLOC_* settings win.
+# Worker processes (loky's here, and those of a LocalCluster that DaskExecutor starts) are
+# dedicated to array work: glibc keeps freed memory for reuse (arrays up to 32 MB come
+# from the heap, which is never trimmed) instead of returning every large temporary to
+# the kernel and faulting its pages in again on the next one. Measured on this project's
+# machine: the ensemble demo's gradient on 2 processes went from 1.14x to 1.47x serial
+# with it. The caller's own process is left alone; a user's own MALLOC_* settings win.
 WORKER_MALLOC_ENV = {
     "MALLOC_MMAP_THRESHOLD_": os.environ.get("MALLOC_MMAP_THRESHOLD_", str(32 * 2**20)),
     "MALLOC_TRIM_THRESHOLD_": os.environ.get("MALLOC_TRIM_THRESHOLD_", str(2**30)),
@@ -46,8 +46,12 @@ WORKER_MALLOC_ENV = {
 # it for a leak; the heap kept on purpose above is not one (heavy hvp chunks made loky
 # restart workers between tasks, a second's start-up each). The allowance: the memory
 # glibc may keep, plus loky's own margin.
-WORKER_MALLOC_ENV["LOKY_MAX_MEMORY_LEAK_SIZE"] = os.environ.get(
-    "LOKY_MAX_MEMORY_LEAK_SIZE", str(int(WORKER_MALLOC_ENV["MALLOC_TRIM_THRESHOLD_"]) + 300 * 10**6))
+_LOKY_ENV = {
+    **PIN_ENV,
+    **WORKER_MALLOC_ENV,
+    "LOKY_MAX_MEMORY_LEAK_SIZE": os.environ.get(
+        "LOKY_MAX_MEMORY_LEAK_SIZE", str(int(WORKER_MALLOC_ENV["MALLOC_TRIM_THRESHOLD_"]) + 300 * 10**6)),
+}
 from ._futures import collect
 from .base import (
     Executor,
@@ -205,7 +209,7 @@ class ProcessExecutor(Executor):
                     max_workers=self.n_workers,
                     timeout=self.idle_timeout,
                     initializer=_remote.init_process_worker,
-                    env={**PIN_ENV, **WORKER_MALLOC_ENV},
+                    env=_LOKY_ENV,
                 )
             return self._pool
 
