@@ -50,9 +50,10 @@ def as_bytes(result):
     return np.asarray(value).tobytes() + b"".join(g[k].tobytes() for g in grads for k in sorted(g))
 
 
-# This process runs with malloc as you have it; executors starts its worker processes with
-# glibc told to keep freed memory (executors.local.WORKER_MALLOC_ENV), which the figure notes.
-NOTES = {"processes x2": "  (workers: MALLOC_* tuned by executors)"}
+# This process runs with malloc as you have it; executors starts its worker processes (loky's
+# and the Dask LocalCluster's) with glibc told to keep freed memory
+# (executors.local.WORKER_MALLOC_ENV), which the figure notes.
+NOTES = {name: "  (workers: MALLOC_* tuned by executors)" for name in ("processes x2", "dask x2")}
 
 
 def main():
