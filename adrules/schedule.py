@@ -147,30 +147,29 @@ class _Site:
     """What one call site has learnt about its chunks on one executor."""
 
     __slots__ = ("chunk_seconds", "measured_inline", "losses", "calls", "parallel_runs", "time_a_loop",
-                 "inline_runs")
+                 "inline_runs", "inline_walls")
 
     def __init__(self):
         self.chunk_seconds = None  # CPU seconds of one chunk
         self.measured_inline = False  # chunk_seconds comes from an uncontended loop
         self.losses = self.calls = self.parallel_runs = 0
         self.time_a_loop = False  # the next call runs inline, to judge parallel against it
-        self.inline_runs = []  # seconds per chunk of the last 3 inline runs
+        self.inline_runs = []  # CPU seconds per chunk of the last 3 inline runs
+        self.inline_walls = []  # and their wall-clock seconds per chunk
 
-    def record_inline(self, cpu_seconds, n):
+    def record_inline(self, cpu_seconds, n, wall_seconds):
         # The median of the last three: one run slowed down (a garbage collection, a
         # preempted core: 7x seen on tiny work) would otherwise send the next call to the
         # workers, and its loss start a series of parallel retries.
-        runs = self.inline_runs
-        runs.append(cpu_seconds / n)
-        if len(runs) > 3:
-            del runs[0]
-        self.chunk_seconds, self.measured_inline = sorted(runs)[(len(runs) - 1) // 2], True
+        self.chunk_seconds, self.measured_inline = _last_three(self.inline_runs, cpu_seconds / n), True
+        _last_three(self.inline_walls, wall_seconds / n)
 
     def start_over(self, chunk_seconds, measured_inline):
         """The work changed: decide from ``chunk_seconds`` alone, as if on a first call
         (losses and older runs were of other work)."""
         self.chunk_seconds, self.measured_inline = chunk_seconds, measured_inline
         self.inline_runs = [chunk_seconds] if measured_inline else []
+        self.inline_walls = []
         self.losses, self.time_a_loop = 0, False
 
     def record_parallel(self, wall, cpu_seconds, n, first_on_workers, n_workers=2):
@@ -193,7 +192,23 @@ class _Site:
             if cpu_seconds < 0.7 * n_workers * wall:
                 self.time_a_loop = True
             return
-        self.losses = self.losses + 1 if wall > 1.05 * self.chunk_seconds * n else 0
+        # wall clock against wall clock: other jobs on the machine slow both alike (against
+        # the loop's CPU time, a busy spell counted every parallel run as a loss, and the
+        # small ensemble's 1.3x on threads went inline for good)
+        loop = _median(self.inline_walls) if self.inline_walls else self.chunk_seconds
+        self.losses = self.losses + 1 if wall > 1.05 * loop * n else 0
+
+
+def _last_three(runs, value):
+    """Append ``value`` to ``runs``, keep the last three, return their median."""
+    runs.append(value)
+    if len(runs) > 3:
+        del runs[0]
+    return _median(runs)
+
+
+def _median(runs):
+    return sorted(runs)[(len(runs) - 1) // 2]
 
 
 _sites: dict = {}
@@ -275,13 +290,13 @@ def run_in_one_pass(executor, fn, n, work, *, key=None, dispatch="auto", progres
     site.calls += 1
     t0, c0 = time.perf_counter(), time.thread_time()
     out = call_inline(work)  # as an inline map of one item runs it, for less
-    cpu = time.thread_time() - c0
+    cpu, wall = time.thread_time() - c0, time.perf_counter() - t0
     if _work_changed(cpu / n, site.chunk_seconds):  # no longer tiny: the next call decides anew
         site.start_over(cpu / n, measured_inline=True)
     else:
-        site.record_inline(cpu, n)
+        site.record_inline(cpu, n, wall)
     if logger.isEnabledFor(logging.DEBUG):
-        _log(label, about, n, "inline", why, time.perf_counter() - t0)
+        _log(label, about, n, "inline", why, wall)
     return True, out
 
 
@@ -305,7 +320,7 @@ def _inline_watching_chunk_0(site, executor, timed, items, shared, on_done, on_r
     from chunk 0's time, and the rest goes where that says, as on a first call."""
     if len(items) < 2 or executor.n_workers < 2 or executors.in_worker():
         return _inline(site, timed, items, shared, on_done, on_result), "inline", why
-    t0 = time.thread_time()
+    w0, t0 = time.perf_counter(), time.thread_time()
     done = _SERIAL.map(timed.fn, items[:1], shared=shared, on_done=on_done, on_result=on_result)
     chunk0 = time.thread_time() - t0
     if chunk0 > WORK_CHANGED * site.chunk_seconds:
@@ -316,7 +331,7 @@ def _inline_watching_chunk_0(site, executor, timed, items, shared, on_done, on_r
     t1 = time.thread_time()
     rest = _SERIAL.map(timed.fn, items[1:], shared=shared, on_done=_shift(on_done, 1),
                        on_result=_shift_result(on_result, 1))
-    site.record_inline(chunk0 + time.thread_time() - t1, len(items))
+    site.record_inline(chunk0 + time.thread_time() - t1, len(items), time.perf_counter() - w0)
     return done + rest, "inline", why
 
 
@@ -401,9 +416,9 @@ def _rest_after_timed_chunks(site, executor, timed, rest, offset, shared, on_don
 
 
 def _inline(site, timed, items, shared, on_done, on_result):
-    t0 = time.thread_time()  # one clock reading for the lot (two syscalls, not two per item)
+    w0, t0 = time.perf_counter(), time.thread_time()  # clocks read for the lot, not per item
     out = _SERIAL.map(timed.fn, items, shared=shared, on_done=on_done, on_result=on_result)
-    site.record_inline(time.thread_time() - t0, len(items))
+    site.record_inline(time.thread_time() - t0, len(items), time.perf_counter() - w0)
     return out
 
 

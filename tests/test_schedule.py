@@ -94,9 +94,23 @@ def test_an_unclear_gain_is_judged_against_a_timed_loop():
     site.calls += 1
     parallel, why = schedule._wants_parallel(site, _Pool(), 10)
     assert not parallel and "timing a loop" in str(why)
-    site.record_inline(cpu_seconds=0.15, n=10)  # the loop: 15 ms a chunk, 150 ms in all
+    site.record_inline(cpu_seconds=0.15, n=10, wall_seconds=0.15)  # the loop: 15 ms a chunk, 150 ms in all
     site.record_parallel(wall=0.17, cpu_seconds=0.2, n=10, first_on_workers=False)
     assert site.losses == 1  # 170 ms in parallel against a 150 ms loop
+
+
+def test_a_parallel_run_is_judged_against_the_loops_wall_clock():
+    """Other jobs on the machine slow a loop and a parallel run alike: the loop's wall
+    clock is the yardstick, not its CPU time (against which a busy spell counted every
+    parallel run as lost and sent a 1.3x gain inline)."""
+    site = schedule._Site()
+    for _ in range(3):  # 10 ms of CPU a chunk, 20 ms of wall clock: a busy machine
+        site.record_inline(cpu_seconds=0.10, n=10, wall_seconds=0.20)
+    site.record_parallel(wall=0.15, cpu_seconds=0.2, n=10, first_on_workers=False)
+    assert site.losses == 0
+    site.record_parallel(wall=0.25, cpu_seconds=0.2, n=10, first_on_workers=False)
+    assert site.losses == 1
+    assert site.chunk_seconds == pytest.approx(0.01)  # deciding still goes by CPU time
 
 
 def test_chunks_report_cpu_time_not_waiting_time():
@@ -188,10 +202,10 @@ def test_dispatch_choices_are_checked(monkeypatch):
 def test_one_slow_inline_run_does_not_move_the_estimate():
     site = schedule._Site()
     for cpu in (0.010, 0.011, 0.080, 0.010):  # the third run was slowed down 8x
-        site.record_inline(cpu_seconds=cpu, n=10)
+        site.record_inline(cpu_seconds=cpu, n=10, wall_seconds=cpu)
         assert site.chunk_seconds <= 0.0011
-    site.record_inline(cpu_seconds=0.09, n=10)  # the work itself grew: two runs say so
-    site.record_inline(cpu_seconds=0.09, n=10)
+    site.record_inline(cpu_seconds=0.09, n=10, wall_seconds=0.09)  # the work itself grew: two runs say so
+    site.record_inline(cpu_seconds=0.09, n=10, wall_seconds=0.09)
     assert site.chunk_seconds == pytest.approx(0.009)
 
 
