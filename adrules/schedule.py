@@ -54,6 +54,7 @@ RETRY_EVERY = 20  # calls: how often a call site that lost in parallel tries aga
 # changed (the same f on other data: a smoke test on a few rows, then the real run):
 # what the site learnt, losses included, no longer applies.
 WORK_CHANGED = 4.0
+RECHECK_EVERY = 100  # parallel runs: then one call times a loop again (the machine's load moves)
 # One pass over every chunk holds every chunk's state at once (one tape, one cotangent of a
 # shared argument per chunk), where chunk by chunk holds one: only for tiny work, whose
 # cost is the per-chunk machinery, and few chunks (extra memory: a few MB at most).
@@ -197,6 +198,8 @@ class _Site:
         # small ensemble's 1.3x on threads went inline for good)
         loop = _median(self.inline_walls) if self.inline_walls else self.chunk_seconds
         self.losses = self.losses + 1 if wall > 1.05 * loop * n else 0
+        if self.parallel_runs % RECHECK_EVERY == 0:  # a loop timed in a busy spell
+            self.time_a_loop = True                   # must not stand for good
 
 
 def _last_three(runs, value):
@@ -598,7 +601,7 @@ def _wants_parallel(site, executor, n):
         return False, f"{executor.name} has 1 worker"
     if site.time_a_loop:
         site.time_a_loop = False
-        return False, "timing a loop to judge the last parallel run"
+        return False, "timing a loop to judge parallel runs against"
     # each further loss doubles the wait: a try costs a whole parallel run, which on a
     # site of tiny calls outweighs what the inline calls between tries cost
     every = RETRY_EVERY * 2 ** min(site.losses - 2, 6)

@@ -111,6 +111,9 @@ def test_a_parallel_run_is_judged_against_the_loops_wall_clock():
     site.record_parallel(wall=0.25, cpu_seconds=0.2, n=10, first_on_workers=False)
     assert site.losses == 1
     assert site.chunk_seconds == pytest.approx(0.01)  # deciding still goes by CPU time
+    while site.parallel_runs % schedule.RECHECK_EVERY:  # a loop timed in a busy spell is
+        site.record_parallel(wall=0.15, cpu_seconds=0.2, n=10, first_on_workers=False)
+    assert site.time_a_loop  # timed again now and then
 
 
 def test_chunks_report_cpu_time_not_waiting_time():
