@@ -10,9 +10,10 @@
       later calls             decided from what the site measured: CPU seconds per chunk
                               (inline loops, or the workers' own clocks)
       worth it  ⟺  work / workers + dispatch (per task, per call, start-up) < work / MARGIN
-      a parallel run slower (wall clock) than the loop it replaced is a loss: two in a
-      row send the site inline, with a parallel try every RETRY_EVERY calls, twice as
-      long a wait after each further loss
+      a parallel run slower (wall clock) than the loop it replaced (its wall clock too:
+      other jobs slow both alike) is a loss: two in a row send the site inline, with a
+      parallel try every RETRY_EVERY calls, twice as long a wait after each further
+      loss; every RECHECK_EVERY parallel runs, one call times the loop again
       work that changed (a chunk WORK_CHANGED times heavier or lighter than the site's
       estimate: the same f on other data) starts the site over, losses forgotten:
         inline run       chunk 0 timed on its own; grew ─ the rest decided as on a first call
