@@ -327,7 +327,8 @@ def _inline_watching_chunk_0(site, executor, timed, items, shared, on_done, on_r
     w0, t0 = time.perf_counter(), time.thread_time()
     done = _SERIAL.map(timed.fn, items[:1], shared=shared, on_done=on_done, on_result=on_result)
     chunk0 = time.thread_time() - t0
-    if chunk0 > WORK_CHANGED * site.chunk_seconds:
+    # (not below a call's dispatch cost: a garbage collection in a tiny chunk is no change)
+    if chunk0 > max(WORK_CHANGED * site.chunk_seconds, executor.call_cost):
         site.start_over(chunk0, measured_inline=True)
         rest, where, why = _rest_after_timed_chunks(site, executor, timed, items[1:], 1, shared, on_done,
                                                     on_result)
