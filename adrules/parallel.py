@@ -68,6 +68,7 @@ from .chunks import (
     chunk_value,
     expand,
     fold,
+    fold_chunks,
     is_container,
     jvp_item,
     map_list,
@@ -356,8 +357,11 @@ def _value(call, state, xs, shared):
 
     def all_inline():
         plan = call.plan
-        fn, reduce = callable_of(plan.rebuild, state, plan.f), fold if plan.kind == "sum" else map_list
-        values.take_all([reduce(fn, chunk, shared, start, plan.vectorized) for chunk, start in items])
+        fn = callable_of(plan.rebuild, state, plan.f)
+        if plan.kind == "sum":
+            values.take_all(fold_chunks(fn, xs, items, shared, plan.vectorized))
+        else:
+            values.take_all([map_list(fn, chunk, shared, start, plan.vectorized) for chunk, start in items])
 
     ran, _ = call.run_in_one_pass(executor, "forward", chunk_value, len(items), all_inline)
     if not ran:
@@ -448,8 +452,10 @@ def _forward_in_one_pass(call, items, xs, state, shared):
 
     def all_chunks(*values):  # Plan.body per chunk, its parts as active_call puts them
         if not idx and plan.rebuild is None:  # the common case: only xs differentiated
+            if plan.kind == "sum":
+                return fold_chunks(plan.f, values[0], items, shared, plan.vectorized)
             boxed = values[0]
-            return [reduce(plan.f, boxed[start:start + len(xs_c)], shared, start, plan.vectorized)
+            return [map_list(plan.f, boxed[start:start + len(xs_c)], shared, start, plan.vectorized)
                     for xs_c, start in items]
         ys = []
         fn = plan.f  # the same for every chunk, unless its state is differentiated
