@@ -716,7 +716,7 @@ def _call(kind, f, xs, shared, executor, chunk_size, vectorized, progress, dispa
     if not _STATE.active:  # nothing is differentiated anywhere: no primitive call to record
         return _value(call, state, xs, shared)
     trace = _the_trace_of_numbers(xs) if state is None and kind == "psum" and not vectorized else None
-    if trace is not None and not _has_traced(shared):
+    if trace is not None and not (shared and _has_traced(shared)):
         y = _sum_of_traced_numbers(call, trace, xs, shared)
         if y is not _HANDED_OVER:
             return y
