@@ -524,6 +524,9 @@ class _DoneInOnePass:
         self.values, self.grads, self.layout = values, grads, layout
 
 
+_ONE = np.float64(1.0)  # one seed for every float64 output: a scalar nobody writes into
+
+
 def _gradients_at_one(trace, plans, outs):
     """``(values, cotangents of the arguments)`` with every traced output seeded with
     one (what ``pullback``'s ``back`` does for ``chunk_forward``: a seed of the output's
@@ -535,7 +538,7 @@ def _gradients_at_one(trace, plans, outs):
             if type(v) not in _PLAIN and np.shape(v) != ():
                 return None
             dt = getattr(v, "dtype", None)
-            seeds.append((y.slot, np.float64(1.0) if dt is None else dt.type(1)))
+            seeds.append((y.slot, _ONE if dt is None or type(v) is np.float64 else dt.type(1)))
             values.append(v)
         elif type(y) not in _PLAIN and (np.shape(y) != () or is_container(y)):
             return None
