@@ -29,6 +29,12 @@
         gradient of a gradient:   per chunk, a pullback of the chunk's pullback
       the parent reduces chunk results as first order does (the same classes, traced).
 
+    xs a list or tuple of numbers traced by one reverse trace, nothing else traced, on a
+    call site the schedule runs in one pass (tiny work):  _sum_of_traced_numbers, no
+      primitive: the one pass's cotangents at ȳ = 1 recorded on that trace as one node
+      whose pullback scales them by ȳ; a forward pass it cannot finish (no one pass, a
+      value that is not a scalar) goes to the rrule above, not run again (Call.forward)
+
 What runs on one chunk (on a worker) is in ``chunks.py``; this module holds the
 primitive, its rules, the reductions and the public entry points.
 
