@@ -88,6 +88,23 @@ def fold(fn, xs, shared, start, vectorized):
     return total
 
 
+def fold_chunks(fn, xs, items, shared, vectorized):
+    """``fold`` over each chunk of ``xs``, ``items`` being its ``(chunk, start)`` pairs
+    (the chunk's elements are taken from ``xs``). Chunks of one element (``len(xs) / 16``
+    rounded up, for up to 16 elements) give ``fn``'s values themselves: no fold call and
+    slice per chunk, on tiny work their main cost."""
+    if len(items) == len(xs) and not vectorized:
+        out = []
+        try:
+            for k in range(len(xs)):
+                out.append(fn(xs[k], *shared))
+        except Exception as e:
+            _blame(e, fn, len(out))
+            raise
+        return out
+    return [fold(fn, xs[start:start + len(chunk)], shared, start, vectorized) for chunk, start in items]
+
+
 def what(value):
     shape = getattr(value, "shape", None)
     return f"shape {shape}" if shape is not None else f"a {type(value).__name__}"

@@ -29,6 +29,12 @@
         gradient of a gradient:   per chunk, a pullback of the chunk's pullback
       the parent reduces chunk results as first order does (the same classes, traced).
 
+    xs a list or tuple of numbers traced by one reverse trace, nothing else traced, on a
+    call site the schedule runs in one pass (tiny work):  _sum_of_traced_numbers, no
+      primitive: the one pass's cotangents at ȳ = 1 recorded on that trace as one node
+      whose pullback scales them by ȳ; a forward pass it cannot finish (no one pass, a
+      value that is not a scalar) goes to the rrule above, not run again (Call.forward)
+
 What runs on one chunk (on a worker) is in ``chunks.py``; this module holds the
 primitive, its rules, the reductions and the public entry points.
 
@@ -68,6 +74,7 @@ from .chunks import (
     chunk_value,
     expand,
     fold,
+    fold_chunks,
     is_container,
     jvp_item,
     map_list,
@@ -76,8 +83,8 @@ from .chunks import (
 )
 from .pytrees import _children, flatten, tree_map, unflatten
 from .registry import frule, primitive, rrule
-from .tangents import NoTangent, ZeroTangent, is_zero
-from .tracer import Traced, TracerError, backprop
+from .tangents import NoTangent, ZeroTangent, is_float_value, is_zero
+from .tracer import _F64_SCALARS, Traced, TracerError, backprop, record
 
 # ---------------------------------------------------------------------------
 # chunks and their reduction
@@ -302,6 +309,9 @@ class Call:
         self.dispatch = dispatch
         self.name = "psum" if plan.kind == "sum" else "pmap"
         self.out_tree = None  # set when f's values are containers: the primitive returns leaves
+        # (executor, items, ran, chunks): the forward pass _sum_of_traced_numbers already
+        # asked the schedule for, when it could not finish the call itself
+        self.forward = None
 
     def output(self, y):
         """What the primitive returns for the value ``y``: ``y`` itself when it is one
@@ -356,8 +366,11 @@ def _value(call, state, xs, shared):
 
     def all_inline():
         plan = call.plan
-        fn, reduce = callable_of(plan.rebuild, state, plan.f), fold if plan.kind == "sum" else map_list
-        values.take_all([reduce(fn, chunk, shared, start, plan.vectorized) for chunk, start in items])
+        fn = callable_of(plan.rebuild, state, plan.f)
+        if plan.kind == "sum":
+            values.take_all(fold_chunks(fn, xs, items, shared, plan.vectorized))
+        else:
+            values.take_all([map_list(fn, chunk, shared, start, plan.vectorized) for chunk, start in items])
 
     ran, _ = call.run_in_one_pass(executor, "forward", chunk_value, len(items), all_inline)
     if not ran:
@@ -370,8 +383,11 @@ def _psum_rrule(call, *leaves):
     state, xs, shared = call.unpack(leaves)
     if Traced in set(map(type, leaves)):
         return _nested_rrule(call, state, xs, shared, leaves)
-    executor = call.resolve(state, xs, shared)
-    items = _chunks(xs, call.chunk_size)
+    if call.forward is None:
+        executor = call.resolve(state, xs, shared)
+        items = _chunks(xs, call.chunk_size)
+    else:
+        executor, items, ran, chunks = call.forward
     values = _Values(call.plan.kind, items)
     eager = _Cotangents(call, state, xs, shared)
 
@@ -384,15 +400,19 @@ def _psum_rrule(call, *leaves):
         result.value = None
         return result
 
-    def one_pass():
-        chunks = _forward_in_one_pass(call, items, xs, state, shared)
+    def take_one_pass(chunks):
         if type(chunks) is not _DoneInOnePass:
             return [take(i, c) for i, c in enumerate(chunks)]
         values.take_all(chunks.values)
         eager.take_done(chunks)
         return chunks
 
-    ran, chunks = call.run_in_one_pass(executor, "forward", chunk_forward, len(items), one_pass)
+    if call.forward is None:
+        ran, chunks = call.run_in_one_pass(
+            executor, "forward", chunk_forward, len(items),
+            lambda: take_one_pass(_forward_in_one_pass(call, items, xs, state, shared)))
+    elif ran:
+        chunks = take_one_pass(chunks)
     if not ran:
         chunks = call.run(executor, "forward", chunk_forward, items,
                           (call.plan, call.active, state, shared, executor.shares_memory), take)
@@ -419,6 +439,9 @@ def _psum_rrule(call, *leaves):
         return (NoTangent(), NoTangent(), *leaf_bars)
 
     return y, psum_pullback
+
+
+_PSUM_RULE = rrule.lookup(_map_chunks)  # what _sum_of_traced_numbers records, as apply would
 
 
 def _forward_in_one_pass(call, items, xs, state, shared):
@@ -448,8 +471,10 @@ def _forward_in_one_pass(call, items, xs, state, shared):
 
     def all_chunks(*values):  # Plan.body per chunk, its parts as active_call puts them
         if not idx and plan.rebuild is None:  # the common case: only xs differentiated
+            if plan.kind == "sum":
+                return fold_chunks(plan.f, values[0], items, shared, plan.vectorized)
             boxed = values[0]
-            return [reduce(plan.f, boxed[start:start + len(xs_c)], shared, start, plan.vectorized)
+            return [map_list(plan.f, boxed[start:start + len(xs_c)], shared, start, plan.vectorized)
                     for xs_c, start in items]
         ys = []
         fn = plan.f  # the same for every chunk, unless its state is differentiated
@@ -505,6 +530,9 @@ class _DoneInOnePass:
         self.values, self.grads, self.layout = values, grads, layout
 
 
+_ONE = np.float64(1.0)  # one seed for every float64 output: a scalar nobody writes into
+
+
 def _gradients_at_one(trace, plans, outs):
     """``(values, cotangents of the arguments)`` with every traced output seeded with
     one (what ``pullback``'s ``back`` does for ``chunk_forward``: a seed of the output's
@@ -516,7 +544,7 @@ def _gradients_at_one(trace, plans, outs):
             if type(v) not in _PLAIN and np.shape(v) != ():
                 return None
             dt = getattr(v, "dtype", None)
-            seeds.append((y.slot, np.float64(1.0) if dt is None else dt.type(1)))
+            seeds.append((y.slot, _ONE if dt is None or type(v) is np.float64 else dt.type(1)))
             values.append(v)
         elif type(y) not in _PLAIN and (np.shape(y) != () or is_container(y)):
             return None
@@ -693,13 +721,66 @@ def _call(kind, f, xs, shared, executor, chunk_size, vectorized, progress, dispa
         raise ValueError(f"{kind}: {e}") from None
     state, rebuild = split_callable(f)
     plan = Plan(f if rebuild is None else None, rebuild, "sum" if kind == "psum" else "map", vectorized)
+    call = Call(plan, None, (False,) * (2 + len(shared)), f, executor, chunk_size, progress, dispatch)
     if not _STATE.active:  # nothing is differentiated anywhere: no primitive call to record
-        call = Call(plan, None, (False,) * (2 + len(shared)), f, executor, chunk_size, progress, dispatch)
         return _value(call, state, xs, shared)
+    trace = _the_trace_of_numbers(xs) if state is None and kind == "psum" and not vectorized else None
+    if trace is not None and not (shared and _has_traced(shared)):
+        y = _sum_of_traced_numbers(call, trace, xs, shared)
+        if y is not _HANDED_OVER:
+            return y
     leaves, treedef = flatten((state, xs, list(shared)))
-    active = (state is not None, *_traced_parts(leaves, treedef))
-    call = Call(plan, treedef, active, f, executor, chunk_size, progress, dispatch)
+    call.treedef, call.active = treedef, (state is not None, *_traced_parts(leaves, treedef))
     return call.rebuild(_map_chunks(call, *leaves))
+
+
+def _the_trace_of_numbers(xs):
+    """The reverse trace of ``xs`` when it is a list or tuple of float64 numbers all
+    traced by that one trace (nothing else: not an outer differentiation's values)."""
+    if type(xs) not in (list, tuple) or not xs or type(xs[0]) is not Traced:
+        return None
+    trace = xs[0]._trace
+    if trace.forward:
+        return None
+    for x in xs:
+        if type(x) is not Traced or x._trace is not trace or type(x.value) not in _F64_SCALARS:
+            return None
+    return trace
+
+
+_HANDED_OVER = object()
+
+
+def _sum_of_traced_numbers(call, trace, xs, shared):
+    """psum of ``f`` over numbers traced by ``trace`` (and nothing else traced) without
+    the primitive: the one pass's chunk cotangents at ȳ = 1, recorded on ``trace`` as one
+    node whose pullback scales them by ȳ, as ``_psum_rrule``'s does: the same bits.
+    The primitive's flattening, boxing and unboxing, its reductions' bookkeeping and
+    its general pullback cost tiny work (issue 9: 10 scalars) about 30 µs.
+
+    Where the one pass does not run, or gives no scalar sum, the forward pass is handed
+    to ``_psum_rrule`` (``call.forward``, not run again) and ``_HANDED_OVER`` returned."""
+    values = [x.value for x in xs]
+    call.active = (False, True, *(False for _ in shared))
+    executor = call.resolve(None, values, shared)
+    items = _chunks(values, call.chunk_size)
+    ran, chunks = call.run_in_one_pass(executor, "forward", chunk_forward, len(items),
+                                       lambda: _forward_in_one_pass(call, items, values, None, shared))
+    if not (ran and type(chunks) is _DoneInOnePass):
+        call.forward = (executor, items, ran, chunks)
+        return _HANDED_OVER
+    total = _Values("sum", items)
+    total.take_all(chunks.values)
+    y = total.result()
+    if not is_float_value(y):
+        return y
+    grads = chunks.grads[0]  # of the whole xs: a list or tuple, one number per element
+
+    def psum_pullback(ybar):
+        scale = None if _is_one(ybar) else ybar
+        return (NoTangent(), *(grads if scale is None else [_scale(g, scale) for g in grads]))
+
+    return record(trace, _PSUM_RULE, y, [x.slot for x in xs], values, psum_pullback)
 
 
 def _traced_parts(leaves, treedef):

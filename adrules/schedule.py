@@ -618,6 +618,11 @@ def _would_gain(executor, chunk_seconds, n, first_contact=False):
     alone; starts the workers for the next call where only their start-up stands in the
     way."""
     work = chunk_seconds * n
+    if 2 * work <= MARGIN * executor.call_cost and not logger.isEnabledFor(logging.DEBUG):
+        # parallel_seconds is at least call_cost, so neither branch below can be taken:
+        # nothing to estimate (nor to ask twice whether workers are up, a lock each on
+        # processes), unless for the log
+        return False, "too little work for a parallel call"
     par = parallel_seconds(executor, chunk_seconds, n)
     if first_contact:
         par += first_contact_seconds(executor)

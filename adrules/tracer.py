@@ -513,8 +513,14 @@ def apply(f, args, kwargs, sequences=False):
         return _same_sequence(y, boxes)
     if not is_float_value(y):
         return y
-    out = Traced(y, top)
-    top.nodes.append(Node(entry, out.slot, slots, values, pullback, None))
+    return record(top, entry, y, slots, values, pullback)
+
+
+def record(trace, entry, y, slots, values, pullback):
+    """``y``, the output of ``entry``'s rule for arguments ``values`` at tape ``slots``,
+    boxed on ``trace``, with ``pullback`` recorded for backprop."""
+    out = Traced(y, trace)
+    trace.nodes.append(Node(entry, out.slot, slots, values, pullback, None))
     return out
 
 

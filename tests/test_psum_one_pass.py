@@ -27,18 +27,23 @@ def fresh_schedule(monkeypatch):
     schedule.forget()
 
 
-@pytest.fixture
-def one_passes(monkeypatch):
-    """Counts the calls that ran in one pass."""
+def _counted(monkeypatch, name):
+    """A list that grows by one at each call of ``parallel.<name>``."""
     calls = []
-    real = parallel._forward_in_one_pass
+    real = getattr(parallel, name)
 
     def counted(*args):
         calls.append(1)
         return real(*args)
 
-    monkeypatch.setattr(parallel, "_forward_in_one_pass", counted)
+    monkeypatch.setattr(parallel, name, counted)
     return calls
+
+
+@pytest.fixture
+def one_passes(monkeypatch):
+    """Counts the calls that ran in one pass."""
+    return _counted(monkeypatch, "_forward_in_one_pass")
 
 
 @pytest.fixture(scope="module")
@@ -358,3 +363,94 @@ def test_values_without_any_trace_keep_their_structure(threads):
     assert total == (6.0, {"sq": 14.0})
     assert _twice(lambda: ad.pmap(lambda x: [x], xs, executor=threads)) == [[1.0], [2.0], [3.0]]
     assert ad.psum(cheap, [], executor=threads) == 0.0
+
+
+# ---------------------------------------------------------------------------
+# a list or tuple of numbers traced by one reverse trace, nothing else traced: psum
+# records the one pass's cotangents on the caller's tape itself, without the primitive
+# (parallel._sum_of_traced_numbers); anything else is handed over to the primitive
+# ---------------------------------------------------------------------------
+
+
+@pytest.fixture
+def primitive_calls(monkeypatch):
+    """Counts the calls that went through psum's primitive."""
+    return _counted(monkeypatch, "_map_chunks")
+
+
+@pytest.mark.parametrize("container", [list, tuple])
+@pytest.mark.parametrize("chunk_size", [None, 1, 3])
+@pytest.mark.parametrize("number", [float, np.float64])
+def test_traced_numbers_skip_the_primitive_with_the_same_bits(threads, one_passes, primitive_calls, caplog,
+                                                              container, chunk_size, number):
+    xs = container(number(v) for v in np.linspace(-1.3, 2.1, 10))
+    shared = (np.array([0.5, -0.25]), 3)  # not differentiated
+
+    def f(x, w, k):
+        return np.sum(np.sin(x * w)) * x + k
+
+    def pulled(dispatch, ybar):
+        y, back = ad.pullback(lambda xs: ad.psum(f, xs, *shared, executor=threads, chunk_size=chunk_size,
+                                                 dispatch=dispatch), xs)
+        return y, back(ybar)
+
+    for ybar in (1.0, np.float64(0.3)):
+        want = pulled("always", ybar)
+        assert len(primitive_calls) == 1  # every chunk on the executor: the primitive's way
+        with caplog.at_level(logging.DEBUG, logger="adrules.schedule"):
+            got = pulled("auto", ybar)  # the call site knows its work is tiny: one pass
+        assert len(primitive_calls) == 1 and one_passes
+        lines = [r.getMessage() for r in caplog.records if r.name == "adrules.schedule"]
+        assert len(lines) == 1 and "psum forward of " in lines[0] and " chunks, inline" in lines[0]
+        assert _bits(got) == _bits(want)
+        assert type(got[1][0]) is container and all(type(g) is float for g in got[1][0])
+        loop = ad.pullback(lambda xs: sum(f(x, *shared) for x in xs), xs)[1](ybar)[0]
+        np.testing.assert_allclose(got[1][0], loop, rtol=1e-13)
+        primitive_calls.clear(), one_passes.clear(), caplog.clear()
+        schedule.forget()
+
+
+def test_traced_numbers_with_array_values_are_handed_to_the_primitive(threads, one_passes, primitive_calls):
+    xs = [float(v) for v in np.linspace(-1.0, 1.0, 6)]
+
+    def grad(dispatch):
+        return ad.gradient(lambda xs: np.sum(ad.psum(lambda x: np.stack([x, x * x]), xs, executor=threads,
+                                                     chunk_size=2, dispatch=dispatch) * [0.3, -1.2]), xs)
+
+    want, got = _always_then_auto(grad)
+    assert len(one_passes) == 2 and len(primitive_calls) == 3  # each auto call's one pass ran once
+    assert _bits(got) == _bits(want)
+    np.testing.assert_allclose(got[0], [0.3 - 2.4 * x for x in xs], rtol=1e-13)
+
+
+def test_traced_numbers_whose_f_gives_constants(threads, primitive_calls):
+    xs = [1.0, 2.0, 3.0]
+
+    def value_and_grad(dispatch):
+        return ad.value_and_gradient(lambda xs: ad.psum(lambda x: 2, xs, executor=threads,
+                                                        dispatch=dispatch) * 1.0, xs)
+
+    want, got = _always_then_auto(value_and_grad)
+    assert len(primitive_calls) == 1  # "always" only
+    assert got == want == (6.0, ([0.0, 0.0, 0.0],))
+
+
+_ESCAPED = []
+
+
+def reads_a_traced_global(x):
+    return x * _ESCAPED[0]
+
+
+def test_traced_numbers_with_f_reading_a_traced_value_it_was_not_given(threads, primitive_calls):
+    def total(xs, v):
+        _ESCAPED[:] = [v]
+        return ad.psum(reads_a_traced_global, xs, executor=threads)
+
+    xs = [1.0, 2.0]
+    _ESCAPED[:] = [3.0]  # a first call, with nothing escaping: chunk by chunk, through the primitive
+    ad.gradient(lambda xs: ad.psum(reads_a_traced_global, xs, executor=threads), xs)
+    with pytest.raises(ad.tracer.TracerError, match="Pass it explicitly as a shared argument"):
+        ad.gradient(total, xs, 3.0)
+    assert len(primitive_calls) == 1
+    _ESCAPED.clear()

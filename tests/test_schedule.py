@@ -68,6 +68,29 @@ def test_workers_not_up_count_their_start_up_and_are_started_for_next_time():
     assert not schedule._wants_parallel(_site(1e-5), tiny, 8)[0] and not tiny.started
 
 
+
+class _CountsReady(_Pool):
+    def ready(self):
+        self.asked = getattr(self, "asked", 0) + 1
+        return self._ready
+
+
+@pytest.mark.parametrize("ready", [True, False])
+def test_work_below_a_call_s_cost_is_decided_without_asking_whether_workers_are_up(ready, caplog):
+    """Half of what any parallel call costs cannot pay (issue 9: asking a process pool
+    whether it is up took a lock, twice, on every tiny call); the DEBUG log still gets
+    the estimate, and the decisions agree."""
+    quiet, logged = _CountsReady(ready=ready), _CountsReady(ready=ready)
+    tiny = _site(0.4 * quiet.call_cost / 10)  # 10 chunks: 0.4 of a call's cost
+    assert not schedule._wants_parallel(tiny, quiet, 10)[0]
+    assert getattr(quiet, "asked", 0) == 0 and not quiet.started
+    with caplog.at_level(logging.DEBUG, logger="adrules.schedule"):
+        parallel, why = schedule._wants_parallel(tiny, logged, 10)
+    assert not parallel and logged.asked and "est." in str(why) and not logged.started
+    heavier = _CountsReady(ready=ready)
+    schedule._wants_parallel(_site(0.7 * heavier.call_cost / 10), heavier, 10)
+    assert heavier.asked  # above half a call's cost: estimated as before
+
 def test_two_lost_parallel_calls_in_a_row_send_the_call_site_inline_with_retries():
     site = _site(0.010)  # a loop: 100 ms for 10 chunks
     site.record_parallel(wall=5.0, cpu_seconds=0.2, n=10, first_on_workers=True)  # no verdict
