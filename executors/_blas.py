@@ -16,7 +16,6 @@ when new modules were imported since the last scan.  Pinning costs ~15 µs.
 
 from __future__ import annotations
 
-import contextlib
 import sys
 import threading
 
@@ -85,21 +84,41 @@ def _pin(ctl):
     return changed
 
 
-@contextlib.contextmanager
-def blas_pinned():
-    """Context manager: BLAS/OpenMP pools limited to 1 thread inside (ref-counted)."""
-    global _depth, _limiter
-    with _lock:
-        if _depth == 0 and not _pinned_for_good:
-            ctl = _get_controller()
-            _limiter = _pin(ctl) if ctl is not None else None
-        _depth += 1
-    try:
-        yield
-    finally:
+class _Pinned:
+    """``with blas_pinned():`` — a class, not a generator: entered on every inline call
+    of tiny psum work, where contextlib's machinery cost more than the pinning."""
+
+    __slots__ = ()
+
+    def __enter__(self) -> None:
+        global _depth, _limiter
+        if _pinned_for_good:  # a worker process: pinned for its whole life
+            return
+        with _lock:
+            if _depth == 0:
+                ctl = _get_controller()
+                _limiter = _pin(ctl) if ctl is not None else None
+            _depth += 1
+
+    def __exit__(self, *exc_info: object) -> None:
+        global _depth, _limiter
+        if _pinned_for_good and _depth == 0:  # (pinned for good inside a section: undo it)
+            return
         with _lock:
             _depth -= 1
             if _depth == 0 and _limiter is not None:
                 for lib, n in _limiter:
                     lib.set_num_threads(n)
                 _limiter = None
+
+
+_PINNED = _Pinned()
+
+
+def blas_pinned() -> _Pinned:
+    """Context manager: BLAS/OpenMP pools limited to 1 thread inside (ref-counted).
+
+    >>> with blas_pinned():
+    ...     pass
+    """
+    return _PINNED
