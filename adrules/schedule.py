@@ -17,7 +17,7 @@
       work that changed (a chunk WORK_CHANGED times heavier or lighter than the site's
       estimate: the same f on other data) starts the site over, losses forgotten:
         inline run       chunk 0 timed on its own; grew ─ the rest decided as on a first call
-        one pass         cannot stop half-way: the next call decides from its time
+        one pass         cannot stop half-way: the next call times its chunk 0 alone
         parallel run     the workers' clocks are the new estimate (shrank: inline next call)
 
 Processes that are not up yet count their start-up in the estimate; when only the
@@ -149,7 +149,7 @@ class _Site:
     """What one call site has learnt about its chunks on one executor."""
 
     __slots__ = ("chunk_seconds", "measured_inline", "losses", "calls", "parallel_runs", "time_a_loop",
-                 "inline_runs", "inline_walls")
+                 "inline_runs", "inline_walls", "watch_chunk_0")
 
     def __init__(self):
         self.chunk_seconds = None  # CPU seconds of one chunk
@@ -158,6 +158,7 @@ class _Site:
         self.time_a_loop = False  # the next call runs inline, to judge parallel against it
         self.inline_runs = []  # CPU seconds per chunk of the last 3 inline runs
         self.inline_walls = []  # and their wall-clock seconds per chunk
+        self.watch_chunk_0 = False  # a one pass ran heavy: the next call times chunk 0 alone
 
     def record_inline(self, cpu_seconds, n, wall_seconds):
         # The median of the last three: one run slowed down (a garbage collection, a
@@ -172,7 +173,7 @@ class _Site:
         self.chunk_seconds, self.measured_inline = chunk_seconds, measured_inline
         self.inline_runs = [chunk_seconds] if measured_inline else []
         self.inline_walls = []
-        self.losses, self.time_a_loop = 0, False
+        self.losses, self.time_a_loop, self.watch_chunk_0 = 0, False, False
 
     def record_parallel(self, wall, cpu_seconds, n, first_on_workers, n_workers=2):
         """Judge a parallel run against the loop it replaced."""
@@ -286,7 +287,7 @@ def run_in_one_pass(executor, fn, n, work, *, key=None, dispatch="auto", progres
     site = _site((key, fn, executor.name, executor.n_workers))
     if site.chunk_seconds is None:  # a first call: chunk 0 is timed on its own
         return False, None
-    if site.chunk_seconds > ONE_PASS_SECONDS:
+    if site.chunk_seconds > ONE_PASS_SECONDS or site.watch_chunk_0:
         return False, None
     parallel, why = _wants_parallel(site, executor, n)
     if parallel:
@@ -295,10 +296,11 @@ def run_in_one_pass(executor, fn, n, work, *, key=None, dispatch="auto", progres
     t0, c0 = time.perf_counter(), time.thread_time()
     out = call_inline(work)  # as an inline map of one item runs it, for less
     cpu, wall = time.thread_time() - c0, time.perf_counter() - t0
-    if _work_changed(cpu / n, site.chunk_seconds):  # no longer tiny: the next call decides anew
-        site.start_over(cpu / n, measured_inline=True)
-    else:
-        site.record_inline(cpu, n, wall)
+    # A one pass cannot stop half-way when the work grew (the same f on bigger data): the
+    # next call times its chunk 0 alone and sends the rest to the workers if so. Not at
+    # once from this time: a garbage collection in a tiny run looks the same.
+    site.watch_chunk_0 = cpu > WORK_CHANGED * site.chunk_seconds * n
+    site.record_inline(cpu, n, wall)
     if logger.isEnabledFor(logging.DEBUG):
         _log(label, about, n, "inline", why, wall)
     return True, out
@@ -321,14 +323,19 @@ def _inline_watching_chunk_0(site, executor, timed, items, shared, on_done, on_r
     """An inline run whose chunk 0 is timed on its own. When it shows that the work grew
     (``WORK_CHANGED`` times the site's estimate: the same f on a few rows, then on the
     real data), what the site learnt, losses included, was of other work: it starts over
-    from chunk 0's time, and the rest goes where that says, as on a first call."""
+    from chunk 0's time, and the rest goes where that says, as on a first call. Also the
+    call after a one pass that ran heavy (``watch_chunk_0``), whose time it then does not
+    record: chunk by chunk is not what a one pass costs."""
+    after_one_pass, site.watch_chunk_0 = site.watch_chunk_0, False
     if len(items) < 2 or executor.n_workers < 2 or executors.in_worker():
         return _inline(site, timed, items, shared, on_done, on_result), "inline", why
     w0, t0 = time.perf_counter(), time.thread_time()
     done = _SERIAL.map(timed.fn, items[:1], shared=shared, on_done=on_done, on_result=on_result)
     chunk0 = time.thread_time() - t0
-    # (not below a call's dispatch cost: a garbage collection in a tiny chunk is no change)
-    if chunk0 > max(WORK_CHANGED * site.chunk_seconds, executor.call_cost):
+    # Counted from 4x one pass's limit up: a chunk timed alone costs tiny work ~10x its
+    # share of a one pass (which taught the estimate), and a garbage collection in a tiny
+    # chunk is no change of work either.
+    if chunk0 > WORK_CHANGED * max(site.chunk_seconds, ONE_PASS_SECONDS, executor.call_cost):
         site.start_over(chunk0, measured_inline=True)
         rest, where, why = _rest_after_timed_chunks(site, executor, timed, items[1:], 1, shared, on_done,
                                                     on_result)
@@ -336,7 +343,8 @@ def _inline_watching_chunk_0(site, executor, timed, items, shared, on_done, on_r
     t1 = time.thread_time()
     rest = _SERIAL.map(timed.fn, items[1:], shared=shared, on_done=_shift(on_done, 1),
                        on_result=_shift_result(on_result, 1))
-    site.record_inline(chunk0 + time.thread_time() - t1, len(items), time.perf_counter() - w0)
+    if not after_one_pass:  # chunk by chunk, tiny work costs several times its one pass
+        site.record_inline(chunk0 + time.thread_time() - t1, len(items), time.perf_counter() - w0)
     return done + rest, "inline", why
 
 

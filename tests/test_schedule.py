@@ -415,7 +415,9 @@ def test_work_that_grew_goes_to_the_workers_in_the_same_call(caplog, monkeypatch
 
 def test_work_that_grew_inside_a_one_pass_is_decided_anew_on_the_next_call(caplog, monkeypatch):
     """Tiny scalar psums run in one pass, which cannot stop half-way: a heavy call there
-    runs inline once, and the next call decides from its time, not from the tiny runs."""
+    runs inline once, and the next call times its chunk 0 alone, sees the work grew and
+    sends the rest to the pool (not at once: a garbage collection in a tiny run looks the
+    same, and must not send the next call to the workers)."""
     monkeypatch.delenv("ADRULES_DISPATCH", raising=False)
 
     def loss(w, seconds):
@@ -433,8 +435,35 @@ def test_work_that_grew_inside_a_one_pass_is_decided_anew_on_the_next_call(caplo
             for _ in range(2):
                 g, = ad.gradient(lambda xs: ad.psum(loss, xs, 0.02, executor=ex, chunk_size=1), xs)
     once, next_call = [r.getMessage() for r in caplog.records if r.name == "adrules.schedule"]
-    assert "8 chunks, inline" in once and "8 chunks on threads:2" in next_call, (once, next_call)
+    assert "8 chunks, inline" in once, once
+    assert "the work grew), then 7 chunks on threads:2" in next_call, next_call
     assert g == [2.0 * x for x in xs]
+
+
+def test_one_slow_one_pass_does_not_send_the_next_call_to_the_workers(caplog, monkeypatch):
+    """A tiny one pass slowed down once (a garbage collection) is no change of work: the
+    next call times chunk 0 alone, finds it tiny, and stays inline."""
+    monkeypatch.delenv("ADRULES_DISPATCH", raising=False)
+    slow_once = [0.02]
+
+    def loss(w):
+        if slow_once:
+            _burn(slow_once.pop())
+        return w * w
+
+    xs = [float(i) for i in range(8)]
+    with executors.ThreadExecutor(2) as ex:
+        schedule.forget()
+        ad.gradient(lambda xs: ad.psum(loss, xs, executor=ex, chunk_size=1), xs)
+        site, = schedule._sites.values()
+        _learnt(site, 1e-5)
+        slow_once.append(0.02)
+        with caplog.at_level(logging.DEBUG, logger="adrules.schedule"):
+            for _ in range(3):
+                ad.gradient(lambda xs: ad.psum(loss, xs, executor=ex, chunk_size=1), xs)
+    lines = [r.getMessage() for r in caplog.records if r.name == "adrules.schedule"]
+    assert all("8 chunks, inline" in line for line in lines), lines
+    assert site.chunk_seconds < 1e-3
 
 
 def test_work_that_shrank_after_parallel_runs_goes_inline_on_the_next_call(monkeypatch):
