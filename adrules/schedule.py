@@ -60,6 +60,13 @@ RECHECK_EVERY = 100  # parallel runs: then one call times a loop again (the mach
 # shared argument per chunk), where chunk by chunk holds one: only for tiny work, whose
 # cost is the per-chunk machinery, and few chunks (extra memory: a few MB at most).
 ONE_PASS_SECONDS = 2e-4  # CPU seconds per chunk
+# A task's fixed cost on worker processes is more than dispatch_cost says once they are
+# busy: every result wakes the caller's threads, which then compete with the workers for
+# the cores. The small ensemble (16 chunks of ~1.3 ms) on 2 processes, by chunks per
+# task 1/2/4/8: 0.85/1.05/1.16/1.25x over the serial loop (interleaved in one process);
+# at 10 ms it got 4 tasks, at 25 ms 2. (Threads gained alike, 1.07/1.16/1.24/1.27x, but
+# there bigger tasks hold more chunk results at once: see _tasks.)
+TASK_SECONDS = 0.025
 ONE_PASS_CHUNKS = 32
 PRELOAD = ("adrules",)  # what starting worker processes import ahead of the first chunk
 
@@ -89,16 +96,17 @@ class _Timed:
 
 def _tasks(n, n_workers, chunk_seconds, dispatch_cost, shares_memory=False):
     """How many consecutive chunks go in one task: enough that a task outweighs its
-    dispatch ~10 times, at most ~4 tasks a worker where each carries the shared data
-    (not on threads: a task's results are held until its last chunk ends, so fewer,
-    bigger tasks hold more chunk results at once), yet every worker gets work.
-    Grouping changes only which worker runs a chunk. With no estimate yet
-    (``chunk_seconds`` 0), ~4 tasks a worker."""
+    dispatch ~10 times; where each task carries the shared data to another process, at
+    least ``TASK_SECONDS`` of work and at most ~4 tasks a worker (not on threads: a
+    task's results are held until its last chunk ends, so fewer, bigger tasks hold more
+    chunk results at once: 5x a shared array's size where 16 chunks made 3x); yet every
+    worker gets work. Grouping changes only which worker runs a chunk. With no estimate
+    yet (``chunk_seconds`` 0), ~4 tasks a worker."""
     if not chunk_seconds:
         return max(1, -(-n // (4 * n_workers)))
     per_task = max(1, int(10 * dispatch_cost / chunk_seconds))
     if not shares_memory:
-        per_task = max(per_task, -(-n // (4 * n_workers)))
+        per_task = max(per_task, int(TASK_SECONDS / chunk_seconds), -(-n // (4 * n_workers)))
     return min(per_task, -(-n // n_workers))
 
 
