@@ -338,9 +338,12 @@ class Call:
         return executor
 
     def run(self, executor, phase, fn, items, shared, on_result=None):
+        # a chunk's result holds a dense cotangent only of what is differentiated besides
+        # xs (f's state, shared arguments): without one, results are small
+        small = not (self.active[0] or any(self.active[2:]))
         return run(executor, fn, items, shared, key=self.key, dispatch=self.dispatch,
                    on_result=on_result, progress=self.progress,
-                   label=f"{self.name} {phase}", about=self.about)
+                   label=f"{self.name} {phase}", about=self.about, small_results=small)
 
     def run_in_one_pass(self, executor, phase, fn, n, work):
         """``(True, work())`` where the schedule would run every chunk of ``fn`` inline."""

@@ -64,9 +64,12 @@ ONE_PASS_SECONDS = 2e-4  # CPU seconds per chunk
 # busy: every result wakes the caller's threads, which then compete with the workers for
 # the cores. The small ensemble (16 chunks of ~1.3 ms) on 2 processes, by chunks per
 # task 1/2/4/8: 0.85/1.05/1.16/1.25x over the serial loop (interleaved in one process);
-# at 10 ms it got 4 tasks, at 25 ms 2. (Threads gained alike, 1.07/1.16/1.24/1.27x, but
-# there bigger tasks hold more chunk results at once: see _tasks.)
+# at 10 ms it got 4 tasks, at 25 ms 2. Threads gained alike, 1.07/1.16/1.24/1.27x (each
+# result also takes the GIL from the workers), where results are small (see _tasks).
 TASK_SECONDS = 0.025
+# set by run() for its call: no chunk result holds a big array (read by _tasks, also from
+# the probe's thread, which runs in a copy of the caller's context)
+_SMALL_RESULTS = contextvars.ContextVar("adrules_small_results", default=False)
 ONE_PASS_CHUNKS = 32
 PRELOAD = ("adrules",)  # what starting worker processes import ahead of the first chunk
 
@@ -97,16 +100,19 @@ class _Timed:
 def _tasks(n, n_workers, chunk_seconds, dispatch_cost, shares_memory=False):
     """How many consecutive chunks go in one task: enough that a task outweighs its
     dispatch ~10 times; where each task carries the shared data to another process, at
-    least ``TASK_SECONDS`` of work and at most ~4 tasks a worker (not on threads: a
-    task's results are held until its last chunk ends, so fewer, bigger tasks hold more
-    chunk results at once: 5x a shared array's size where 16 chunks made 3x); yet every
-    worker gets work. Grouping changes only which worker runs a chunk. With no estimate
-    yet (``chunk_seconds`` 0), ~4 tasks a worker."""
+    least ``TASK_SECONDS`` of work and at most ~4 tasks a worker; on threads, at least
+    ``TASK_SECONDS`` only when the call's results are small (a task's results are held
+    until its last chunk ends: tasks of several chunks of a shared argument's gradient
+    held 5x its size where one a chunk held 3x); yet every worker gets work. Grouping
+    changes only which worker runs a chunk. With no estimate yet (``chunk_seconds`` 0),
+    ~4 tasks a worker."""
     if not chunk_seconds:
         return max(1, -(-n // (4 * n_workers)))
     per_task = max(1, int(10 * dispatch_cost / chunk_seconds))
+    if not shares_memory or _SMALL_RESULTS.get():
+        per_task = max(per_task, int(TASK_SECONDS / chunk_seconds))
     if not shares_memory:
-        per_task = max(per_task, int(TASK_SECONDS / chunk_seconds), -(-n // (4 * n_workers)))
+        per_task = max(per_task, -(-n // (4 * n_workers)))
     return min(per_task, -(-n // n_workers))
 
 
@@ -248,13 +254,15 @@ def _site(key):
 
 
 def run(executor, fn, items, shared=(), *, key=None, dispatch="auto", on_result=None,
-        progress=False, label="", about=None):
+        progress=False, label="", about=None, small_results=False):
     """``[fn(item, *shared) for item in items]`` on ``executor`` or inline, whichever is
     faster for this call site (``key``), in item order.
 
     ``on_result(i, result)`` is called in item order as results arrive, and what it
     returns is kept instead (see ``Executor.map``). ``label`` and ``about`` (the user's
-    function) name the phase in the log.
+    function) name the phase in the log. ``small_results``: no result holds a big array
+    (a shared argument's cotangent), so tasks of several chunks may hold some at once
+    on threads too (see ``_tasks``).
 
     >>> run(executors.SerialExecutor(), lambda i, k: i * k, [1, 2, 3], (10,))
     [10, 20, 30]
@@ -263,6 +271,7 @@ def run(executor, fn, items, shared=(), *, key=None, dispatch="auto", on_result=
     on_done = (lambda i: bar.update(1)) if bar is not None else None
     log = logger.isEnabledFor(logging.DEBUG)
     t0 = time.perf_counter()
+    small = _SMALL_RESULTS.set(small_results)
     try:
         if not items:
             return []
@@ -273,6 +282,7 @@ def run(executor, fn, items, shared=(), *, key=None, dispatch="auto", on_result=
             _log(label, about, len(items), where, why, time.perf_counter() - t0)
         return out
     finally:
+        _SMALL_RESULTS.reset(small)
         if bar is not None:
             bar.close()
 

@@ -150,9 +150,15 @@ def test_cheap_chunks_travel_in_batches_and_every_worker_gets_some():
     assert schedule._tasks(16, 2, chunk_seconds=1.0, dispatch_cost=1e-3) == 2  # <= 4 a worker
     assert schedule._tasks(4, 2, chunk_seconds=1.0, dispatch_cost=1e-3) == 1
     # the small ensemble's 16 chunks of 1.3 ms: 2 tasks on processes (1.25x; 8 tasks,
-    # what the dispatch cost alone gave, 1.05x), one a chunk on threads (memory)
+    # what the dispatch cost alone gave, 1.05x); on threads one a chunk, unless the
+    # results are small (a task holds its chunks' results until its last chunk ends)
     assert schedule._tasks(16, 2, chunk_seconds=1.3e-3, dispatch_cost=5e-4) == 8
     assert schedule._tasks(16, 2, chunk_seconds=1.3e-3, dispatch_cost=5e-5, shares_memory=True) == 1
+    small = schedule._SMALL_RESULTS.set(True)
+    try:
+        assert schedule._tasks(16, 2, chunk_seconds=1.3e-3, dispatch_cost=5e-5, shares_memory=True) == 8
+    finally:
+        schedule._SMALL_RESULTS.reset(small)
 
 
 def _burn(seconds):
