@@ -55,7 +55,7 @@ from numpy.typing import NDArray
 import executors
 
 from . import sending
-from .api import _gather, pullback_of, traced_call
+from .api import DEFAULT_CONFIG, _gather, pullback_of, traced_call
 from ._state import STATE as _STATE, TracedValue
 from .callables import has_traced as _has_traced, split_callable
 from .schedule import run, run_in_one_pass, work_key
@@ -84,7 +84,7 @@ from .chunks import (
 from .pytrees import _children, flatten, tree_map, unflatten
 from .registry import frule, primitive, rrule
 from .tangents import NoTangent, ZeroTangent, is_float_value, is_zero
-from .tracer import _F64_SCALARS, Traced, TracerError, backprop, record
+from .tracer import _F64_SCALARS, Trace, Traced, TracerError, backprop, record, tracing
 
 # ---------------------------------------------------------------------------
 # chunks and their reduction
@@ -493,9 +493,36 @@ def _forward_in_one_pass(call, items, xs, state, shared):
     trace, plans, ys = traced_call(_ONE_PASS_NAME, all_chunks, tuple(args))
     layout = _OnePassLayout(items, spans, idx, len(active), whole)
     if plan.kind == "sum":
-        done = _gradients_at_one(trace, plans, ys)
+        done = _seeds_at_one(trace, ys)
         if done is not None:
-            return _DoneInOnePass(done[0], done[1], layout)
+            return _DoneInOnePass(done[0], _gather(plans, backprop(trace, done[1], consume=False)), layout)
+    return _chunks_of_one_tape(trace, plans, ys, layout)
+
+
+def _one_pass_over_numbers(call, items, values, shared):
+    """``_forward_in_one_pass`` of a psum over a list or tuple of float64 numbers, the
+    only thing differentiated: each number boxed and its cotangent read back directly,
+    not through flattening and gathering (on tiny work, the cost that remains). The same
+    boxes, operations and seeds: the same bits."""
+    trace = Trace(DEFAULT_CONFIG)
+    boxes = [Traced(v, trace) for v in values]
+    with tracing():
+        ys = fold_chunks(call.plan.f, boxes, items, shared, False)
+    layout = _OnePassLayout(items, [(1, 1)] * len(items), [], len(call.active), True)
+    done = _seeds_at_one(trace, ys)
+    if done is None:
+        leaves = list(values)  # what flatten gives: the numbers, in order
+        return _chunks_of_one_tape(trace, [(flatten(values)[1], leaves, boxes)], ys, layout)
+    cot = backprop(trace, done[1], consume=False)
+    grads = []
+    for b in boxes:  # _gather's reading of a float argument's cotangent
+        g = cot[b.slot]
+        grads.append(0.0 if g is None or is_zero(g) else g if type(g) is Traced else float(g))
+    return _DoneInOnePass(done[0], (grads,), layout)
+
+
+def _chunks_of_one_tape(trace, plans, ys, layout):
+    """One ``ChunkForward`` per chunk traced on the one pass's tape, each pulling back on it."""
     ys, back = pullback_of(_ONE_PASS_NAME, trace, plans, ys)
     together = _OnePassPullback(back, layout)
     return [ChunkForward(y, Backward.TAPE, pullback=_ChunkOfOnePass(together, c))
@@ -536,10 +563,10 @@ class _DoneInOnePass:
 _ONE = np.float64(1.0)  # one seed for every float64 output: a scalar nobody writes into
 
 
-def _gradients_at_one(trace, plans, outs):
-    """``(values, cotangents of the arguments)`` with every traced output seeded with
-    one (what ``pullback``'s ``back`` does for ``chunk_forward``: a seed of the output's
-    dtype), or None unless every output is a scalar."""
+def _seeds_at_one(trace, outs):
+    """``(values, seeds)``: every output's value, and every traced output's slot seeded
+    with one (what ``pullback``'s ``back`` does for ``chunk_forward``: a seed of the
+    output's dtype); or None unless every output is a scalar."""
     values, seeds = [], []
     for y in outs:
         if type(y) is Traced and y._trace is trace:
@@ -553,7 +580,7 @@ def _gradients_at_one(trace, plans, outs):
             return None
         else:
             values.append(y)
-    return values, _gather(plans, backprop(trace, seeds, consume=False))
+    return values, seeds
 
 
 class _OnePassPullback:
@@ -768,7 +795,7 @@ def _sum_of_traced_numbers(call, trace, xs, shared):
     executor = call.resolve(None, values, shared)
     items = _chunks(values, call.chunk_size)
     ran, chunks = call.run_in_one_pass(executor, "forward", chunk_forward, len(items),
-                                       lambda: _forward_in_one_pass(call, items, values, None, shared))
+                                       lambda: _one_pass_over_numbers(call, items, values, shared))
     if not (ran and type(chunks) is _DoneInOnePass):
         call.forward = (executor, items, ran, chunks)
         return _HANDED_OVER

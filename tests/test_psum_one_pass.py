@@ -1,5 +1,6 @@
 """Tiny chunks that the schedule runs inline go through one tape in one pass
-(``parallel._forward_in_one_pass``) instead of one tape, pullback and map step per chunk.
+(``parallel._forward_in_one_pass``; ``_one_pass_over_numbers`` over traced numbers)
+instead of one tape, pullback and map step per chunk.
 
 The one pass must give the bits that per-chunk tapes on a real executor give
 (``dispatch="always"``), for psum with scalar and array values, pmap, every kind of
@@ -27,23 +28,22 @@ def fresh_schedule(monkeypatch):
     schedule.forget()
 
 
-def _counted(monkeypatch, name):
-    """A list that grows by one at each call of ``parallel.<name>``."""
+def _counted(monkeypatch, *names):
+    """A list that grows by one at each call of any of ``parallel.<name>``."""
     calls = []
-    real = getattr(parallel, name)
+    for name in names:
+        def counted(*args, real=getattr(parallel, name)):
+            calls.append(1)
+            return real(*args)
 
-    def counted(*args):
-        calls.append(1)
-        return real(*args)
-
-    monkeypatch.setattr(parallel, name, counted)
+        monkeypatch.setattr(parallel, name, counted)
     return calls
 
 
 @pytest.fixture
 def one_passes(monkeypatch):
-    """Counts the calls that ran in one pass."""
-    return _counted(monkeypatch, "_forward_in_one_pass")
+    """Counts the calls that ran in one pass (of a psum over traced numbers too)."""
+    return _counted(monkeypatch, "_forward_in_one_pass", "_one_pass_over_numbers")
 
 
 @pytest.fixture(scope="module")
