@@ -571,10 +571,13 @@ def _seeds_at_one(trace, outs):
     for y in outs:
         if type(y) is Traced and y._trace is trace:
             v = y.value
-            if type(v) not in _PLAIN and np.shape(v) != ():
+            if type(v) in _F64_SCALARS:  # the common case, sooner
+                seeds.append((y.slot, _ONE))
+            elif type(v) not in _PLAIN and np.shape(v) != ():
                 return None
-            dt = getattr(v, "dtype", None)
-            seeds.append((y.slot, _ONE if dt is None or type(v) is np.float64 else dt.type(1)))
+            else:
+                dt = getattr(v, "dtype", None)
+                seeds.append((y.slot, _ONE if dt is None else dt.type(1)))
             values.append(v)
         elif type(y) not in _PLAIN and (np.shape(y) != () or is_container(y)):
             return None
