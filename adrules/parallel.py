@@ -802,9 +802,12 @@ def _sum_of_traced_numbers(call, trace, xs, shared):
     if not (ran and type(chunks) is _DoneInOnePass):
         call.forward = (executor, items, ran, chunks)
         return _HANDED_OVER
-    total = _Values("sum", items)
-    total.take_all(chunks.values)
-    y = total.result()
+    if _PLAIN.issuperset(map(type, chunks.values)):  # as _Values.take_all sums plain numbers
+        y = executors.tree_sum(chunks.values)
+    else:
+        total = _Values("sum", items)
+        total.take_all(chunks.values)
+        y = total.result()
     if not is_float_value(y):
         return y
     grads = chunks.grads[0]  # of the whole xs: a list or tuple, one number per element

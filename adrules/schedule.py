@@ -244,6 +244,9 @@ def forget() -> None:
 
 
 def _site(key):
+    site = _sites.get(key)  # a dict read needs no lock: only making a site does
+    if site is not None:
+        return site
     with _lock:
         site = _sites.get(key)
         if site is None:
