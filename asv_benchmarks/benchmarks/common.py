@@ -349,23 +349,43 @@ def median_time(fn, repeat=7, number=None, budget=0.05):
 
 def interleaved_medians(fns, repeat=7, budget=0.05):
     """Medians of several callables timed in alternation (noise hits all alike)."""
+    samples = _interleaved_samples(fns, repeat, budget)
+    return {name: float(np.median(s)) for name, s in samples.items()}
+
+
+def interleaved_differences(fns, minus, repeat=15, budget=0.02):
+    """For each callable but ``minus``: the median over rounds of its time minus
+    ``minus``'s time in the same round. This machine's speed moves on a scale of
+    milliseconds (a loop's time doubled and halved again within a run), which a
+    difference of two medians over the whole run keeps and a difference per round
+    mostly cancels."""
+    samples = _interleaved_samples(fns, repeat, budget)
+    return {name: float(np.median([a - b for a, b in zip(s, samples[minus])]))
+            for name, s in samples.items() if name != minus}
+
+
+def _interleaved_samples(fns, repeat, budget):
+    """Each callable's seconds per call in ``repeat`` rounds, each round timing every
+    callable for about ``budget`` seconds, in reverse order every other round."""
     import time
 
     numbers = {}
     for name, fn in fns.items():
+        fn()  # a first call may set things up: not what the budget is sized by
         t0 = time.perf_counter()
         fn()
         once = max(time.perf_counter() - t0, 1e-7)
         numbers[name] = max(1, int(budget / once))
     samples = {name: [] for name in fns}
-    for _ in range(repeat):
-        for name, fn in fns.items():
-            n = numbers[name]
+    names = list(fns)
+    for r in range(repeat):
+        for name in names if r % 2 == 0 else names[::-1]:
+            fn, n = fns[name], numbers[name]
             t0 = time.perf_counter()
             for _ in range(n):
                 fn()
             samples[name].append((time.perf_counter() - t0) / n)
-    return {name: float(np.median(s)) for name, s in samples.items()}
+    return samples
 
 
 def _ship_by_value():
