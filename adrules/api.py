@@ -113,16 +113,24 @@ def _gather(plans: list[_Plan], cot: Sequence[Any]) -> tuple[Any, ...]:
                 grads.append(NoTangent())
                 continue
             g = cot[box.slot]
-            if type(leaf) is float and type(g) in _F64_SCALARS:  # the float case below, sooner
+            if type(leaf) is float and type(g) in _F64_SCALARS:  # _float_cotangent's case, sooner
                 grads.append(float(g))
+            elif isinstance(leaf, float):
+                grads.append(_float_cotangent(g))
             elif g is None or is_zero(g):
                 grads.append(_zero_like(leaf))
-            elif isinstance(leaf, float) and type(g) is not Traced:
-                grads.append(float(g))
             else:
                 grads.append(_fresh(g, seen))
         out.append(grads[0] if tdef is LEAF else unflatten(tdef, grads))
     return tuple(out)
+
+
+def _float_cotangent(g: Any) -> Any:
+    """A number argument's gradient from its cotangent ``g`` on the tape: a float (0.0
+    where none arrived); still traced under a higher-order derivative."""
+    if g is None or is_zero(g):
+        return 0.0
+    return g if type(g) is Traced else float(g)
 
 
 def _one_like(v: Any) -> Any:

@@ -55,7 +55,7 @@ from numpy.typing import NDArray
 import executors
 
 from . import sending
-from .api import DEFAULT_CONFIG, _gather, pullback_of, traced_call
+from .api import DEFAULT_CONFIG, _float_cotangent, _gather, pullback_of, traced_call
 from ._state import STATE as _STATE, TracedValue
 from .callables import has_traced as _has_traced, split_callable
 from .schedule import run, run_in_one_pass, work_key
@@ -511,14 +511,10 @@ def _one_pass_over_numbers(call, items, values, shared):
     layout = _OnePassLayout(items, [(1, 1)] * len(items), [], len(call.active), True)
     done = _seeds_at_one(trace, ys)
     if done is None:
-        leaves = list(values)  # what flatten gives: the numbers, in order
-        return _chunks_of_one_tape(trace, [(flatten(values)[1], leaves, boxes)], ys, layout)
+        leaves, tdef = flatten(values)  # the numbers, in order
+        return _chunks_of_one_tape(trace, [(tdef, leaves, boxes)], ys, layout)
     cot = backprop(trace, done[1], consume=False)
-    grads = []
-    for b in boxes:  # _gather's reading of a float argument's cotangent
-        g = cot[b.slot]
-        grads.append(0.0 if g is None or is_zero(g) else g if type(g) is Traced else float(g))
-    return _DoneInOnePass(done[0], (grads,), layout)
+    return _DoneInOnePass(done[0], ([_float_cotangent(cot[b.slot]) for b in boxes],), layout)
 
 
 def _chunks_of_one_tape(trace, plans, ys, layout):

@@ -513,7 +513,9 @@ def apply(f, args, kwargs, sequences=False):
         return _same_sequence(y, boxes)
     if not is_float_value(y):
         return y
-    return record(top, entry, y, slots, values, pullback)
+    out = Traced(y, top)  # record(), inlined: the per-operation path
+    top.nodes.append(Node(entry, out.slot, slots, values, pullback, None))
+    return out
 
 
 def record(trace, entry, y, slots, values, pullback):
