@@ -53,8 +53,8 @@ class PsumSmallEnsemble(_EnsemblePsum):
 
 class SmallEnsembleSpeedup:
     """The small ensemble's psum gradient on 2 workers over the serial psum gradient,
-    measured side by side in one process (interleaved medians: load from other jobs hits
-    both alike), in the steady state of a training loop: the pool started with adrules
+    measured side by side in one process (the median of per-round ratios: load from other
+    jobs hits both alike), in the steady state of a training loop: the pool started with adrules
     imported, as psum starts one. What the targets are read from (threads >= 1.3x,
     processes >= 1.2x); ``time_gradient`` of ``PsumSmallEnsemble`` gives absolute times.
     """
@@ -77,17 +77,16 @@ class SmallEnsembleSpeedup:
         common.close_executor(self)
 
     def track_psum_gradient_speedup(self, backend):
-        t = common.interleaved_medians({
+        return common.interleaved_speedups({
             "serial": lambda: ad.gradient(self.total_serial, self.models),
             backend: lambda: ad.gradient(self.total, self.models),
-        }, repeat=11, budget=0.1)
-        return t["serial"] / t[backend]
+        }, over="serial", repeat=11, budget=0.1)[backend]
 
 
 class SmallEnsembleThreadsCeiling:
     """How far 2 threads can speed up the small ensemble's gradient at all: hand-written
     NumPy backprop (no tracer) in a loop against the same on a 2-thread pool (one half of
-    the models each), interleaved medians. Each MLP runs ~16 short NumPy calls that
+    the models each), the median of per-round ratios. Each MLP runs ~16 short NumPy calls that
     release the GIL for a few microseconds and take it back: two threads mostly hand the
     GIL back and forth. ``SmallEnsembleSpeedup``'s threads figure is read against it."""
 
@@ -108,11 +107,10 @@ class SmallEnsembleThreadsCeiling:
 
     def track_handwritten_numpy_speedup(self):
         half = len(self.models) // 2
-        t = common.interleaved_medians({
+        return common.interleaved_speedups({
             "loop": lambda: self._hand(self.models),
             "pool": lambda: list(self.pool.map(self._hand, [self.models[:half], self.models[half:]])),
-        }, repeat=11, budget=0.1)
-        return t["loop"] / t["pool"]
+        }, over="loop", repeat=11, budget=0.1)["pool"]
 
 
 class PsumHeavyEnsemble(_EnsemblePsum):

@@ -364,6 +364,18 @@ def interleaved_differences(fns, minus, repeat=15, budget=0.02):
             for name, s in samples.items() if name != minus}
 
 
+def interleaved_speedups(fns, over, repeat=11, budget=0.1):
+    """For each callable but ``over``: the median over rounds of ``over``'s time divided by
+    its own time in the same round (how many times faster than ``over`` it ran). A ratio
+    per round, for the reason ``interleaved_differences`` takes a difference per round:
+    within one run this machine's speed moves (the serial small ensemble took 19 to 30 ms
+    in runs minutes apart), and a ratio of two medians over the run keeps what a ratio
+    per round mostly cancels."""
+    samples = _interleaved_samples(fns, repeat, budget)
+    return {name: float(np.median([b / a for a, b in zip(s, samples[over])]))
+            for name, s in samples.items() if name != over}
+
+
 def _interleaved_samples(fns, repeat, budget):
     """Each callable's seconds per call in ``repeat`` rounds, each round timing every
     callable for about ``budget`` seconds, in reverse order every other round."""
