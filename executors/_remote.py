@@ -111,9 +111,29 @@ def _load_blob(blob):
 
 
 def init_process_worker() -> None:
-    """Initializer of loky workers: this process only ever runs chunk work."""
+    """Initializer of loky workers: this process only ever runs chunk work, and ends
+    when the process that started it is gone."""
     _context.mark_process_worker()
     pin_for_process()
+    threading.Thread(target=_exit_when_orphaned, args=(os.getppid(),), daemon=True,
+                     name="executors-orphan-watch").start()
+
+
+#: seconds between a worker's looks at whether the process that started it is alive
+ORPHAN_CHECK_SECONDS = 0.5
+
+
+def _exit_when_orphaned(parent_pid: int) -> None:
+    """End this worker once its parent is gone (killed: SIGKILL, the OOM killer). An
+    orphaned loky worker otherwise waits out its idle timeout (300 s by default), then
+    30 s more for the dead parent's go-ahead, holding its memory, and the shared
+    arrays' files in /dev/shm stay until it exits (their resource tracker waits for it).
+    The kernel re-parents an orphan (to init or a subreaper), so its parent pid changes."""
+    import time
+
+    while os.getppid() == parent_pid:
+        time.sleep(ORPHAN_CHECK_SECONDS)
+    os._exit(1)
 
 
 def warm_up(modules: Iterable[str] = ()) -> None:

@@ -149,29 +149,39 @@ def test_psum_gradient_with_a_large_shared_array_bitwise_equal_to_serial(ex):
     np.testing.assert_allclose(got[1][1], loop[1][1], rtol=1e-12, atol=1e-14)
 
 
-def test_files_removed_when_the_parent_is_killed():
+def test_workers_exit_and_files_go_soon_after_the_parent_is_killed():
     import signal
     import time
 
     code = (
         "import os, signal, sys, numpy as np, executors\n"
-        # orphaned loky workers linger until their idle timeout, and the tracker waits for them
-        "ex = executors.ProcessExecutor(1, idle_timeout=2)\n"
-        "ex.map(lambda i, a: float(a[i]), [0], shared=(np.ones(400_000),))\n"
-        "print(ex._arrays.directory, flush=True)\n"
+        "ex = executors.ProcessExecutor(2)\n"  # the default idle timeout: 300 s
+        "ex.map(lambda i, a: float(a[i]), [0, 1], shared=(np.ones(400_000),))\n"
+        "print(ex._arrays.directory, *ex.worker_pids(), flush=True)\n"
         "os.kill(os.getpid(), signal.SIGKILL)\n"  # no close, no atexit: loky's tracker cleans up
     )
     # not subprocess.run(capture_output=True): the orphaned workers and tracker hold the
     # pipes open until they exit
     p = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE,
                          stderr=subprocess.DEVNULL, text=True)
-    folder = p.stdout.readline().strip()
+    folder, *pids = p.stdout.readline().split()
     assert p.wait(timeout=120) == -signal.SIGKILL
+    killed = time.monotonic()
     p.stdout.close()
-    assert folder
-    deadline = time.monotonic() + 60
-    while os.path.exists(folder) and time.monotonic() < deadline:
-        time.sleep(0.2)
+    assert folder and len(pids) == 2
+
+    def alive(pid):
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            return False
+        return True
+
+    # before workers watched their parent: idle timeout + 30 s (33 s with a 2 s timeout)
+    deadline = killed + 15
+    while (os.path.exists(folder) or any(map(alive, pids))) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not [pid for pid in pids if alive(pid)], "orphaned workers still running"
     assert not os.path.exists(folder)
 
 
