@@ -113,6 +113,49 @@ class SmallEnsembleThreadsCeiling:
         }, over="loop", repeat=11, budget=0.1)["pool"]
 
 
+class SmallEnsembleProcessesCeiling:
+    """How far 2 processes can speed up the small ensemble's gradient at all on this
+    machine now: two separate processes, each running the serial psum gradient with
+    nothing sent between them, against one of them alone (per-round ratios of
+    ``2 * alone / side by side``). A pure Python loop got 2 cores here while this NumPy
+    work got 1.34-1.84 (2026-11-25, minutes apart): the two cores share more than their
+    CPU time says (``common.available_cores`` read 1.97-1.99 meanwhile). When it is low,
+    psum's ~5 ms a call of its own (pickling, two round trips) leave nothing to gain and
+    the schedule runs the small ensemble inline. ``SmallEnsembleSpeedup``'s processes
+    figure is read against it."""
+
+    unit = "x"
+    timeout = 180
+
+    def setup(self):
+        self.procs = []
+        for _ in range(2):
+            self.procs.append(common.CallsInAProcess(_SERIAL_SMALL_GRADIENT))
+
+    def teardown(self):
+        for p in self.procs:
+            p.close()
+
+    def track_two_processes_speedup(self):
+        a, b = self.procs
+        ratios = []
+        for r in range(7):
+            alone = a.run(10)
+            a.start(10)
+            b.start(10)
+            both = max(a.wait(), b.wait())
+            ratios.append(2 * alone / both)
+        return float(common.np.median(ratios))
+
+
+_SERIAL_SMALL_GRADIENT = """
+import adrules as ad
+models, x, y = common.ensemble(common.SMALL)
+loss = common.member_loss(common.SMALL)
+call = lambda: ad.gradient(lambda ms: ad.psum(loss, ms, x, y, executor="serial"), models)
+"""
+
+
 class PsumHeavyEnsemble(_EnsemblePsum):
     """32 MLPs 16-512-1, batch 4096 (~8 ms forward per model)."""
 

@@ -320,6 +320,53 @@ def available_cores(n=2, seconds=0.3):
     return cpu / wall
 
 
+class CallsInAProcess:
+    """A separate Python process that runs ``setup_code`` once (``common`` is importable
+    there; it must define ``call``), then times ``call()`` on demand: ``run(n)`` (or
+    ``start(n)`` and ``wait()``) gives its seconds per call over ``n`` calls. Two of them
+    side by side show what the machine gives two processes that share nothing."""
+
+    _DRIVER = (
+        "import sys, time\n"
+        "sys.path.insert(0, {path!r})\n"
+        "import common\n"
+        "{setup}\n"
+        "call(); call()\n"
+        "print('ready', flush=True)\n"
+        "for line in sys.stdin:\n"
+        "    n = int(line)\n"
+        "    t0 = time.perf_counter()\n"
+        "    for _ in range(n):\n"
+        "        call()\n"
+        "    print((time.perf_counter() - t0) / n, flush=True)\n")
+
+    def __init__(self, setup_code):
+        import subprocess
+        import sys
+
+        driver = self._DRIVER.format(path=os.path.dirname(os.path.abspath(__file__)), setup=setup_code)
+        self.proc = subprocess.Popen([sys.executable, "-c", driver], stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, text=True, env={**os.environ, **BLAS_ENV})
+        if self.proc.stdout.readline().strip() != "ready":
+            self.close()
+            raise RuntimeError("CallsInAProcess: the process failed to set up (see its stderr)")
+
+    def start(self, n):
+        self.proc.stdin.write(f"{n}\n")
+        self.proc.stdin.flush()
+
+    def wait(self):
+        return float(self.proc.stdout.readline())
+
+    def run(self, n):
+        self.start(n)
+        return self.wait()
+
+    def close(self):
+        self.proc.stdin.close()
+        self.proc.wait(timeout=30)
+
+
 def close_executor(bench):
     """teardown helper: close ``bench.ex`` if setup got as far as making it (asv runs
     teardown even when setup raised NotImplementedError to skip a combination)."""
