@@ -117,9 +117,10 @@ class SmallEnsembleProcessesCeiling:
     """How far 2 processes can speed up the small ensemble's gradient at all on this
     machine now: two separate processes, each running the serial psum gradient with
     nothing sent between them, against one of them alone (per-round ratios of
-    ``2 * alone / side by side``). A pure Python loop got 2 cores here while this NumPy
-    work got 1.34-1.84 (2026-11-25, minutes apart): the two cores share more than their
-    CPU time says (``common.available_cores`` read 1.97-1.99 meanwhile). When it is low,
+    ``2 * alone / side by side``). A pure Python loop always got 2 cores here, while this
+    NumPy work got 1.2 to 2.0 (2026-11-25, runs minutes apart): the two cores share more
+    than their CPU time says (``common.available_cores`` read 1.97-2.00 meanwhile). When
+    it is low,
     psum's ~5 ms a call of its own (pickling, two round trips) leave nothing to gain and
     the schedule runs the small ensemble inline. ``SmallEnsembleSpeedup``'s processes
     figure is read against it."""
