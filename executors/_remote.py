@@ -31,6 +31,7 @@ import hashlib
 import os
 import pickle
 import threading
+import time
 from typing import Any, Iterable
 
 from . import _context, _shm
@@ -129,8 +130,6 @@ def _exit_when_orphaned(parent_pid: int) -> None:
     30 s more for the dead parent's go-ahead, holding its memory, and the shared
     arrays' files in /dev/shm stay until it exits (their resource tracker waits for it).
     The kernel re-parents an orphan (to init or a subreaper), so its parent pid changes."""
-    import time
-
     while os.getppid() == parent_pid:
         time.sleep(ORPHAN_CHECK_SECONDS)
     os._exit(1)

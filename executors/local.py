@@ -167,7 +167,8 @@ class ProcessExecutor(Executor):
 
     Lambdas and closures work.  The pool starts on first use and stays alive
     across calls (idle workers exit after ``idle_timeout`` seconds and are
-    restarted on demand).  A worker that dies mid-map raises
+    restarted on demand; they end within a second of this process's death, also when
+    it is killed).  A worker that dies mid-map raises
     :class:`executors.WorkerError` and the pool is restarted; Ctrl-C terminates
     the pool (restarted on the next call).  Results are copies.
 
