@@ -11,9 +11,11 @@
                               (inline loops, or the workers' own clocks)
       worth it  ⟺  work / workers + dispatch (per task, per call, start-up) < work / MARGIN
       a parallel run slower (wall clock) than the loop it replaced (its wall clock too:
-      other jobs slow both alike) is a loss: two in a row send the site inline, with a
-      parallel try every RETRY_EVERY calls, twice as long a wait after each further
-      loss; every RECHECK_EVERY parallel runs, one call times the loop again
+      other jobs slow both alike) is a loss: two in a row send the site inline, the
+      second once a loop timed on the next call agrees (the machine's speed moves
+      between calls), with a parallel try every RETRY_EVERY calls, twice as long a wait
+      after each further loss; every RECHECK_EVERY parallel runs, one call times the
+      loop again
       work that changed (a chunk WORK_CHANGED times heavier or lighter than the site's
       estimate: the same f on other data) starts the site over, losses forgotten:
         inline run       chunk 0 timed on its own; grew ─ the rest decided as on a first call
@@ -56,6 +58,7 @@ RETRY_EVERY = 20  # calls: how often a call site that lost in parallel tries aga
 # what the site learnt, losses included, no longer applies.
 WORK_CHANGED = 4.0
 RECHECK_EVERY = 100  # parallel runs: then one call times a loop again (the machine's load moves)
+LOSS_MARGIN = 1.05  # a parallel run slower than this times the loop is a loss
 # One pass over every chunk holds every chunk's state at once (one tape, one cotangent of a
 # shared argument per chunk), where chunk by chunk holds one: only for tiny work, whose
 # cost is the per-chunk machinery, and few chunks (extra memory: a few MB at most).
@@ -163,7 +166,7 @@ class _Site:
     """What one call site has learnt about its chunks on one executor."""
 
     __slots__ = ("chunk_seconds", "measured_inline", "losses", "calls", "parallel_runs", "time_a_loop",
-                 "inline_runs", "inline_walls", "watch_chunk_0")
+                 "inline_runs", "inline_walls", "watch_chunk_0", "suspect")
 
     def __init__(self):
         self.chunk_seconds = None  # CPU seconds of one chunk
@@ -173,6 +176,7 @@ class _Site:
         self.inline_runs = []  # CPU seconds per chunk of the last 3 inline runs
         self.inline_walls = []  # and their wall-clock seconds per chunk
         self.watch_chunk_0 = False  # a one pass ran heavy: the next call times chunk 0 alone
+        self.suspect = None  # wall seconds per chunk of a parallel run that looked like a loss
 
     def record_inline(self, cpu_seconds, n, wall_seconds):
         # The median of the last three: one run slowed down (a garbage collection, a
@@ -180,6 +184,9 @@ class _Site:
         # workers, and its loss start a series of parallel retries.
         self.chunk_seconds, self.measured_inline = _last_three(self.inline_runs, cpu_seconds / n), True
         _last_three(self.inline_walls, wall_seconds / n)
+        if self.suspect is not None:  # the loop timed right after a parallel run: the verdict
+            lost, self.suspect = self.suspect > LOSS_MARGIN * wall_seconds / n, None
+            self.losses = self.losses + 1 if lost else 0
 
     def start_over(self, chunk_seconds, measured_inline):
         """The work changed: decide from ``chunk_seconds`` alone, as if on a first call
@@ -187,7 +194,7 @@ class _Site:
         self.chunk_seconds, self.measured_inline = chunk_seconds, measured_inline
         self.inline_runs = [chunk_seconds] if measured_inline else []
         self.inline_walls = []
-        self.losses, self.time_a_loop, self.watch_chunk_0 = 0, False, False
+        self.losses, self.time_a_loop, self.watch_chunk_0, self.suspect = 0, False, False, None
 
     def record_parallel(self, wall, cpu_seconds, n, first_on_workers, n_workers=2):
         """Judge a parallel run against the loop it replaced."""
@@ -213,7 +220,16 @@ class _Site:
         # the loop's CPU time, a busy spell counted every parallel run as a loss, and the
         # small ensemble's 1.3x on threads went inline for good)
         loop = _median(self.inline_walls) if self.inline_walls else self.chunk_seconds
-        self.losses = self.losses + 1 if wall > 1.05 * loop * n else 0
+        if wall <= LOSS_MARGIN * loop * n:
+            self.losses = 0
+        elif self.losses == 0:
+            self.losses = 1
+        else:
+            # A loss that would send the site inline, against loops timed earlier, maybe
+            # at another speed of the machine (the small ensemble's serial gradient took
+            # 18 ms, then 31 ms a call later): the next call times a loop, which decides.
+            self.suspect, self.time_a_loop = wall / n, True
+            return
         if self.parallel_runs % RECHECK_EVERY == 0:  # a loop timed in a busy spell
             self.time_a_loop = True                   # must not stand for good
 

@@ -91,21 +91,54 @@ def test_work_below_a_call_s_cost_is_decided_without_asking_whether_workers_are_
     schedule._wants_parallel(_site(0.7 * heavier.call_cost / 10), heavier, 10)
     assert heavier.asked  # above half a call's cost: estimated as before
 
+def _loop_timed_next(site, cpu_seconds, wall_seconds, n=10):
+    """The call after a parallel run whose loss would send the site inline: it runs
+    inline, timed."""
+    site.calls += 1
+    parallel, why = schedule._wants_parallel(site, _Pool(), n)
+    assert not parallel and "timing a loop" in str(why)
+    site.record_inline(cpu_seconds=cpu_seconds, n=n, wall_seconds=wall_seconds)
+
+
 def test_two_lost_parallel_calls_in_a_row_send_the_call_site_inline_with_retries():
     site = _site(0.010)  # a loop: 100 ms for 10 chunks
     site.record_parallel(wall=5.0, cpu_seconds=0.2, n=10, first_on_workers=True)  # no verdict
     assert site.losses == 0
     site.record_parallel(wall=0.150, cpu_seconds=0.2, n=10, first_on_workers=False)  # lost once
-    assert site.losses == 1
+    assert site.losses == 1 and not site.time_a_loop
     site.record_parallel(wall=0.060, cpu_seconds=0.12, n=10, first_on_workers=False)  # won
     assert site.losses == 0
-    for _ in range(2):
-        site.record_parallel(wall=0.110, cpu_seconds=0.2, n=10, first_on_workers=False)
+    site.record_parallel(wall=0.110, cpu_seconds=0.2, n=10, first_on_workers=False)
+    site.record_parallel(wall=0.110, cpu_seconds=0.2, n=10, first_on_workers=False)
+    assert site.losses == 1 and site.time_a_loop  # a second loss: a loop timed next decides
+    _loop_timed_next(site, 0.1, 0.1)  # and agrees
+    assert site.losses == 2
     decisions = []
     for _ in range(2 * schedule.RETRY_EVERY):
         site.calls += 1
         decisions.append(schedule._wants_parallel(site, _Pool(), 10)[0])
     assert sum(decisions) == 2  # inline, but a parallel try every RETRY_EVERY calls
+
+
+def test_a_site_goes_inline_only_when_a_loop_timed_right_after_agrees():
+    """The machine's speed moves between calls (the small ensemble's serial gradient took
+    18 ms, then 31 ms a call later): before a loss sends a call site inline, the parallel
+    run is judged against a loop timed on the next call, not only against loops timed
+    at another speed."""
+    site = schedule._Site()
+    for _ in range(3):  # loops timed while the machine ran fast: 100 ms
+        site.record_inline(cpu_seconds=0.10, n=10, wall_seconds=0.10)
+    site.record_parallel(wall=0.13, cpu_seconds=0.2, n=10, first_on_workers=False)
+    site.record_parallel(wall=0.13, cpu_seconds=0.2, n=10, first_on_workers=False)
+    assert site.losses == 1 and site.time_a_loop  # not yet two
+    _loop_timed_next(site, 0.17, 0.18)  # the machine slowed down: that loop took 180 ms
+    assert site.losses == 0 and site.suspect is None  # 130 ms in parallel won
+    site.record_parallel(wall=0.30, cpu_seconds=0.2, n=10, first_on_workers=False)
+    site.record_parallel(wall=0.30, cpu_seconds=0.2, n=10, first_on_workers=False)
+    _loop_timed_next(site, 0.17, 0.18)  # slower than the loop timed right after it: lost
+    assert site.losses == 2
+    site.calls += 1
+    assert not schedule._wants_parallel(site, _Pool(), 10)[0]
 
 
 def test_an_unclear_gain_is_judged_against_a_timed_loop():
@@ -114,10 +147,7 @@ def test_an_unclear_gain_is_judged_against_a_timed_loop():
     assert not site.time_a_loop and site.losses == 0
     site.record_parallel(wall=0.17, cpu_seconds=0.2, n=10, first_on_workers=False)  # 1.2x: unclear
     assert site.time_a_loop and site.chunk_seconds == pytest.approx(0.02)
-    site.calls += 1
-    parallel, why = schedule._wants_parallel(site, _Pool(), 10)
-    assert not parallel and "timing a loop" in str(why)
-    site.record_inline(cpu_seconds=0.15, n=10, wall_seconds=0.15)  # the loop: 15 ms a chunk, 150 ms in all
+    _loop_timed_next(site, 0.15, 0.15)  # the loop: 15 ms a chunk, 150 ms in all
     site.record_parallel(wall=0.17, cpu_seconds=0.2, n=10, first_on_workers=False)
     assert site.losses == 1  # 170 ms in parallel against a 150 ms loop
 
