@@ -92,8 +92,7 @@ class SharedTrainingArrayRatio:
             ex.close()
 
     def track_processes_over_threads(self):
-        t = common.interleaved_medians(self.steps, repeat=5, budget=0)
-        return t["processes"] / t["threads"]
+        return common.interleaved_speedups(self.steps, over="processes", repeat=5, budget=0)["threads"]
 
 
 _PEAK = """
