@@ -221,7 +221,7 @@ class _Site:
         # small ensemble's 1.3x on threads went inline for good)
         loop = _median(self.inline_walls) if self.inline_walls else self.chunk_seconds
         if wall <= LOSS_MARGIN * loop * n:
-            self.losses = 0
+            self.losses, self.suspect = 0, None
         elif self.losses == 0:
             self.losses = 1
         else:

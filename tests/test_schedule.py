@@ -135,6 +135,10 @@ def test_a_site_goes_inline_only_when_a_loop_timed_right_after_agrees():
     assert site.losses == 0 and site.suspect is None  # 130 ms in parallel won
     site.record_parallel(wall=0.30, cpu_seconds=0.2, n=10, first_on_workers=False)
     site.record_parallel(wall=0.30, cpu_seconds=0.2, n=10, first_on_workers=False)
+    site.record_parallel(wall=0.10, cpu_seconds=0.2, n=10, first_on_workers=False)  # "always": won
+    assert site.losses == 0 and site.suspect is None  # nothing left to judge
+    site.record_parallel(wall=0.30, cpu_seconds=0.2, n=10, first_on_workers=False)
+    site.record_parallel(wall=0.30, cpu_seconds=0.2, n=10, first_on_workers=False)
     _loop_timed_next(site, 0.17, 0.18)  # slower than the loop timed right after it: lost
     assert site.losses == 2
     site.calls += 1
