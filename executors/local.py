@@ -210,6 +210,7 @@ class ProcessExecutor(Executor):
                     max_workers=self.n_workers,
                     timeout=self.idle_timeout,
                     initializer=_remote.init_process_worker,
+                    initargs=(os.getpid(),),
                     env=_LOKY_ENV,
                 )
             return self._pool

@@ -191,6 +191,20 @@ def test_workers_exit_and_files_go_soon_after_the_parent_is_killed():
     assert not os.path.exists(folder)
 
 
+def test_a_worker_that_starts_after_its_parent_died_ends_too():
+    """A worker still importing when its parent is killed reaches the initializer as an
+    orphan already (its parent pid is init's): the parent's pid, given by the parent,
+    is what it watches. Seen in the test above, one run in three under load."""
+    import time
+
+    code = ("import time\nfrom executors import _remote\n"
+            "_remote.init_process_worker(parent_pid=-1)\n"  # no process has this pid
+            "time.sleep(30)\n")
+    t0 = time.monotonic()
+    p = subprocess.run([sys.executable, "-c", code], timeout=60, capture_output=True, text=True)
+    assert (p.returncode, p.stderr) == (1, "") and time.monotonic() - t0 < 20
+
+
 def test_a_read_only_map_of_a_file_is_not_copied(ex, tmp_path):
     path = str(tmp_path / "train.npy")
     np.save(path, np.arange(MB // 8 * 2, dtype=np.float64).reshape(-1, 4))
