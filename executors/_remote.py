@@ -111,15 +111,14 @@ def _load_blob(blob):
     return obj
 
 
-def init_process_worker(parent_pid: int | None = None) -> None:
+def init_process_worker(parent_pid: int) -> None:
     """Initializer of loky workers: this process only ever runs chunk work, and ends
     when ``parent_pid``, the process that started it, is gone. Given by the parent, not
     read here: a worker still starting when its parent was killed is already an orphan
     when it gets here (its parent pid is init's), and would watch init for good."""
     _context.mark_process_worker()
     pin_for_process()
-    threading.Thread(target=_exit_when_orphaned,
-                     args=(os.getppid() if parent_pid is None else parent_pid,), daemon=True,
+    threading.Thread(target=_exit_when_orphaned, args=(parent_pid,), daemon=True,
                      name="executors-orphan-watch").start()
 
 

@@ -11,6 +11,8 @@ Every executor is created and warmed (pool started, a psum gradient run once) in
 ``setup`` and closed in ``teardown``, outside the timed body.
 """
 
+import statistics
+
 import adrules as ad
 
 from . import common
@@ -146,7 +148,7 @@ class SmallEnsembleProcessesCeiling:
             b.start(10)
             both = max(a.wait(), b.wait())
             ratios.append(2 * alone / both)
-        return float(common.np.median(ratios))
+        return statistics.median(ratios)
 
 
 _SERIAL_SMALL_GRADIENT = """
