@@ -17,6 +17,7 @@ from __future__ import annotations
 import enum
 
 import numpy as np
+from executors._plain import plain_record
 
 from .api import jvp, pullback
 from .pytrees import LEAF_TYPES, flatten, tree_map, unflatten
@@ -159,6 +160,11 @@ def active_call(plan, start, active, state, xs, shared):
     return chunk_fn, [full[i] for i in idx], idx
 
 
+# chunk results hold them for what is not differentiated
+plain_record(NoTangent)
+plain_record(ZeroTangent)
+
+
 def expand(grads, idx, n):
     out = [NoTangent()] * n
     for i, g in zip(idx, grads):
@@ -166,6 +172,7 @@ def expand(grads, idx, n):
     return tuple(out)
 
 
+@plain_record  # results of chunks cross to the parent by the C pickler: see plain_record
 class Backward(enum.Enum):
     """How a chunk's forward pass prepared its backward pass."""
 
@@ -174,6 +181,7 @@ class Backward(enum.Enum):
     RECOMPUTE = "nothing kept: the backward pass recomputes the chunk (processes, Dask)"
 
 
+@plain_record
 class ChunkForward:
     """What ``chunk_forward`` returns: the chunk's value, how its backward pass goes, and
     the gradients (``DONE``) or the pullback (``TAPE``)."""

@@ -36,12 +36,15 @@ from __future__ import annotations
 import collections
 import io
 import os
+import pickle
 import shutil
 import tempfile
 import threading
 import uuid
 import weakref
 from typing import Any, Iterable
+
+from ._plain import plain_arrays
 
 __all__ = ["ArrayStore", "dumps_sharing_arrays", "mapped_bytes_opened"]
 
@@ -233,23 +236,43 @@ def _bits_equal(x: Any, y: Any) -> bool:
 
 def dumps_sharing_arrays(obj, store, paths):
     """cloudpickle ``obj`` with its large arrays replaced by references to files of
-    ``store`` (appended to ``paths``, to release after the map)."""
-    import cloudpickle
-
-    class Pickler(cloudpickle.Pickler):
-        def reducer_override(self, o):
-            if store.wants(o):
-                own = _own_file(o)
-                if own is not None:  # already a read-only map of a file: map that file
-                    return _open_file_array, own
-                path = store.path_for(o)
-                paths.append(path)
-                return _open_shared_array, (path,)
-            return super().reducer_override(o)
-
+    ``store`` (appended to ``paths``, to release after the map). Plain data with no
+    array to share goes through the C pickler, as :func:`._remote.dumps` sends it."""
+    arrays = plain_arrays(obj)
+    if arrays is not None and not any(store.wants(a) for a in arrays):
+        return pickle.dumps(obj, protocol=5)
     buf = io.BytesIO()
-    Pickler(buf, protocol=5).dump(obj)
+    _sharing_pickler()(buf, store, paths).dump(obj)
     return buf.getvalue()
+
+
+_SharingPickler = None
+
+
+def _sharing_pickler():
+    """The pickler class of :func:`dumps_sharing_arrays`, made once (cloudpickle is
+    imported on first use; a class made per call cost ~30 µs per shared argument)."""
+    global _SharingPickler
+    if _SharingPickler is None:
+        import cloudpickle
+
+        class SharingPickler(cloudpickle.Pickler):
+            def __init__(self, file, store, paths):
+                super().__init__(file, protocol=5)
+                self.store, self.paths = store, paths
+
+            def reducer_override(self, o):
+                if self.store.wants(o):
+                    own = _own_file(o)
+                    if own is not None:  # already a read-only map of a file: map that file
+                        return _open_file_array, own
+                    path = self.store.path_for(o)
+                    self.paths.append(path)
+                    return _open_shared_array, (path,)
+                return super().reducer_override(o)
+
+        _SharingPickler = SharingPickler
+    return _SharingPickler
 
 
 def _own_file(a):

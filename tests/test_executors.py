@@ -6,6 +6,7 @@ Real thread pools, real loky processes and a real dask LocalCluster; no mocks.
 
 from __future__ import annotations
 
+import collections
 import logging
 import math
 import os
@@ -594,6 +595,28 @@ def test_unpicklable_exception_is_reported_not_a_broken_pool(remote_ex):
     assert info.value.type_name.endswith("TwoArgError")
     assert any("item 1 of 3" in n for n in getattr(info.value, "__notes__", []))
     assert remote_ex.map(square, [2]) == [4]
+
+
+def test_plain_data_is_told_from_what_needs_cloudpickle(tmp_path):
+    """Plain data goes to workers by the C pickler (see ``_remote.dumps``); what it might
+    send by reference to something a worker lacks (a function or class of ``__main__``,
+    a subclass) must not count as plain, nor may a cycle loop the check."""
+    from executors._remote import dumps, plain_arrays
+
+    w, b = np.arange(3.0), np.ones((2, 2), dtype=np.float32)
+    plain = {"w": w, "layers": [(b, 1, 2.0, 1j, None, True, "s", b"x", np.float64(3.0))]}
+    assert sorted(map(id, plain_arrays(plain))) == sorted([id(w), id(b)])
+    back = pickle.loads(dumps(plain, "item 0", "processes"))
+    assert back["w"].tobytes() == w.tobytes() and back["layers"][0][1:] == plain["layers"][0][1:]
+    cyclic = [1.0]
+    cyclic.append(cyclic)
+    memmap = np.memmap(tmp_path / "m.dat", dtype=np.float64, mode="w+", shape=(2,))
+    deep = [1.0]
+    for _ in range(100):
+        deep = [deep]
+    for obj in ([square], {"f": lambda: 0}, np.array([object()]), memmap,
+                collections.OrderedDict(a=1), np.ma.ones(2), cyclic, [FailsToUnpickle()], deep):
+        assert plain_arrays(obj) is None, type(obj)
 
 
 def test_serial_and_threads_need_no_pickling(local_pools):

@@ -132,3 +132,49 @@ def test_close_right_after_a_failed_map_is_quiet(tmp_path):
     r = run_script(tmp_path, CLOSE_AFTER_FAILURE, {})
     assert r.returncode == 0 and "CLOSED" in r.stdout, r.stderr
     assert "Traceback" not in r.stderr and "InvalidStateError" not in r.stderr, r.stderr
+
+
+MAIN_CLASSES = textwrap.dedent('''
+    import dataclasses
+    import os
+    import numpy as np
+    import adrules as ad
+
+    @dataclasses.dataclass
+    class Linear:
+        w: np.ndarray
+        b: float
+
+    class Score:  # returned by pmap from the workers: its class exists only in this script
+        def __init__(self, v, pid):
+            self.v, self.pid = v, pid
+
+    def loss(m, x):
+        return np.sum((x @ m.w + m.b) ** 2)
+
+    if __name__ == "__main__":
+        rng = np.random.default_rng(1)
+        ms = [Linear(rng.normal(size=3), float(i)) for i in range(4)]
+        x = rng.normal(size=(5, 3))
+        (g,) = ad.gradient(lambda ms: ad.psum(loss, ms, x, chunk_size=1), ms)
+        for m, gm in zip(ms, g):
+            r = x @ m.w + m.b
+            assert np.allclose(gm.w, 2 * x.T @ r) and np.isclose(gm.b, 2 * np.sum(r)), (gm, m)
+        scores = ad.pmap(lambda m: Score(float(np.sum(m.w)), os.getpid()), ms, chunk_size=1)
+        assert [type(s) for s in scores] == [Score] * 4, scores
+        assert all(np.isclose(s.v, np.sum(m.w)) for s, m in zip(scores, ms))
+        print("ELSEWHERE", os.getpid() not in {s.pid for s in scores})
+''')
+
+
+@pytest.mark.parametrize("backend", ["processes:2", "dask:2"])
+def test_models_and_results_of_classes_defined_in_main_travel(tmp_path, backend):
+    """Plain data (arrays in dicts, lists, tuples) crosses by the C pickler; anything else,
+    as a dataclass model or a result class defined in the script, still by cloudpickle,
+    which sends such classes by value (the C pickler would name ``__main__.Linear``, which
+    a worker's ``__main__`` does not have)."""
+    if backend.startswith("dask"):
+        pytest.importorskip("distributed")
+    r = run_script(tmp_path, MAIN_CLASSES, {"ADRULES_EXECUTOR": backend, "ADRULES_DISPATCH": "always"})
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert _lines(r, "ELSEWHERE") == ["True"]

@@ -1,0 +1,84 @@
+"""Plain data: what the C pickler sends to a worker exactly as cloudpickle would.
+
+cloudpickle calls a Python hook for every object it pickles, to send functions and
+classes a worker cannot import (those of ``__main__``, lambdas) by value. Models, chunks
+and gradients are mostly NumPy arrays in dicts, lists and tuples, which refer to no such
+function or class: the C pickler writes them in half the time (~300 µs saved on each
+task of 16 small models, paid before the task starts and again for its result).
+:func:`plain_arrays` tells such data apart; :func:`plain_record` admits a class of a
+module every worker imports (adrules' chunk results) by what its ``__reduce_ex__`` gives.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["plain_arrays", "plain_record"]
+
+_PLAIN_ATOMS = frozenset({type(None), bool, int, float, complex, str, bytes})
+_PLAIN_CONTAINERS = frozenset({tuple, list, dict})
+#: nesting beyond which data is not called plain (a list holding itself: cloudpickle's
+#: memo handles the cycle)
+_PLAIN_MAX_DEPTH = 64
+
+
+def plain_arrays(obj: Any) -> list | None:
+    """The NumPy arrays in ``obj`` when it is plain data — builtin numbers, strings and
+    bytes, NumPy arrays and scalars of non-object dtype, in tuples, lists and dicts
+    (the exact types, not subclasses) — else None. Plain data pickles without
+    reference to any function or class a worker might not import.
+
+    >>> import numpy as np
+    >>> [a.shape for a in plain_arrays({"w": np.ones(3), "b": (1.0, None)})]
+    [(3,)]
+    >>> plain_arrays([abs]) is None
+    True
+    """
+    import numpy as np
+
+    arrays: list = []
+    return arrays if _plain(obj, arrays, 0, np) else None
+
+
+def _plain(o, arrays, depth, np):
+    t = type(o)
+    if t in _PLAIN_ATOMS:
+        return True
+    if t is np.ndarray:
+        arrays.append(o)
+        return not o.dtype.hasobject
+    if t in _PLAIN_CONTAINERS:
+        if depth >= _PLAIN_MAX_DEPTH:
+            return False
+        depth += 1
+        if t is dict:
+            return all(_plain(k, arrays, depth, np) and _plain(v, arrays, depth, np)
+                       for k, v in o.items())
+        return all(_plain(v, arrays, depth, np) for v in o)
+    if t in _PLAIN_RECORDS:
+        how = o.__reduce_ex__(5)
+        return len(how) == 2 and how[0] is t and _plain(how[1], arrays, depth + 1, np)
+    return isinstance(o, np.generic) and t.__module__ == "numpy" and not o.dtype.hasobject
+
+
+#: classes whose instances are plain data when their ``__reduce_ex__`` arguments are
+_PLAIN_RECORDS: set = set()
+
+
+def plain_record(cls: type) -> type:
+    """Class decorator: an instance of ``cls`` counts as plain data (see
+    :func:`plain_arrays`) when what its ``__reduce_ex__`` gives is ``(cls, args)`` with
+    plain ``args``. Only for classes of modules every worker imports (the C pickler
+    refers to ``cls`` by name, where cloudpickle would send a class of ``__main__``
+    by value).
+
+    >>> import fractions
+    >>> plain_arrays([fractions.Fraction(1, 3)]) is None
+    True
+    >>> plain_record(fractions.Fraction) is fractions.Fraction
+    True
+    >>> plain_arrays([fractions.Fraction(1, 3)])
+    []
+    """
+    _PLAIN_RECORDS.add(cls)
+    return cls
