@@ -2,8 +2,8 @@
 
 Everything that crosses a process boundary is pickled *in the parent* with
 cloudpickle (plain data, NumPy arrays in dicts, lists and tuples, with the C pickler:
-the same bytes in half the time, see ``_plain``), one argument at a time, so that (1) lambdas and closures work,
-(2) a pickling failure names its culprit (``fn``, ``item 3``, ``shared arg 0``)
+the same bytes in half the time, see ``_plain``), one argument at a time, so that
+(1) lambdas and closures work, (2) a pickling failure names its culprit (``fn``, ``item 3``, ``shared arg 0``)
 instead of surfacing later as a broken pool, and (3) ``fn`` and the shared
 arguments are pickled once per map, not once per task::
 

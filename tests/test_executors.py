@@ -601,7 +601,8 @@ def test_plain_data_is_told_from_what_needs_cloudpickle(tmp_path):
     """Plain data goes to workers by the C pickler (see ``_remote.dumps``); what it might
     send by reference to something a worker lacks (a function or class of ``__main__``,
     a subclass) must not count as plain, nor may a cycle loop the check."""
-    from executors._remote import dumps, plain_arrays
+    from executors._plain import plain_arrays
+    from executors._remote import dumps
 
     w, b = np.arange(3.0), np.ones((2, 2), dtype=np.float32)
     plain = {"w": w, "layers": [(b, 1, 2.0, 1j, None, True, "s", b"x", np.float64(3.0))]}
