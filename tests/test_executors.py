@@ -683,6 +683,29 @@ def test_dask_security_is_passed_through():
         assert ex.map(lambda x: x + 1, range(3)) == [1, 2, 3]
 
 
+def test_threadpoolctl_private_symbol_lookup():
+    """executors._blas calls an OpenBLAS pthreads pool's C functions directly, found by
+    threadpoolctl's private ``_get_symbol``; this fails if a threadpoolctl release renames
+    it (pinning would still work, through the public methods, 4.8 µs slower a call)."""
+    from executors._blas import _direct_calls, _get_controller, _thread_calls
+
+    libs = [lib for lib in _get_controller().lib_controllers
+            if lib.internal_api == "openblas" and lib.threading_layer == "pthreads"]
+    if not libs:
+        pytest.skip("this NumPy's BLAS is not an OpenBLAS with its own pthreads pool")
+    lib = libs[0]
+    get, set_threads = _direct_calls(lib)
+    before = lib.num_threads
+    assert get() == before
+    try:
+        set_threads(1)
+        assert lib.num_threads == 1  # what threadpoolctl reads is what was set
+    finally:
+        set_threads(before)
+    assert lib.num_threads == before
+    assert (get, set_threads) in _thread_calls(_get_controller())
+
+
 def test_loky_private_attributes():
     """executors.local reads two private loky attributes (loky has no public way to ask
     whether a pool is usable, or which processes are its workers); this fails if a loky
