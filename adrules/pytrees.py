@@ -47,18 +47,12 @@ def register_node(
 class TreeDef:
     """The structure of a flattened container: kind, static data and child structures."""
 
-    __slots__ = ("kind", "aux", "children")
+    __slots__ = ("kind", "aux", "children", "n_leaves")
 
     def __init__(self, kind: type | None, aux: Any, children: tuple[TreeDef, ...]) -> None:
         self.kind, self.aux, self.children = kind, aux, children
-
-    @property
-    def n_leaves(self) -> int:
-        if self.kind is None:
-            return 1
-        if type(self) is _FlatDef:
-            return len(self.children)
-        return sum(c.n_leaves for c in self.children)
+        # counted once: the psum primitive asks for its parts' counts several times a call
+        self.n_leaves: int = 1 if kind is None else sum(c.n_leaves for c in children)
 
     def __eq__(self, other: object) -> bool:
         return (isinstance(other, TreeDef) and self.kind is other.kind and self.aux == other.aux
@@ -76,9 +70,13 @@ LEAF = TreeDef(None, None, ())
 
 
 class _FlatDef(TreeDef):
-    """A list or tuple of leaves only: rebuilt without a call per leaf."""
+    """A list, tuple or dict of leaves only (a model's dict of arrays): flattened and
+    rebuilt without a call per leaf."""
 
     __slots__ = ()
+
+    def __init__(self, kind: type, aux: Any, n: int) -> None:
+        self.kind, self.aux, self.children, self.n_leaves = kind, aux, (LEAF,) * n, n
 
 
 def _is_namedtuple(x: object) -> bool:
@@ -129,7 +127,10 @@ def _flatten_into(x: Any, leaves: list[Any]) -> TreeDef:
     t = type(x)
     if (t is list or t is tuple) and LEAF_TYPES.issuperset(map(type, x)):
         leaves.extend(x)  # a flat list of numbers or arrays: no call per leaf
-        return _FlatDef(t, None, (LEAF,) * len(x))
+        return _FlatDef(t, None, len(x))
+    if t is dict and LEAF_TYPES.issuperset(map(type, x.values())):
+        leaves.extend(x.values())  # a dict of arrays (a model's parameters): the same
+        return _FlatDef(dict, tuple(x), len(x))
     parts = _children(x)
     if parts is None:
         leaves.append(x)
@@ -154,9 +155,11 @@ def _build(tdef: TreeDef, it: Iterator[Any]) -> Any:
         return next(it)
     kind, aux = tdef.kind, tdef.aux
     if type(tdef) is _FlatDef:
-        flat = list(itertools.islice(it, len(tdef.children)))  # no call per leaf
-        if len(flat) < len(tdef.children):
+        flat = list(itertools.islice(it, tdef.n_leaves))  # no call per leaf
+        if len(flat) < tdef.n_leaves:
             raise StopIteration  # too few leaves, as next(it) says it
+        if kind is dict:
+            return dict(zip(aux, flat))
         return flat if kind is list else tuple(flat)
     children = [_build(c, it) for c in tdef.children]
     if kind is list:

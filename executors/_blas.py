@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import sys
 import threading
+from typing import Any
 
 __all__ = ["blas_pinned", "pin_for_process", "PIN_ENV"]
 
@@ -85,7 +86,7 @@ def _pin(ctl):
     return changed
 
 
-_calls_of = (None, [])  # (controller, its [(get, set)] pairs)
+_calls_of: tuple[Any, list[Any]] = (None, [])  # (controller, its [(get, set)] pairs)
 
 
 def _thread_calls(ctl):

@@ -320,3 +320,41 @@ def test_flatten_unflatten_roundtrip(tree):
     assert len(again) == len(leaves)
     for a, b in zip(again, leaves):
         assert a is b
+
+
+@pytest.mark.parametrize("tree", [
+    {"w": np.ones((2, 3)), "b": np.zeros(3), "s": 1.5},  # leaves only: the flat path
+    {"w": np.ones(2), "inner": {"b": 2.0}},  # a nested dict: the general path
+    {},
+    [{"a": 1.0}, {"a": 2.0, "b": np.ones(1)}],
+])
+def test_dict_structure_and_leaf_count_match_a_hand_count(tree):
+    """A dict of leaves is flattened without a call per leaf; its structure must still
+    equal the general path's (a gradient's structure is compared with its input's) and
+    count its leaves."""
+    from adrules.pytrees import LEAF, TreeDef
+
+    def by_hand(x):  # the structure built child by child, as for any container
+        if isinstance(x, dict):
+            return TreeDef(dict, tuple(x), tuple(by_hand(v) for v in x.values()))
+        if isinstance(x, list):
+            return TreeDef(list, None, tuple(by_hand(v) for v in x))
+        return LEAF
+
+    def count(x):
+        if isinstance(x, dict):
+            return sum(count(v) for v in x.values())
+        if isinstance(x, list):
+            return sum(count(v) for v in x)
+        return 1
+
+    leaves, tdef = flatten(tree)
+    assert tdef == by_hand(tree) and by_hand(tree) == tdef
+    assert tdef.n_leaves == len(leaves) == count(tree)
+    rebuilt = unflatten(tdef, [f"leaf{i}" for i in range(len(leaves))])
+    assert flatten(rebuilt)[0] == [f"leaf{i}" for i in range(len(leaves))]
+    if isinstance(tree, dict):
+        assert list(rebuilt) == list(tree)  # key order kept
+    if leaves:
+        with pytest.raises(StopIteration):  # too few leaves
+            unflatten(tdef, leaves[:-1])
