@@ -10,6 +10,12 @@ started"), times the first gradient of ``psum(loss, models, x, y)`` — a call s
 schedule has never seen — then the median of five more calls. Backends alternate across
 repeats so load from other jobs hits them alike; the table gives medians over repeats
 and speed-ups over the serial psum, and how many cores two busy processes got.
+
+Beside them, the gradient of the plain Python loop ``sum(loss(m, x, y) for m in models)``
+with BLAS as NumPy comes (as many threads as cores): what a user compares psum with.
+psum pins BLAS to one thread inside chunk work on every backend, serial included (the
+same bits everywhere), so where BLAS calls dominate, the loop runs faster than the
+serial psum, and psum's gain over the loop is smaller than over the serial psum.
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 BACKENDS = ["serial", "threads:2", "processes:2"]
+LOOP = "loop, BLAS default"
 
 
 def one(backend, workload):
@@ -37,15 +44,19 @@ def one(backend, workload):
     spec = {"heavy": common.HEAVY, "small": common.SMALL}[workload]
     models, x, y = common.ensemble(spec)
     loss = common.member_loss(spec)
-    name, _, n = backend.partition(":")
-    ex = executors.resolve(name, int(n) if n else None)
-    if not ex.ready():
-        ex.start(preload=("adrules",))
-        while not ex.ready():
-            time.sleep(0.01)
+    if backend == LOOP:
+        def step():
+            return ad.gradient(lambda ms: sum(loss(m, x, y) for m in ms), models)
+    else:
+        name, _, n = backend.partition(":")
+        ex = executors.resolve(name, int(n) if n else None)
+        if not ex.ready():
+            ex.start(preload=("adrules",))
+            while not ex.ready():
+                time.sleep(0.01)
 
-    def step():
-        return ad.gradient(lambda ms: ad.psum(loss, ms, x, y, executor=ex), models)
+        def step():
+            return ad.gradient(lambda ms: ad.psum(loss, ms, x, y, executor=ex), models)
 
     t0 = time.perf_counter()
     step()
@@ -58,9 +69,15 @@ def one(backend, workload):
     print(json.dumps({"first": first, "steady": statistics.median(steady)}))
 
 
+_BLAS_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
+
+
 def measure(backend, workload):
     env = {k: v for k, v in os.environ.items() if not k.startswith(("MALLOC_", "ADRULES_"))}
-    env.update(OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1")
+    if backend == LOOP:  # BLAS as it comes: none of its variables
+        env = {k: v for k, v in env.items() if k not in _BLAS_VARIABLES}
+    else:
+        env.update(OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1")
     out = subprocess.run([sys.executable, os.path.abspath(__file__), "--one", backend, workload],
                          env=env, capture_output=True, text=True, check=True)
     return json.loads(out.stdout.strip().splitlines()[-1])
@@ -80,20 +97,22 @@ def main():
     workloads = ["heavy", "small"] if args.workload == "both" else [args.workload]
     cores = [available_cores()]
     for workload in workloads:
-        runs = {b: [] for b in BACKENDS}
+        runs = {b: [] for b in [*BACKENDS, LOOP]}
         for _ in range(args.repeat):
-            for backend in BACKENDS:
+            for backend in runs:
                 runs[backend].append(measure(backend, workload))
         cores.append(available_cores())
-        first0 = statistics.median(r["first"] for r in runs["serial"])
-        steady0 = statistics.median(r["steady"] for r in runs["serial"])
-        print(f"\n{workload} ensemble gradient, psum, fresh process each, medians of {args.repeat}")
-        print(f"{'backend':12s} {'first call':>12s} {'speed-up':>9s} {'steady':>10s} {'speed-up':>9s}")
-        for backend in BACKENDS:
-            first = statistics.median(r["first"] for r in runs[backend])
-            steady = statistics.median(r["steady"] for r in runs[backend])
-            print(f"{backend:12s} {first * 1e3:9.1f} ms {first0 / first:8.2f}x "
-                  f"{steady * 1e3:7.1f} ms {steady0 / steady:8.2f}x")
+        first = {b: statistics.median(r["first"] for r in rs) for b, rs in runs.items()}
+        steady = {b: statistics.median(r["steady"] for r in rs) for b, rs in runs.items()}
+        print(f"\n{workload} ensemble gradient, fresh process each, medians of {args.repeat}; "
+              "speed-ups over the serial psum and over the loop")
+        print(f"{'':18s} {'first call':>12s} {'/serial':>8s} {'/loop':>6s} "
+              f"{'steady':>10s} {'/serial':>8s} {'/loop':>6s}")
+        for backend in runs:
+            print(f"{'psum ' + backend if backend != LOOP else backend:18s} "
+                  f"{first[backend] * 1e3:9.1f} ms {first['serial'] / first[backend]:7.2f}x "
+                  f"{first[LOOP] / first[backend]:5.2f}x {steady[backend] * 1e3:7.1f} ms "
+                  f"{steady['serial'] / steady[backend]:7.2f}x {steady[LOOP] / steady[backend]:5.2f}x")
     print(f"\ncores two busy processes got during the run: {', '.join(f'{c:.2f}' for c in cores)}")
 
 
