@@ -1,7 +1,7 @@
 """psum as a user's script meets it: the first gradient call in a fresh process, and the
 steady state after it, per backend, side by side.
 
-    python asv_benchmarks/first_call.py [--repeat 3] [--workload heavy|small|both]
+    python asv_benchmarks/first_call.py [--repeat 3] [--workload heavy|small|deep|both]
 
 Each measurement is a fresh ``python`` process with nothing tuned (no MALLOC_*
 variables; BLAS on one thread, as every figure of this project): it builds the ensemble,
@@ -41,7 +41,7 @@ def one(backend, workload):
     import adrules as ad
     import executors
 
-    spec = {"heavy": common.HEAVY, "small": common.SMALL}[workload]
+    spec = {"heavy": common.HEAVY, "small": common.SMALL, "deep": common.DEEP}[workload]
     models, x, y = common.ensemble(spec)
     loss = common.member_loss(spec)
     if backend == LOOP:
@@ -86,7 +86,8 @@ def measure(backend, workload):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--workload", choices=["heavy", "small", "both"], default="both")
+    parser.add_argument("--workload", choices=["heavy", "small", "deep", "both"], default="both",
+                        help="both: heavy and small; deep: BLAS-bound (common.DEEP)")
     parser.add_argument("--one", nargs=2, metavar=("BACKEND", "WORKLOAD"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.one:

@@ -98,6 +98,8 @@ def reexec_with_measurement_env(script, argv, use_malloc_env=False):
 SMALL = dict(name="small", n_models=32, d_in=16, d_hidden=64, batch=256)
 HEAVY = dict(name="heavy", n_models=32, d_in=16, d_hidden=512, batch=4096)
 MANY = dict(name="many", n_models=512, d_in=16, d_hidden=64, batch=256)
+#: BLAS-bound: 12 models of ten ``tanh(h @ w)`` layers, 400 rows through 200x200 weights
+DEEP = dict(name="deep", n_models=12, width=200, batch=400, layers=10)
 
 
 @functools.lru_cache(maxsize=None)
@@ -131,7 +133,10 @@ def regression_batch(batch, d_in, seed=2):
 
 
 def ensemble(spec):
-    """``(models, x, y)`` for ``SMALL`` or ``HEAVY`` (or any dict of the same keys)."""
+    """``(models, x, y)`` for ``SMALL``, ``HEAVY``, ``MANY`` (or any dict of the same keys)
+    or ``DEEP``."""
+    if spec["name"] == "deep":
+        return deep_ensemble(spec["n_models"], spec["width"], spec["batch"])
     models = mlp_ensemble(spec["n_models"], spec["d_in"], spec["d_hidden"])
     x, y = regression_batch(spec["batch"], spec["d_in"])
     return models, x, y
@@ -175,14 +180,30 @@ def many_member_loss(p, x, y):
     return mlp_loss(p, x, y)
 
 
+@functools.lru_cache(maxsize=None)
+def deep_ensemble(n_models, width, batch, seed=4):
+    """``DEEP``'s models (square weight matrices), inputs and targets."""
+    rng = np.random.default_rng(seed)
+    models = [rng.standard_normal((width, width)) / np.sqrt(width) for _ in range(n_models)]
+    return models, rng.standard_normal((batch, width)), rng.standard_normal(batch)
+
+
+def deep_member_loss(w, x, y):
+    """Ten ``tanh(h @ w)`` layers sharing one weight matrix; squared error of the row sums."""
+    h = x
+    for _ in range(DEEP["layers"]):
+        h = np.tanh(h @ w)
+    return np.mean((h.sum(axis=1) - y) ** 2)
+
+
 def warmup_member_loss(p, x, y):
     return mlp_loss(p, x, y)
 
 
 def member_loss(spec):
-    """The psum member function of workload ``spec`` (SMALL, HEAVY or MANY)."""
+    """The psum member function of workload ``spec`` (SMALL, HEAVY, MANY or DEEP)."""
     return {"small": small_member_loss, "heavy": heavy_member_loss,
-            "many": many_member_loss}[spec["name"]]
+            "many": many_member_loss, "deep": deep_member_loss}[spec["name"]]
 
 
 def ensemble_loss(models, x, y, xp=np):
