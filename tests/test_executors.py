@@ -687,6 +687,8 @@ def test_threadpoolctl_private_symbol_lookup():
     """executors._blas calls an OpenBLAS pthreads pool's C functions directly, found by
     threadpoolctl's private ``_get_symbol``; this fails if a threadpoolctl release renames
     it (pinning would still work, through the public methods, 4.8 µs slower a call)."""
+    import threadpoolctl
+
     from executors._blas import _direct_calls, _get_controller, _thread_calls
 
     libs = [lib for lib in _get_controller().lib_controllers
@@ -694,7 +696,11 @@ def test_threadpoolctl_private_symbol_lookup():
     if not libs:
         pytest.skip("this NumPy's BLAS is not an OpenBLAS with its own pthreads pool")
     lib = libs[0]
-    get, set_threads = _direct_calls(lib)
+    calls = _direct_calls(lib)
+    assert calls is not None, (
+        f"threadpoolctl {threadpoolctl.__version__} has no _get_symbol on {type(lib).__name__}: "
+        "executors._blas pins BLAS through the public methods instead; update _direct_calls")
+    get, set_threads = calls
     before = lib.num_threads
     assert get() == before
     try:
