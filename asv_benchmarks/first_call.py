@@ -77,7 +77,7 @@ def measure(backend, workload):
     if backend == LOOP:  # BLAS as it comes: none of its variables
         env = {k: v for k, v in env.items() if k not in _BLAS_VARIABLES}
     else:
-        env.update(OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1")
+        env.update(dict.fromkeys(_BLAS_VARIABLES, "1"))
     out = subprocess.run([sys.executable, os.path.abspath(__file__), "--one", backend, workload],
                          env=env, capture_output=True, text=True, check=True)
     return json.loads(out.stdout.strip().splitlines()[-1])
