@@ -64,31 +64,20 @@ class Trace:
         return Traced(value, self, tangent)
 
 
-class Node:
-    """One call recorded on the tape.
-
-    ``entry``'s rule was applied to the primal arguments ``values``; ``slots`` says
-    where each argument's cotangent goes (-1: nowhere, a constant; an int: a tape slot;
-    a list or tuple of those for a list argument). ``out`` is the output's slot, or a
-    tuple of slots for several outputs. ``pullback`` is the rule's, or None for a
-    scalar rule, whose partials are in ``entry``. ``y`` is the output where backprop
-    needs it (a scalar rule's partials read it; unused outputs of several get zeros
-    shaped like it), else None.
-
-    Backprop reads a big argument only for its shape and dtype (to project the
-    cotangent), unless a scalar rule's partials read it: such arguments are kept as a
-    ``Spec``, so the tape does not keep forward intermediates alive that no pullback reads.
-    """
-
-    __slots__ = ("entry", "out", "slots", "values", "pullback", "y")
-
-    def __init__(self, entry, out, slots, values, pullback, y):
-        self.entry = entry
-        self.out = out
-        self.slots = slots
-        self.values = values
-        self.pullback = pullback
-        self.y = y
+# One call recorded on the tape is a tuple ``(entry, out, slots, values, pullback, y)``
+# (a tuple, not an object: it is made once per traced operation, and a tuple costs a
+# fraction of an instance's __init__):
+#
+# ``entry``'s rule was applied to the primal arguments ``values``; ``slots`` says where
+# each argument's cotangent goes (-1: nowhere, a constant; an int: a tape slot; a list or
+# tuple of those for a list argument). ``out`` is the output's slot, or a tuple of slots
+# for several outputs. ``pullback`` is the rule's, or None for a scalar rule, whose
+# partials are in ``entry``. ``y`` is the output where backprop needs it (a scalar rule's
+# partials read it; unused outputs of several get zeros shaped like it), else None.
+#
+# Backprop reads a big argument only for its shape and dtype (to project the cotangent),
+# unless a scalar rule's partials read it: such arguments are kept as a ``Spec``, so the
+# tape does not keep forward intermediates alive that no pullback reads.
 
 
 class tracing:
@@ -177,6 +166,8 @@ class Traced(TracedValue):
 
     # -- NumPy protocols -----------------------------------------------------
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        if not kwargs and method == "__call__":  # np.sin(x), np.add(x, y): the common case
+            return _ufunc_call(ufunc, inputs)
         if kwargs:
             if kwargs.get("out") is not None:
                 raise TracerError(
@@ -509,12 +500,12 @@ def apply(f, args, kwargs, sequences=False):
     if isinstance(y, (tuple, list)):  # several outputs (NamedTuples keep their type)
         boxes = [Traced(v, top) if is_float_value(v) else v for v in y]
         out_slots = tuple(b.slot if type(b) is Traced else -1 for b in boxes)
-        top.nodes.append(Node(entry, out_slots, slots, values, pullback, y))
+        top.nodes.append((entry, out_slots, slots, values, pullback, y))
         return _same_sequence(y, boxes)
     if not is_float_value(y):
         return y
     out = Traced(y, top)  # record(), inlined: the per-operation path
-    top.nodes.append(Node(entry, out.slot, slots, values, pullback, None))
+    top.nodes.append((entry, out.slot, slots, values, pullback, None))
     return out
 
 
@@ -522,7 +513,7 @@ def record(trace, entry, y, slots, values, pullback):
     """``y``, the output of ``entry``'s rule for arguments ``values`` at tape ``slots``,
     boxed on ``trace``, with ``pullback`` recorded for backprop."""
     out = Traced(y, trace)
-    trace.nodes.append(Node(entry, out.slot, slots, values, pullback, None))
+    trace.nodes.append((entry, out.slot, slots, values, pullback, None))
     return out
 
 
@@ -532,18 +523,32 @@ _rrule_table = _rrules.rules
 def _record_scalar(f, entry, values, slots, kwargs, top):
     """``f`` on the opened ``values``, recorded on ``top`` for a scalar rule
     (registry.scalar_rrule, with the partials read from the entry in backprop)."""
-    y = f(*values, **kwargs)
+    y = f(*values, **kwargs) if kwargs else f(*values)  # **{} doubles a small ufunc call's cost
     out = Traced(y, top)
     # An elementwise output is as big as its biggest input: small, nothing worth dropping.
     if type(y) is not _ndarray or y.size < _BIG or len(values) != entry.drop_arity:
-        top.nodes.append(Node(entry, out.slot, slots, values, None, y))
+        top.nodes.append((entry, out.slot, slots, values, None, y))
         return out
     for i in entry.unread:
         v = values[i]
         if type(v) is _ndarray and v.size >= _BIG:
             values[i] = Spec(v.shape, v.dtype)
-    top.nodes.append(Node(entry, out.slot, slots, values, None, y if entry.reads_y else None))
+    top.nodes.append((entry, out.slot, slots, values, None, y if entry.reads_y else None))
     return out
+
+
+def _ufunc_call(f, args):
+    """``apply(f, args, {})`` for a ufunc called without keywords, one of whose
+    arguments is a box: one and two arguments take the operators' short path."""
+    if len(args) == 2:
+        return _binary(f, args[0], args[1])
+    if len(args) == 1:
+        a = args[0]
+        top = a._trace
+        entry = _rrule_table.get(f)
+        if not top.forward and entry is not None and entry.kind is SCALAR:
+            return _record_scalar(f, entry, [a.value], [a.slot], _NO_KWARGS, top)
+    return apply(f, args, _NO_KWARGS)
 
 
 def _binary(f, a, b):
@@ -666,8 +671,7 @@ def backprop(trace, seeds, consume=True):
             cot[slot] = g if cot[slot] is None else cot[slot] + g
     nodes = trace.nodes
     order = (nodes.pop() for _ in range(len(nodes))) if consume else reversed(nodes)
-    for node in order:
-        out = node.out
+    for entry, out, slots, values, pullback, y in order:
         if type(out) is int:
             g = cot[out]
             if g is None:
@@ -678,18 +682,17 @@ def backprop(trace, seeds, consume=True):
             gs = [cot[s] if s >= 0 else None for s in out]
             if all(x is None for x in gs):
                 continue
-            g = _same_sequence(node.y, [_zeros_like(y) if x is None else x for x, y in zip(gs, node.y)])
-        entry, slots, values = node.entry, node.slots, node.values
+            g = _same_sequence(y, [_zeros_like(yi) if x is None else x for x, yi in zip(gs, y)])
         if entry.kind is SCALAR:
-            partials, y = entry.partials, node.y
+            partials = entry.partials
             for i, slot in enumerate(slots):
                 if slot >= 0:
                     d = partials[i]
                     if d is ONE:
                         gi = g
-                    elif type(y) is _ndarray:
+                    elif type(y) is _ndarray and y.size >= _BIG:  # partials are no bigger than y
                         gi = _times(g, d(*values, y))
-                    else:  # a number: its partials are numbers, nothing for _times to save
+                    else:  # small or a number: nothing for _times to save
                         gi = g * d(*values, y)
                     v = values[i]
                     old = cot[slot]
@@ -704,7 +707,7 @@ def backprop(trace, seeds, consume=True):
                         _accumulate(cot, slot, gi, v, entry, i)
             gi = v = old = None  # not alive during the next pullback
             continue
-        grads = node.pullback(g)
+        grads = pullback(g)
         if type(grads) is not tuple or len(grads) != len(slots) + 1:
             n = len(grads) if isinstance(grads, (tuple, list)) else "not a tuple"
             raise TracerError(
