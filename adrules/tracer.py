@@ -5,7 +5,7 @@
             --> apply(f, args): bind keywords to positions (registry.bind), unbox
                 the args of the innermost trace, look up the rule,
                 run it on the unboxed values (registry.call_rrule), box the output,
-                append a Node to the tape
+                append a node (entry, out, slots, values, pullback, y) to the tape
         backprop(trace): walk the tape backwards, call pullbacks, accumulate cotangents
             per slot in tape order (a fixed order: no sets, no id-keyed iteration)
 
@@ -64,9 +64,9 @@ class Trace:
         return Traced(value, self, tangent)
 
 
-# One call recorded on the tape is a tuple ``(entry, out, slots, values, pullback, y)``
-# (a tuple, not an object: it is made once per traced operation, and a tuple costs a
-# fraction of an instance's __init__):
+# One call recorded on the tape, a node, is the tuple ``(entry, out, slots, values,
+# pullback, y)``. A plain tuple: one is made per traced operation, and a class with an
+# __init__ cost 0.46 µs against 0.07 (a tuple subclass, 0.18, slowed backprop's unpacking).
 #
 # ``entry``'s rule was applied to the primal arguments ``values``; ``slots`` says where
 # each argument's cotangent goes (-1: nowhere, a constant; an int: a tape slot; a list or
