@@ -555,6 +555,10 @@ def _binary(f, a, b):
     """``apply(f, (a, b), {})`` for an operator, one of whose operands is a box: the
     common case (a scalar rule on one reverse trace, the other operand a box of it or no
     box) opens the boxes without apply's general search."""
+    if a is b and f is _multiply:
+        # x * x is how NumPy squares, so np.square gives the same bits, and its pullback
+        # makes one full-size product where multiply's makes two and adds them
+        return _ufunc_call(np.square, (a,))
     ta, tb = type(a), type(b)
     top = a._trace if ta is Traced else b._trace
     if top.forward or ta is Traced and tb is Traced and a._trace is not b._trace:
@@ -568,6 +572,7 @@ def _binary(f, a, b):
 
 
 _NO_KWARGS: dict = {}
+_multiply = np.multiply
 
 
 def _lift_callables(args, values, slots, top):

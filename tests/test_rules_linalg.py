@@ -228,6 +228,22 @@ def test_matmul_gradient_by_hand():
     np.testing.assert_array_equal(gb, a.T)
 
 
+def test_vector_dotted_with_itself_by_hand():
+    # x @ x hands one product to both operands; the sum must still be 2x g, bit for bit,
+    # and a gradient written into must not change anything else
+    x = np.array([0.5, -1.5, 3.0])
+    (g,) = ad.gradient(lambda x: np.sin(x @ x), x)
+    np.testing.assert_array_equal(g, np.cos(x @ x) * x + np.cos(x @ x) * x)
+    (g,) = ad.gradient(lambda x: x @ x + np.sum(x), x)
+    np.testing.assert_array_equal(g, 2 * x + 1.0)
+    ga, gb = ad.gradient(lambda a, b: a @ b, x, x.copy())  # equal, not the same: two products
+    np.testing.assert_array_equal(ga, x)
+    np.testing.assert_array_equal(gb, x)
+    c = x * 2.0
+    (g,) = ad.gradient(lambda x: c @ x + x.value @ x, x)  # x.value: a constant, the same array
+    np.testing.assert_array_equal(g, c + x)
+
+
 def test_logdet_gradient_is_inverse_transpose():
     a = well_conditioned(3)
     g = ad.gradient(lambda a: np.linalg.slogdet(a)[1], a)[0]

@@ -131,6 +131,23 @@ def test_same_input_used_many_times_accumulates():
     assert g == pytest.approx(2 * 0.7 + 3.0 + np.cos(0.7) * 0.7 + np.sin(0.7))
 
 
+@pytest.mark.parametrize("square", [lambda x: x * x, lambda x: np.multiply(x, x)],
+                         ids=["x * x", "np.multiply(x, x)"])
+def test_a_value_times_itself_in_every_mode(square):
+    # recorded as one np.square: the value must still be NumPy's x * x to the bit, and
+    # the derivatives 2x in reverse, forward and second order
+    x = np.array([0.5, -1.5, 3.0, 1e-3])
+    v = np.array([1.0, 2.0, -0.5, 4.0])
+    y, (g,) = ad.value_and_gradient(lambda x: np.sum(np.sin(square(x))), x)
+    assert y == np.sum(np.sin(x * x))
+    np.testing.assert_allclose(g, np.cos(x * x) * 2 * x, rtol=1e-14)
+    _, dy = ad.jvp(square, (x,), (v,))
+    np.testing.assert_array_equal(dy, 2 * x * v)
+    np.testing.assert_allclose(ad.hessian(lambda x: np.sum(square(x)), x), 2 * np.eye(4), rtol=1e-14)
+    c = np.array([2.0, 3.0, 4.0, 5.0])  # a constant times itself: nothing traced
+    assert np.array_equal(ad.gradient(lambda x: np.sum(square(c) * x), x)[0], c * c)
+
+
 def test_comparisons_return_plain_booleans_and_cut_gradients():
     x = np.array([0.5, 1.5, 2.5])
     seen = []
