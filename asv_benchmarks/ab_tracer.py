@@ -89,9 +89,13 @@ def main(argv=None) -> None:
         ratios = [b / a for a, b in zip(t["rev"], t["tree"])]
         print(f"{name:38s} {_us(statistics.median(t['rev'])):>10s} {_us(statistics.median(t['tree'])):>10s}"
               f"  {statistics.median(ratios):.2f}x ({min(ratios):.2f}-{max(ratios):.2f})")
-    per_op = {side: (statistics.median(times["50-op chain, 10 floats"][side])
-                     - statistics.median(times["1-op chain, 10 floats"][side])) / 49 for side in ("rev", "tree")}
-    print(f"marginal cost per elementwise op: rev {_us(per_op['rev'])}, tree {_us(per_op['tree'])}")
+    per_op = {side: [(a - b) / 49 for a, b in zip(times["50-op chain, 10 floats"][side],
+                                                  times["1-op chain, 10 floats"][side])]
+              for side in ("rev", "tree")}
+    ratios = [b / a for a, b in zip(per_op["rev"], per_op["tree"])]
+    print(f"marginal cost per elementwise op (per round: (50-op - 1-op) / 49): rev "
+          f"{_us(statistics.median(per_op['rev']))}, tree {_us(statistics.median(per_op['tree']))}, "
+          f"tree/rev {statistics.median(ratios):.2f}x ({min(ratios):.2f}-{max(ratios):.2f})")
 
 
 def _us(seconds: float) -> str:
