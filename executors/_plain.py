@@ -17,7 +17,8 @@ from typing import Any
 __all__ = ["plain_arrays", "plain_record"]
 
 _PLAIN_ATOMS = frozenset({type(None), bool, int, float, complex, str, bytes})
-_PLAIN_CONTAINERS = frozenset({tuple, list, dict})
+_ndarray: Any = None  # numpy.ndarray and numpy.generic, once a walk needs them: executors
+_generic: Any = None  # does not import NumPy until data is sent
 #: nesting beyond which data is not called plain (a list holding itself: cloudpickle's
 #: memo handles the cycle)
 _PLAIN_MAX_DEPTH = 64
@@ -35,33 +36,46 @@ def plain_arrays(obj: Any) -> list | None:
     >>> plain_arrays([abs]) is None
     True
     """
-    import numpy as np
+    global _ndarray, _generic
+    if _ndarray is None:
+        import numpy as np
 
+        _ndarray, _generic = np.ndarray, np.generic
     arrays: list = []
-    return arrays if _plain(obj, arrays, 0, np) else None
+    return arrays if _plain(obj, arrays, 0) else None
 
 
-def _plain(o, arrays, depth, np):
+def _plain(o, arrays, depth):
+    # Loops, not all() over generators, and arrays tested first: this walk runs over every
+    # task and every result (a task of 16 small models: 40 µs, against 100 µs with
+    # generators, beside the C pickler's ~400 µs).
     t = type(o)
-    if t in _PLAIN_ATOMS:
-        return True
-    if t is np.ndarray:
+    if t is _ndarray:
         if o.dtype.hasobject:
             return False
         arrays.append(o)
         return True
-    if t in _PLAIN_CONTAINERS:
+    if t in _PLAIN_ATOMS:
+        return True
+    if t is dict or t is list or t is tuple:
         if depth >= _PLAIN_MAX_DEPTH:
             return False
         depth += 1
         if t is dict:
-            return all(_plain(k, arrays, depth, np) and _plain(v, arrays, depth, np)
-                       for k, v in o.items())
-        return all(_plain(v, arrays, depth, np) for v in o)
+            for k, v in o.items():
+                if not (type(k) in _PLAIN_ATOMS or _plain(k, arrays, depth)):
+                    return False
+                if not _plain(v, arrays, depth):
+                    return False
+            return True
+        for v in o:
+            if not _plain(v, arrays, depth):
+                return False
+        return True
     if t in _PLAIN_RECORDS:
         how = o.__reduce_ex__(5)
-        return len(how) == 2 and how[0] is t and _plain(how[1], arrays, depth + 1, np)
-    return isinstance(o, np.generic) and t.__module__ == "numpy" and not o.dtype.hasobject
+        return len(how) == 2 and how[0] is t and _plain(how[1], arrays, depth + 1)
+    return isinstance(o, _generic) and t.__module__ == "numpy" and not o.dtype.hasobject
 
 
 #: classes whose instances are plain data when their ``__reduce_ex__`` arguments are
