@@ -235,7 +235,8 @@ def matmul_rrule(a, b, **kwargs):
         g = unthunk(g)
         return NoTangent(), *_matmul_cotangents(a, b, g)
 
-    return np.matmul(a, b, **kwargs), matmul_pullback
+    # an empty **kwargs costs a small product ~0.5 µs: the operator `a @ b` passes none
+    return (np.matmul(a, b, **kwargs) if kwargs else np.matmul(a, b)), matmul_pullback
 
 
 @frule.register(np.matmul)
