@@ -198,7 +198,7 @@ class ChunkForward:
 def gradients_at_one(plan, y, back, idx, n_parts):
     """A scalar sum's cotangents at ȳ = 1 (its pullback is linear in ȳ: the parent
     scales them), or None for any other value."""
-    if plan.kind != "sum" or np.shape(y) != () or is_container(y):
+    if plan.kind != "sum" or is_container(y) or np.shape(y) != ():  # (loss, aux): no np.shape
         return None
     dt = getattr(y, "dtype", None)
     return expand(back(dt.type(1) if dt is not None else 1.0), idx, n_parts)

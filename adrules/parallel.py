@@ -290,7 +290,9 @@ def _scale(g, ybar):
 def _is_one(ybar):
     if type(ybar) in _PLAIN:
         return ybar == 1
-    return type(ybar) is not Traced and np.shape(ybar) == () and ybar == 1
+    # getattr, not np.shape: a container's cotangent (f returned (loss, aux)) is a tuple,
+    # which np.shape would try to make into one array
+    return type(ybar) is not Traced and getattr(ybar, "shape", None) == () and ybar == 1
 
 
 # ---------------------------------------------------------------------------
@@ -575,7 +577,7 @@ def _seeds_at_one(trace, outs):
                 dt = getattr(v, "dtype", None)
                 seeds.append((y.slot, _ONE if dt is None else dt.type(1)))
             values.append(v)
-        elif type(y) not in _PLAIN and (np.shape(y) != () or is_container(y)):
+        elif type(y) not in _PLAIN and (is_container(y) or np.shape(y) != ()):
             return None
         else:
             values.append(y)

@@ -134,6 +134,42 @@ def test_bitwise_identical_across_backends_and_worker_counts(data, pools, dask_p
         assert _bits(_psum_value_and_grad(models, x, y, ex)) == reference, key
 
 
+def _loss_and_outputs(params, x, y):
+    return loss(params, x, y), mlp(params, x)
+
+
+def test_f_returning_a_loss_and_an_array_differentiates_on_every_backend(data, pools, dask_pool):
+    """``f`` returning ``(loss, outputs)`` (a container with an array in it, as the README
+    allows): the gradient of the summed loss and a pullback of both parts, against the
+    same written as a loop, and the same bits everywhere. np.shape of such a value raised
+    NumPy's "inhomogeneous shape" error under gradient."""
+    models, x, y = data
+    v = np.linspace(-1.0, 1.0, len(y))
+    g_loop = ad.gradient(lambda ms: loop_total(ms, x, y), models)[0]
+    g_both = ad.gradient(lambda ms: 1.5 * loop_total(ms, x, y) + sum(v @ mlp(m, x) for m in ms),
+                         models)[0]
+    bits = None
+    for key, ex in list(pools.items()) + [("dask", dask_pool)]:
+        total = lambda ms: ad.psum(_loss_and_outputs, ms, x, y, executor=ex, chunk_size=3)
+        _assert_close_tree(ad.gradient(lambda ms: total(ms)[0], models)[0], g_loop)
+        (value, outputs), back = ad.pullback(total, models)
+        np.testing.assert_allclose(outputs, sum(mlp(m, x) for m in models), rtol=1e-13)
+        g = back((1.5, v))[0]
+        _assert_close_tree(g, g_both)
+        bits = bits or _bits(g)
+        assert _bits(g) == bits, key
+
+
+def test_f_returning_a_loss_and_an_array_in_one_pass():
+    """The same on tiny work, which the schedule runs in one pass once it has seen it."""
+    xs = [0.5, -1.0, 2.0]
+    f = lambda t: (t ** 2, t * np.array([1.0, 3.0]))
+    for _ in range(4):
+        (s, arr), back = ad.pullback(lambda xs: ad.psum(f, xs, executor="serial", dispatch="auto"), xs)
+        assert s == sum(t ** 2 for t in xs) and np.allclose(arr, [sum(xs), 3.0 * sum(xs)])
+        assert np.allclose(back((2.0, np.array([1.0, -1.0])))[0], [4.0 * t + 1.0 - 3.0 for t in xs])
+
+
 def test_chunk_size_changes_only_rounding(data):
     models, x, y = data
     _, g1 = _psum_value_and_grad(models, x, y, "serial", chunk_size=1)
