@@ -329,7 +329,7 @@ class Call:
         return out if self.out_tree is None else unflatten(self.out_tree, list(out))
 
     def unpack(self, leaves):
-        state, xs, shared = unflatten(self.treedef, leaves)
+        state, xs, shared = unflatten(self.treedef, sending.leaves_as_received(leaves))
         return state, xs, tuple(shared)
 
     def resolve(self, state, xs, shared):
@@ -424,7 +424,7 @@ def _psum_rrule(call, *leaves):
     y = call.output(values.result())
 
     def psum_pullback(ybar):
-        ybar = call.rebuild(ybar)
+        ybar = sending.as_received(call.rebuild(ybar))  # np.broadcast_to(...) is strided
         if type(chunks) is _DoneInOnePass or chunks and all(c.backward is Backward.DONE for c in chunks):
             leaf_bars = eager.leaves(None if _is_one(ybar) else ybar)
         else:
@@ -691,7 +691,8 @@ def _reduce_values(call, values):
 @frule.register(_map_chunks)
 def _psum_frule(tangents, call, *leaves):
     state, xs, shared = call.unpack(leaves)
-    dstate, dxs, dshared = unflatten(call.treedef, [_dense_tangent(t, v) for t, v in zip(tangents[2:], leaves)])
+    dstate, dxs, dshared = unflatten(call.treedef, sending.leaves_as_received(
+        [_dense_tangent(t, v) for t, v in zip(tangents[2:], leaves)]))
     items = _chunks(xs, call.chunk_size)
     d_items = _chunks(dxs, call.chunk_size)
     if any(type(v) is Traced for v in leaves):  # under another differentiation: see _nested_rrule
@@ -754,7 +755,7 @@ def _call(kind, f, xs, shared, executor, chunk_size, vectorized, progress, dispa
     plan = Plan(f if rebuild is None else None, rebuild, "sum" if kind == "psum" else "map", vectorized)
     call = Call(plan, None, (False,) * (2 + len(shared)), f, executor, chunk_size, progress, dispatch)
     if not _STATE.active:  # nothing is differentiated anywhere: no primitive call to record
-        return _value(call, state, xs, shared)
+        return _value(call, *sending.as_received((state, xs, shared)))
     trace = _the_trace_of_numbers(xs) if state is None and kind == "psum" and not vectorized else None
     if trace is not None and not (shared and _has_traced(shared)):
         y = _sum_of_traced_numbers(call, trace, xs, shared)

@@ -170,6 +170,32 @@ def test_f_returning_a_loss_and_an_array_in_one_pass():
         assert np.allclose(back((2.0, np.array([1.0, -1.0])))[0], [4.0 * t + 1.0 - 3.0 for t in xs])
 
 
+def test_strided_arrays_give_the_same_bits_on_every_backend(pools, dask_pool):
+    """Arrays that are neither C- nor F-contiguous reach a worker as contiguous copies
+    (pickling makes them so), and NumPy's loops, hence the bits, depend on the layout:
+    a strided ``X @ w`` is not BLAS's. psum runs inline chunks on the same layout. A
+    shared argument above the memory-mapping threshold (1 MiB), columns as elements, a
+    strided cotangent (np.broadcast_to) and a strided tangent."""
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(600, 512))[:, ::2]  # 1.2 MB, strided
+    M = rng.normal(size=(256, 8))
+    ws = [M[:, j] for j in range(6)]  # columns: strided elements
+    f = lambda w, X: np.sum(np.tanh(X @ w))  # noqa: E731
+    rows = lambda w, X: X @ w  # noqa: E731
+    ybar = np.broadcast_to(1.25, (600,))
+    dws = [M[::-1, j] for j in range(6)]  # reversed columns: strided tangents
+    results = {}
+    for key, ex in list(pools.items()) + [("dask", dask_pool)]:
+        value, grads = ad.value_and_gradient(lambda ws, X: ad.psum(f, ws, X, executor=ex, chunk_size=2), ws, X)
+        out, back = ad.pullback(lambda ws: ad.psum(rows, ws, X, executor=ex, chunk_size=2), ws)
+        _, dy = ad.jvp(lambda ws: ad.psum(rows, ws, X, executor=ex, chunk_size=2), (ws,), (dws,))
+        results[key] = _bits((value, grads, out, back(ybar), dy))
+    reference = results.pop(("serial", 1))
+    assert all(bits == reference for bits in results.values()), [k for k, b in results.items() if b != reference]
+    # and the values are right: against the same sums written as loops
+    np.testing.assert_allclose(ad.psum(f, ws, X, executor="serial"), sum(f(w, X) for w in ws), rtol=1e-12)
+
+
 def test_chunk_size_changes_only_rounding(data):
     models, x, y = data
     _, g1 = _psum_value_and_grad(models, x, y, "serial", chunk_size=1)
