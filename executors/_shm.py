@@ -121,13 +121,16 @@ class ArrayStore:
         """Remove every file and the directories (idempotent; a later write starts afresh)."""
         with self._lock:
             self._entries.clear()
-            folders = [d for d in (self._dir, self._disk_dir) if d is not None]
             self._dir = self._disk_dir = None
-            for fin in self._finalizers:
-                fin.detach()
+            # each folder is removed once: by its finalizer (at exit it may run before the
+            # executor's own close) or here; a second unregistration makes loky's resource
+            # tracker print a KeyError traceback as the script exits
+            pending = [fin.detach() for fin in self._finalizers]
             self._finalizers = []
-        for folder in folders:
-            _remove_folder(folder)
+        for info in pending:
+            if info is not None:  # None: its finalizer already ran
+                _, remove, args, _ = info
+                remove(*args)
 
     # -------------------------------------------------------------- internals
 

@@ -123,6 +123,29 @@ def test_files_removed_at_interpreter_exit_when_not_closed():
     assert folder and not os.path.exists(folder)
 
 
+def test_a_script_on_the_named_process_executor_exits_quietly(tmp_path):
+    """psum on executor="processes" (the cached executor closed at exit) with a shared
+    array big enough for the store: at exit the store's finalizer and the executor's close
+    both ran, and the second unregistration of the folder made loky's resource tracker
+    print a KeyError traceback after the script's output. Run as a user runs it."""
+    script = tmp_path / "script.py"
+    script.write_text(
+        "import numpy as np, adrules as ad, executors\n"
+        "if __name__ == '__main__':\n"
+        "    X = np.random.default_rng(0).normal(size=(400, 400))  # 1.28 MB: memory-mapped\n"
+        "    ws = [np.full(400, float(i)) for i in range(4)]\n"
+        "    total = ad.psum(lambda w, X: np.sum(X @ w), ws, X, executor='processes', dispatch='always')\n"
+        "    print(np.isclose(total, sum(np.sum(X @ w) for w in ws), rtol=1e-12))\n"
+        "    print(executors.resolve('processes')._arrays.directory)\n")
+    r = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120,
+                       cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    ok, folder = r.stdout.split()
+    assert ok == "True"
+    assert folder != "None" and not os.path.exists(folder)
+    assert "Traceback" not in r.stderr and "KeyError" not in r.stderr, r.stderr
+
+
 def chunk_loss(w, X, y):
     return np.mean((np.tanh(X @ w) - y) ** 2)
 
