@@ -744,7 +744,7 @@ def _call(kind, f, xs, shared, executor, chunk_size, vectorized, progress, dispa
     if not hasattr(xs, "__len__") or not hasattr(xs, "__getitem__") or isinstance(xs, (str, dict)):
         raise TypeError(f"{kind}: xs must be a list, tuple or array of elements, got "
                         f"{type(xs).__name__}.")
-    if vectorized and not isinstance(xs, np.ndarray):
+    if vectorized and not isinstance(_primal(xs), np.ndarray):
         raise TypeError(f"{kind}(vectorized=True): xs must be a NumPy array whose chunks "
                         f"(slices along the first axis) f receives; got {type(xs).__name__}.")
     try:
@@ -764,6 +764,13 @@ def _call(kind, f, xs, shared, executor, chunk_size, vectorized, progress, dispa
     leaves, treedef = flatten((state, xs, list(shared)))
     call.treedef, call.active = treedef, (state is not None, *_traced_parts(leaves, treedef))
     return call.rebuild(_map_chunks(call, *leaves))
+
+
+def _primal(x):
+    """``x`` without its boxes (traced by nested differentiations)."""
+    while type(x) is Traced:
+        x = x.value
+    return x
 
 
 def _the_trace_of_numbers(xs):
