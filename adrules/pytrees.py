@@ -42,6 +42,36 @@ def register_node(
     (3.0, 1.0)
     """
     _NODES[cls] = (flatten, unflatten)
+    try:  # see _NodeTravel
+        setattr(cls, "__adrules_node__", _NodeTravel(cls))
+    except (TypeError, AttributeError):  # a built-in type: importable, never pickled by value
+        pass
+
+
+class _NodeTravel:
+    """Carries a container type's registration wherever the type is pickled by value.
+
+    A class defined in ``__main__`` reaches process and Dask workers as a copy that
+    cloudpickle rebuilds from its ``__dict__``; the script that registered it never runs
+    there, so the copy's instances would be leaves. This object sits in that ``__dict__``:
+    pickling it captures the registration, unpickling makes it for the copy (as
+    ``registry._RulesTravel`` does for a primitive's rules). A class importable by name
+    travels by reference: its module registers it when a worker imports it.
+    """
+
+    __slots__ = ("cls",)
+
+    def __init__(self, cls: type) -> None:
+        self.cls = cls
+
+    def __reduce__(self) -> tuple[Callable[..., _NodeTravel], tuple[Any, ...]]:
+        return (_adopt_node, (self.cls, _NODES.get(self.cls)))
+
+
+def _adopt_node(cls: type, entry: Any) -> _NodeTravel:
+    if entry is not None:
+        _NODES[cls] = entry
+    return _NodeTravel(cls)
 
 
 class TreeDef:

@@ -149,6 +149,12 @@ MAIN_CLASSES = textwrap.dedent('''
         def __init__(self, v, pid):
             self.v, self.pid = v, pid
 
+    class Affine:  # a registered container with static data, defined only in this script
+        def __init__(self, w, b, tag):
+            self.w, self.b, self.tag = w, b, tag
+
+    ad.register_node(Affine, lambda m: ((m.w, m.b), m.tag), lambda tag, c: Affine(c[0], c[1], tag))
+
     def loss(m, x):
         return np.sum((x @ m.w + m.b) ** 2)
 
@@ -159,6 +165,12 @@ MAIN_CLASSES = textwrap.dedent('''
         (g,) = ad.gradient(lambda ms: ad.psum(loss, ms, x, chunk_size=1), ms)
         for m, gm in zip(ms, g):
             r = x @ m.w + m.b
+            assert np.allclose(gm.w, 2 * x.T @ r) and np.isclose(gm.b, 2 * np.sum(r)), (gm, m)
+        affines = [Affine(m.w, m.b, f"m{i}") for i, m in enumerate(ms)]
+        (g,) = ad.gradient(lambda ms: ad.psum(loss, ms, x, chunk_size=1), affines)
+        for m, gm in zip(affines, g):
+            r = x @ m.w + m.b
+            assert type(gm) is Affine and gm.tag == m.tag, gm
             assert np.allclose(gm.w, 2 * x.T @ r) and np.isclose(gm.b, 2 * np.sum(r)), (gm, m)
         scores = ad.pmap(lambda m: Score(float(np.sum(m.w)), os.getpid()), ms, chunk_size=1)
         assert [type(s) for s in scores] == [Score] * 4, scores
@@ -172,7 +184,8 @@ def test_models_and_results_of_classes_defined_in_main_travel(tmp_path, backend)
     """Plain data (arrays in dicts, lists, tuples) crosses by the C pickler; anything else,
     as a dataclass model or a result class defined in the script, still by cloudpickle,
     which sends such classes by value (the C pickler would name ``__main__.Linear``, which
-    a worker's ``__main__`` does not have)."""
+    a worker's ``__main__`` does not have). A class registered with ``register_node`` in
+    the script carries its registration with it (``pytrees._NodeTravel``)."""
     if backend.startswith("dask"):
         pytest.importorskip("distributed")
     r = run_script(tmp_path, MAIN_CLASSES, {"ADRULES_EXECUTOR": backend, "ADRULES_DISPATCH": "always"})
