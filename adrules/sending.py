@@ -31,6 +31,7 @@ from executors.base import Executor, SerializationError
 
 from .pytrees import flatten, unflatten
 from .schedule import describe
+from .tracer import TracerError
 
 _checked: set = set()
 _lock = threading.Lock()
@@ -72,29 +73,37 @@ def check(kind: str, f: Callable[..., Any], plan: Any, state: Any, xs: Any, shar
         if site in _checked:
             return
     where = f"the {executor.name!r} executor's worker processes"
-    advice = (f"Create it inside f instead, or use executor='threads' or 'serial', which "
-              "send nothing.")
     exc = _fails(plan) or _fails(state)
     if exc is not None:
         raise SerializationError(
             f"{kind}: f ({describe(f)}) cannot be sent to {where}{_culprit(f)}: "
-            f"{type(exc).__name__}: {exc}. {advice}") from exc
+            f"{_why(exc)}") from exc
     for k, arg in enumerate(shared):
         exc = _fails(arg)
         if exc is not None:
             raise SerializationError(
                 f"{kind}: shared argument {k} of {kind}(f, xs, *shared) (a {type(arg).__name__}) "
-                f"cannot be sent to {where}: {type(exc).__name__}: {exc}. {advice}") from exc
+                f"cannot be sent to {where}: {_why(exc)}") from exc
     for i in range(len(xs)):
         exc = _fails(xs[i])
         if exc is not None:
             raise SerializationError(
                 f"{kind}: element {i} of xs (a {type(xs[i]).__name__}) cannot be sent to "
-                f"{where}: {type(exc).__name__}: {exc}. {advice}") from exc
+                f"{where}: {_why(exc)}") from exc
     with _lock:
         if len(_checked) > 1024:
             _checked.clear()
         _checked.add(site)
+
+
+def _why(exc):
+    """The pickling error and what to do about it. A traced value's own error already
+    says (pass it as a shared argument): no executor would take it, threads neither."""
+    text = f"{type(exc).__name__}: {str(exc).rstrip('.')}."
+    if isinstance(exc, TracerError):
+        return text
+    return (f"{text} Create it inside f instead, or use executor='threads' or 'serial', "
+            "which send nothing.")
 
 
 def _captured(f):

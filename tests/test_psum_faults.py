@@ -62,6 +62,24 @@ def test_an_unpicklable_capture_of_f_is_named_before_any_work(remote):
     assert "executor='threads'" in str(info.value)
 
 
+class _Holder:
+    pass
+
+
+def test_a_traced_value_hidden_in_a_captured_object_gets_only_advice_that_works(remote):
+    """A traced value inside an object f captures cannot be sent, and threads would not
+    take it either (psum cannot see into the object): the error says to pass it as a
+    shared argument, not to switch to threads or serial."""
+    def total(w):
+        holder = _Holder()
+        holder.w = w
+        return ad.psum(lambda x: np.sum(np.sin(holder.w * x)), [0.1, 0.2], executor=remote)
+
+    with pytest.raises(TypeError, match=r"captured variable 'holder', a _Holder.*shared argument") as info:
+        ad.gradient(total, np.ones(2))
+    assert "executor='threads'" not in str(info.value) and ".." not in str(info.value)
+
+
 def test_an_unpicklable_shared_argument_is_named(remote):
     with pytest.raises(TypeError, match=r"psum: shared argument 1 of psum\(f, xs, \*shared\) \(a lock\)"):
         ad.psum(lambda w, a, b: np.sum(w) * a, _models(), 2.0, threading.Lock(), executor=remote)
