@@ -14,7 +14,7 @@ from typing import Any, Callable, Iterable, Sequence
 import numpy as np
 
 from . import registry
-from .pytrees import LEAF, PyTree, TreeDef, _children, flatten, unflatten
+from .pytrees import LEAF, PyTree, TreeDef, _children, flatten, tangent_leaves as _match_structure, unflatten
 from .registry import Pullback, RuleRegistry, call_frule, call_rrule
 from .tangents import NoTangent, Tangent, ZeroTangent, is_float_value, is_zero, unthunk
 from .tracer import _F64_SCALARS, Trace, Traced, TracerError, backprop, tracing
@@ -235,35 +235,6 @@ def pullback_of(fname: object, trace: Trace, plans: list[_Plan], out: Any) -> tu
         return _gather(plans, backprop(trace, seeds, consume=False))
 
     return y, back
-
-
-def _match_structure(tangent: Any, tdef: TreeDef) -> list[Any] | None:
-    """Leaves of ``tangent`` aligned with structure ``tdef``: zeros stand for whole
-    subtrees, and a ``Tangent`` is read by field or position. None if they do not fit."""
-    if is_zero(tangent):
-        return [ZeroTangent()] * tdef.n_leaves
-    if tdef.kind is None:
-        return [unthunk(tangent)]
-    if isinstance(tangent, Tangent):
-        if isinstance(tangent.backing, dict):
-            names = tdef.aux if tdef.aux is not None else range(len(tdef.children))
-            children = [tangent[name] for name in names]
-        else:
-            children = list(tangent.backing)
-    else:
-        parts = _children(tangent)
-        if parts is None:
-            return None
-        children = parts[2]
-    if len(children) != len(tdef.children):
-        return None
-    out = []
-    for child, child_def in zip(children, tdef.children):
-        leaves = _match_structure(child, child_def)
-        if leaves is None:
-            return None
-        out.extend(leaves)
-    return out
 
 
 def jvp(f: Callable[..., Any], primals: Iterable[PyTree], tangents: Iterable[PyTree]) -> tuple[PyTree, PyTree]:

@@ -12,6 +12,8 @@ from typing import Any, Callable, Iterable, Iterator
 
 import numpy as np
 
+from .tangents import Tangent, ZeroTangent, is_zero, unthunk
+
 #: What ``flatten`` accepts and the differentiation functions take and return: an array,
 #: a number, or a container of them (list, tuple, dict, NamedTuple, dataclass, a type
 #: registered with ``register_node``), nested. An alias of ``Any``: no static type can say
@@ -218,3 +220,37 @@ def tree_map(fn: Callable[..., Any], tree: PyTree, *rest: PyTree) -> PyTree:
     leaves, tdef = flatten(tree)
     others = [flatten(r)[0] for r in rest]
     return unflatten(tdef, [fn(*xs) for xs in zip(leaves, *others)])
+
+
+def tangent_leaves(tangent: Any, tdef: TreeDef) -> list[Any] | None:
+    """Leaves of ``tangent`` aligned with structure ``tdef``: zeros stand for whole
+    subtrees, and a ``Tangent`` is read by field or position. None if they do not fit.
+
+    >>> from adrules.tangents import Tangent
+    >>> tangent_leaves(Tangent(dict, b=2.0), flatten({"a": 1.0, "b": 1.0})[1])
+    [ZeroTangent(), 2.0]
+    """
+    if is_zero(tangent):
+        return [ZeroTangent()] * tdef.n_leaves
+    if tdef.kind is None:
+        return [unthunk(tangent)]
+    if isinstance(tangent, Tangent):
+        if isinstance(tangent.backing, dict):
+            names = tdef.aux if tdef.aux is not None else range(len(tdef.children))
+            children = [tangent[name] for name in names]
+        else:
+            children = list(tangent.backing)
+    else:
+        parts = _children(tangent)
+        if parts is None:
+            return None
+        children = parts[2]
+    if len(children) != len(tdef.children):
+        return None
+    out = []
+    for child, child_def in zip(children, tdef.children):
+        leaves = tangent_leaves(child, child_def)
+        if leaves is None:
+            return None
+        out.extend(leaves)
+    return out

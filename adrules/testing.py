@@ -23,7 +23,7 @@ import numpy as np
 
 from .api import frule, jvp, pullback, rrule
 from .projection import ProjectionError, project_like
-from .pytrees import flatten, unflatten
+from .pytrees import flatten, tangent_leaves, unflatten
 from .registry import function_name
 from .tracer import TracerError
 from .tangents import InplaceableThunk, NoTangent, ZeroTangent, is_float_value, is_zero, unthunk
@@ -245,11 +245,14 @@ def _to_plain(y):
 def _project_tree(label, i, g, arg):
     if is_zero(g):
         return g
-    gl, _ = flatten(g) if isinstance(g, (list, tuple, dict)) else ([g], None)
     al, tdef = flatten(arg)
-    if len(gl) != len(al):
-        raise AssertionError(f"{label}: the cotangent of argument {i} has {len(gl)} leaves, "
-                             f"the argument has {len(al)}.")
+    gl = tangent_leaves(g, tdef)  # a Tangent(T, **fields) read by field, as the tracer reads it
+    if gl is None:
+        n = len(flatten(g)[0])
+        raise AssertionError(f"{label}: the cotangent of argument {i} ({type(g).__name__}, {n} "
+                             f"leaves) does not match the argument's structure {tdef} ({len(al)} "
+                             f"leaves): return a Tangent(T, **fields), a value of the argument's "
+                             f"type, or ZeroTangent().")
     out = []
     for x, d in zip(al, gl):
         d = unthunk(d)

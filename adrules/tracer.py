@@ -36,7 +36,7 @@ from . import _state, ops
 from ._state import TracedValue
 from .callables import Lifted, _Rebuild, split_callable
 from .projection import ProjectionError, Spec, project_like
-from .pytrees import LEAF_TYPES, flatten
+from .pytrees import LEAF, LEAF_TYPES, flatten, tangent_leaves, unflatten
 from .registry import NONDIFF, ONE, SCALAR, bind, call_frule, call_rrule, frule as _frules, function_name, rrule as _rrules
 from .tangents import NoTangent, ZeroTangent, _AbstractZero, is_float_value, is_zero, unthunk
 
@@ -455,17 +455,21 @@ def _no_rule(f, mode):
         f"adrules.non_differentiable({name}) if its output carries no derivative.")
 
 
-def apply(f, args, kwargs, sequences=False):
+def apply(f, args, kwargs, sequences=False, containers=False):
     """Call primitive ``f`` on arguments that may be traced; record it on the innermost trace.
 
     ``sequences``: look for traced values inside list and tuple arguments too
-    (``np.stack([x, y])``); ufuncs and operators take none.
+    (``np.stack([x, y])``); ufuncs and operators take none. ``containers``: the only
+    traced values are inside containers (a user primitive's dataclass argument).
     """
     if kwargs:  # bound once here, before unboxing, so slots line up with positions
         args, kwargs = bind(f, args, kwargs)
         if kwargs:
             _traced_keyword(f, kwargs)
-    top = _top_in_sequences(args) if sequences else top_trace(args)
+    if containers:
+        top = _top_inside(args)
+    else:
+        top = _top_in_sequences(args) if sequences else top_trace(args)
     if top is None:
         return f(*args, **kwargs)
     if top.forward:
@@ -491,6 +495,7 @@ def apply(f, args, kwargs, sequences=False):
         return f(*values, **kwargs)
     if entry.config:  # a higher-order rule: functions it receives may carry traced state
         _lift_callables(args, values, slots, top)
+    _open_containers(values, slots, top)
     y, pullback = call_rrule(entry, top.config, f, values, kwargs)
     i = 0
     for v in values:  # the pullback keeps what it reads; the tape, shapes
@@ -575,6 +580,65 @@ _NO_KWARGS: dict = {}
 _multiply = np.multiply
 
 
+class _Opened:
+    """The slot of a container argument (a dict, dataclass, NamedTuple, registered node)
+    holding boxes: the rule received the container with its values, and its cotangent for
+    the argument, structural (``Tangent(T, **fields)``) or of the container's own type, is
+    spread over these leaves' slots."""
+
+    __slots__ = ("treedef", "slots", "leaves")
+
+    def __init__(self, treedef, slots, leaves):
+        self.treedef, self.slots, self.leaves = treedef, slots, leaves
+
+
+def _open_containers(values, slots, top):
+    """Open the boxes of ``top`` inside container arguments, as a rule expects primal
+    values (ChainRules' rrule receives a struct of plain fields). Lists and tuples of a
+    NumPy function's arguments are opened by ``_unbox`` already."""
+    for i, a in enumerate(values):
+        if slots[i] != -1 or type(a) in LEAF_TYPES or type(a) is Traced or callable(a):
+            continue
+        leaves, treedef = flatten(a)
+        if treedef is LEAF or not any(type(v) is Traced and v._trace is top for v in leaves):
+            continue
+        opened = [v.value if type(v) is Traced and v._trace is top else v for v in leaves]
+        values[i] = unflatten(treedef, opened)
+        slots[i] = _Opened(treedef, [v.slot if type(v) is Traced and v._trace is top else -1
+                                     for v in leaves], opened)
+
+
+def _open_containers_forward(values, tangents, top):
+    """``_open_containers`` for forward mode: the rule receives the container with its
+    values, and its tangent as a container of the same structure (``ZeroTangent()``
+    for a leaf that carries none), as gradients of containers come back."""
+    for i, a in enumerate(values):
+        if tangents[i] is not _ZERO or type(a) in LEAF_TYPES or type(a) is Traced or callable(a):
+            continue
+        leaves, treedef = flatten(a)
+        if treedef is LEAF or not any(type(v) is Traced and v._trace is top for v in leaves):
+            continue
+        values[i] = unflatten(treedef, [v.value if type(v) is Traced and v._trace is top else v
+                                        for v in leaves])
+        tangents[i] = unflatten(treedef, [v.tangent if type(v) is Traced and v._trace is top else _ZERO
+                                          for v in leaves])
+
+
+def _spread(cot, opened, g, entry, position):
+    """A container argument's cotangent ``g`` added to its traced leaves (see ``_Opened``)."""
+    if is_zero(g):
+        return
+    parts = tangent_leaves(g, opened.treedef)
+    if parts is None:
+        raise TracerError(
+            f"the pullback of {entry.name} returned a cotangent for argument {position} that does "
+            f"not match its structure {opened.treedef}: give a Tangent(T, **fields), an object "
+            f"of the argument's own type, or ZeroTangent().")
+    for slot, part, primal in zip(opened.slots, parts, opened.leaves):
+        if slot >= 0 and not is_zero(part):
+            _accumulate(cot, slot, unthunk(part), primal, entry, position)
+
+
 def _lift_callables(args, values, slots, top):
     """Replace each callable argument carrying ``top``'s traced values by a ``Lifted``
     callable over the opened values; its slot becomes the tuple of those values' slots,
@@ -605,8 +669,22 @@ def _same_sequence(like, items):
 def dispatch_primitive(f, args, kwargs):
     """Entry point for ``@primitive`` functions while some trace is open."""
     if top_trace(args) is None and top_trace(kwargs.values()) is None:
-        return f.__adrules_primitive__(*args, **kwargs)
+        if _top_inside((*args, *kwargs.values())) is None:
+            return f.__adrules_primitive__(*args, **kwargs)
+        return apply(f, args, kwargs, containers=True)  # boxes only inside a container
     return apply(f, args, kwargs)
+
+
+def _top_inside(args):
+    """The innermost trace among the leaves of container arguments, or None."""
+    top = None
+    for a in args:
+        if type(a) in LEAF_TYPES or type(a) is Traced:
+            continue
+        t = top_trace(flatten(a)[0])
+        if t is not None and (top is None or t.level > top.level):
+            top = t
+    return top
 
 
 STATE.dispatch = dispatch_primitive
@@ -727,6 +805,8 @@ def backprop(trace, seeds, consume=True):
                         cot[slot] = gi  # _accumulate's float case, without its call
                     else:
                         _accumulate(cot, slot, unthunk(gi), values[i], entry, i)
+            elif type(slot) is _Opened:
+                _spread(cot, slot, unthunk(grads[i + 1]), entry, i)
             else:
                 gi = unthunk(grads[i + 1])
                 for j, sj in enumerate(slot):
@@ -750,6 +830,8 @@ def _apply_forward(f, args, kwargs, top):
     if entry is None:
         raise _no_rule(f, "forward")
     values, tangents = _unbox(args, top)
+    if entry.kind is not SCALAR and entry.kind is not NONDIFF:
+        _open_containers_forward(values, tangents, top)
     if entry.kind is SCALAR:  # the hot path: registry.scalar_frule, inlined
         y = f(*values, **kwargs)
         dy = _ZERO
