@@ -477,6 +477,28 @@ def scalar_rule(f: Callable[..., Any], *partials: Callable[..., Any] | None) -> 
     frule.rules[f] = entry
 
 
+def scalar_rule_misfit(entry: RuleEntry, n_args: int, exc: BaseException) -> TypeError:
+    """The error for a call whose arguments a ``scalar_rule``'s partials do not fit:
+    fewer partials than arguments, or a partial that fails when called as
+    ``d(x1, ..., xn, y)`` (keyword arguments count, at their positions).
+
+    >>> entry = RuleEntry(None, SCALAR, partials=(ONE,), name="mul")
+    >>> print(scalar_rule_misfit(entry, 2, IndexError()))  # doctest: +ELLIPSIS
+    scalar_rule(mul) has 1 partial, but mul was called with 2 arguments...
+    """
+    n = len(entry.partials)
+    call = f"d(x1, ..., x{n_args}, y)" if n_args > 1 else "d(x, y)"
+    if n < n_args:
+        return TypeError(
+            f"scalar_rule({entry.name}) has {n} partial{'s' if n != 1 else ''}, but {entry.name} was "
+            f"called with {n_args} arguments (keyword arguments count, at their positions): give "
+            f"one partial per argument, each called as {call}.")
+    return TypeError(
+        f"a partial of scalar_rule({entry.name}) failed when called as {call}, with every "
+        f"argument of the call (keyword arguments at their positions) and then the output: "
+        f"{type(exc).__name__}: {exc}")
+
+
 def non_differentiable(*fs: Callable[..., Any]) -> None:
     """Mark functions whose outputs carry no tangent (argmax, floor, comparisons...).
 

@@ -37,7 +37,7 @@ from ._state import TracedValue
 from .callables import Lifted, _Rebuild, split_callable
 from .projection import ProjectionError, Spec, project_like
 from .pytrees import LEAF, LEAF_TYPES, flatten, tangent_leaves, unflatten
-from .registry import NONDIFF, ONE, SCALAR, bind, call_frule, call_rrule, frule as _frules, function_name, rrule as _rrules
+from .registry import NONDIFF, ONE, SCALAR, bind, call_frule, call_rrule, frule as _frules, function_name, rrule as _rrules, scalar_rule_misfit
 from .tangents import NoTangent, ZeroTangent, _AbstractZero, is_float_value, is_zero, unthunk
 
 _next_level = itertools.count(1).__next__
@@ -768,26 +768,31 @@ def backprop(trace, seeds, consume=True):
             g = _same_sequence(y, [_zeros_like(yi) if x is None else x for x, yi in zip(gs, y)])
         if entry.kind is SCALAR:
             partials = entry.partials
-            for i, slot in enumerate(slots):
-                if slot >= 0:
-                    d = partials[i]
-                    if d is ONE:
-                        gi = g
-                    elif type(y) is _ndarray and y.size >= _BIG:  # partials are no bigger than y
-                        gi = _times(g, d(*values, y))
-                    else:  # small or a number: nothing for _times to save
-                        gi = g * d(*values, y)
-                    v = values[i]
-                    old = cot[slot]
-                    if type(gi) in _F64_SCALARS and type(v) in _F64_SCALARS and (
-                            old is None or type(old) in _F64_SCALARS):
-                        cot[slot] = gi if old is None else old + gi  # _accumulate's float case
-                    elif old is None and type(gi) is _ndarray and type(v) is _ndarray and (
-                            gi.shape == v.shape and gi.dtype == v.dtype):
-                        cot[slot] = gi  # _accumulate's common case: nothing to project or add
-                    else:
-                        old = None  # _accumulate reads the reference count of cot[slot]
-                        _accumulate(cot, slot, gi, v, entry, i)
+            try:
+                for i, slot in enumerate(slots):
+                    if slot >= 0:
+                        d = partials[i]
+                        if d is ONE:
+                            gi = g
+                        elif type(y) is _ndarray and y.size >= _BIG:  # partials are no bigger than y
+                            gi = _times(g, d(*values, y))
+                        else:  # small or a number: nothing for _times to save
+                            gi = g * d(*values, y)
+                        v = values[i]
+                        old = cot[slot]
+                        if type(gi) in _F64_SCALARS and type(v) in _F64_SCALARS and (
+                                old is None or type(old) in _F64_SCALARS):
+                            cot[slot] = gi if old is None else old + gi  # _accumulate's float case
+                        elif old is None and type(gi) is _ndarray and type(v) is _ndarray and (
+                                gi.shape == v.shape and gi.dtype == v.dtype):
+                            cot[slot] = gi  # _accumulate's common case: nothing to project or add
+                        else:
+                            old = None  # _accumulate reads the reference count of cot[slot]
+                            _accumulate(cot, slot, gi, v, entry, i)
+            except (IndexError, TypeError) as e:  # zero-cost unless raised
+                if isinstance(e, TracerError):
+                    raise
+                raise scalar_rule_misfit(entry, len(values), e) from e
             gi = v = old = None  # not alive during the next pullback
             continue
         grads = pullback(g)
@@ -835,10 +840,15 @@ def _apply_forward(f, args, kwargs, top):
     if entry.kind is SCALAR:  # the hot path: registry.scalar_frule, inlined
         y = f(*values, **kwargs)
         dy = _ZERO
-        for i, dx in enumerate(tangents):
-            if not is_zero(dx):
-                d = entry.partials[i]
-                dy = dy + (dx if d is ONE else dx * d(*values, y))
+        try:
+            for i, dx in enumerate(tangents):
+                if not is_zero(dx):
+                    d = entry.partials[i]
+                    dy = dy + (dx if d is ONE else dx * d(*values, y))
+        except (IndexError, TypeError) as e:
+            if isinstance(e, TracerError):
+                raise
+            raise scalar_rule_misfit(entry, len(values), e) from e
         return _box_forward(y, dy, top)
     y, dy = call_frule(entry, top.config, (NoTangent(), *tangents), f, values, kwargs)
     return _box_forward(y, unthunk(dy), top)

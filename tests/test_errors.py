@@ -484,3 +484,34 @@ def test_check_grads_order_3_reports_once():
     with pytest.raises(TracerError) as info:
         ad.testing.check_grads(square_accumulated, X, modes=("rev",), order=3)
     assert str(info.value).count("differentiates the rules' pullbacks themselves") == 1
+
+
+def test_a_scalar_rule_with_too_few_partials_is_named_in_both_modes():
+    """One partial for a function of two arguments: NumPy's 'tuple index out of range'
+    from inside the tracer before; now the rule, the counts and the calling convention."""
+    @ad.primitive
+    def times(a, b):
+        return a * b
+
+    ad.scalar_rule(times, lambda a, b, y: b)
+    x = np.array([1.0, 2.0])
+    match = r"scalar_rule\(.*times\) has 1 partial, but .*times was called with 2 arguments"
+    with pytest.raises(TypeError, match=match):
+        ad.gradient(lambda a, b: np.sum(times(a, b)), x, x)
+    with pytest.raises(TypeError, match=match):
+        ad.jvp(lambda a, b: times(a, b), (x, x), (x, x))
+
+
+def test_a_scalar_rule_partial_given_keyword_arguments_at_their_positions_is_explained():
+    """clip01(v, hi=0.5) binds hi at its position, so each partial is called with every
+    argument: a partial written as d(v, y) fails, and the error says how it is called."""
+    @ad.primitive
+    def clip01(v, lo=0.0, hi=1.0):
+        return np.clip(v, lo, hi)
+
+    ad.scalar_rule(clip01, lambda v, y: ((v > 0) & (v < 1)).astype(float))
+    v = np.array([0.2, 0.7, 1.4])
+    np.testing.assert_array_equal(ad.gradient(lambda v: np.sum(clip01(v)), v)[0], [1.0, 1.0, 0.0])
+    with pytest.raises(TypeError, match=r"called with 3 arguments \(keyword arguments count, at "
+                                        r"their positions\).*d\(x1, \.\.\., x3, y\)"):
+        ad.gradient(lambda v: np.sum(clip01(v, hi=0.5)), v)
