@@ -299,7 +299,38 @@ def check_frule(f: Callable[..., Any], *args: Any, fkwargs: dict[str, Any] | Non
     _check_not_mutated(label, before, args)
     _compare_primal(label, y, f(*before, **fkwargs), rtol, atol)
     fn = _call_fn(f, fkwargs)
-    _compare_tangent(label, "the output tangent", dy, _fd_jvp(fn, before, tangents), y, rtol, atol)
+    try:
+        _compare_tangent(label, "the output tangent", dy, _fd_jvp(fn, before, tangents), y, rtol, atol)
+    except AssertionError as wrong:
+        # along every argument at once, as ChainRules' test_frule: now find whose part is wrong
+        moving = [i for i, t in enumerate(tangents) if not isinstance(t, NoTangent)]
+        culprit = _wrong_argument(label, lambda t: _output_tangent(f, args, t, fkwargs),
+                                  fn, before, tangents, moving, y, rtol, atol)
+        if culprit is None:
+            raise
+        raise culprit from wrong
+
+
+def _output_tangent(f, args, tangents, fkwargs):
+    result = frule((NoTangent(), *tangents), f, *args, **fkwargs)
+    assert result is not None  # the same rule answered for all tangents at once
+    return result[1]
+
+
+def _wrong_argument(label, tangent_along, fn, args, tangents, moving, y, rtol, atol):
+    """The error for the first of the ``moving`` arguments whose tangent alone (the others'
+    zero) gives a wrong output tangent (``tangent_along(tangents)``), or None when each
+    alone is right or only one moves."""
+    if len(moving) < 2:
+        return None
+    for i in moving:
+        alone = [t if k == i or k not in moving else ZeroTangent() for k, t in enumerate(tangents)]
+        try:
+            _compare_tangent(label, f"the output tangent along argument {i} (the others held "
+                             f"fixed)", tangent_along(alone), _fd_jvp(fn, args, alone), y, rtol, atol)
+        except AssertionError as e:
+            return e
+    return None
 
 
 def _fd_jvp(fn, args, tangents):
@@ -399,8 +430,16 @@ def check_grads(f: Callable[..., Any], *args: Any, modes: Collection[str] = ("fw
         tangents = [_random_tangent(a, rng) if any(_is_float_leaf(x) for x in flatten(a)[0])
                     else ZeroTangent() for a in args]
         y, dy = jvp(f, args, tangents)
-        _compare_tangent(f"{label} (forward mode)", "the output tangent", dy,
-                         _fd_jvp(f, args, tangents), y, rtol, atol)
+        try:
+            _compare_tangent(f"{label} (forward mode)", "the output tangent", dy,
+                             _fd_jvp(f, args, tangents), y, rtol, atol)
+        except AssertionError as wrong:
+            moving = [i for i, a in enumerate(args) if any(_is_float_leaf(x) for x in flatten(a)[0])]
+            culprit = _wrong_argument(f"{label} (forward mode)", lambda t: jvp(f, args, t)[1], f, args,
+                                      tangents, moving, y, rtol, atol)
+            if culprit is None:
+                raise
+            raise culprit from wrong
         if order > 1:
             with _differentiating_rules(label, order, "forward"):
                 check_grads(lambda *a: jvp(f, a, tangents)[1], *args, modes=modes, order=order - 1,

@@ -377,3 +377,39 @@ def test_a_cotangent_that_does_not_fit_the_struct_is_named():
 
     with pytest.raises(ad.tracer.TracerError, match="argument 0 that does not match its structure"):
         ad.gradient(first, _Affine(np.ones(2), 0.5))
+
+
+def _product_with_wrong_frule(wrong_in):
+    @ad.primitive
+    def product(a, b):
+        return a * b
+
+    @ad.rrule.register(product)
+    def product_rrule(a, b):
+        return product(a, b), lambda g: (ad.NoTangent(), g * b, g * a)
+
+    @ad.frule.register(product)
+    def product_frule(tangents, a, b):
+        da, db = tangents[1], tangents[2]
+        ka, kb = (2.0, 1.0) if wrong_in == 0 else (1.0, 2.0)
+        dy = ad.ZeroTangent()
+        if not ad.tangents.is_zero(da):
+            dy = dy + ka * da * b
+        if not ad.tangents.is_zero(db):
+            dy = dy + kb * db * a
+        return product(a, b), dy
+
+    return product
+
+
+@pytest.mark.parametrize("wrong_in", [0, 1])
+def test_forward_checks_name_the_argument_whose_tangent_is_wrong(wrong_in):
+    """The README's promise for every check: the output tangent along all arguments is
+    wrong, and the checks then find which argument's part it is."""
+    product = _product_with_wrong_frule(wrong_in)
+    a, b = np.array([1.0, 2.0]), np.array([0.5, -1.0])
+    match = rf"along argument {wrong_in} \(the others held fixed\)"
+    with pytest.raises(AssertionError, match=match):
+        check_frule(product, a, b)
+    with pytest.raises(AssertionError, match=r"forward mode\): the output tangent " + match):
+        check_grads(product, a, b, modes=("fwd",), order=1)
