@@ -110,14 +110,16 @@ class JoblibExecutor(Executor):
     def _map(self, fn, items, shared, on_done, results):
         from joblib import Parallel, delayed
 
-        _, n_jobs = self._active()
+        backend, n_jobs = self._active()
+        # joblib's multiprocessing backend cannot hand results on as they come
+        streams = getattr(backend, "supports_return_generator", True)
         n = len(items)
         task = _Task(fn, _context.SETTINGS.get().chunk_size, n, os.getpid())
         calls = (delayed(task)(i, item, *shared) for i, item in enumerate(items))
         try:
             # pinned here too: threading backend tasks then only bump a reference count
             with blas_pinned():
-                out = Parallel(n_jobs=n_jobs, return_as="generator")(calls)
+                out = Parallel(n_jobs=n_jobs, return_as="generator" if streams else "list")(calls)
                 for i, value in enumerate(out):
                     if on_done is not None:
                         on_done(i)

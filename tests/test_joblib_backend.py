@@ -102,6 +102,15 @@ def test_error_in_f_names_the_element_and_the_executor_works_afterwards(data, jo
     assert np.isclose(value, sum(loss(m, x, y) for m in models), rtol=1e-13)
 
 
+def test_joblibs_multiprocessing_backend_which_cannot_stream_results(data):
+    """joblib's multiprocessing backend refuses ``return_as="generator"`` (joblib's raw
+    ValueError before): its results are taken as a list once all are in."""
+    models, x, y = data
+    reference = _bits(_value_and_grad(models, x, y, "serial"))
+    with joblib.parallel_config(backend="multiprocessing", n_jobs=2):
+        assert _bits(_value_and_grad(models, x, y, "joblib")) == reference
+
+
 def test_nested_psum_inside_a_joblib_task_runs_inline(data):
     models, x, y = data
     with joblib.parallel_config(backend="loky", n_jobs=2):
