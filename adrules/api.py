@@ -120,6 +120,8 @@ def _gather(plans: list[_Plan], cot: Sequence[Any]) -> tuple[Any, ...]:
             elif g is None or is_zero(g):
                 grads.append(_zero_like(leaf))
             else:
+                if type(leaf) is np.ndarray and type(g) is not np.ndarray and type(g) is not Traced:
+                    g = np.asarray(g)  # a 0-d array's gradient: NumPy's ops on it give scalars
                 grads.append(_fresh(g, seen))
         out.append(grads[0] if tdef is LEAF else unflatten(tdef, grads))
     return tuple(out)
@@ -229,6 +231,8 @@ def pullback_of(fname: object, trace: Trace, plans: list[_Plan], out: Any) -> tu
                 raise TracerError(
                     f"{fname}: cotangent leaf {i} has shape {np.shape(bar)} but the output's "
                     f"has shape {np.shape(leaf.value)}.")
+            if type(bar) in (list, tuple) and type(leaf.value) is np.ndarray:  # [1.0, 1.0] for an array
+                bar = np.asarray(bar, dtype=leaf.value.dtype)
             if isinstance(bar, (int, float)):  # rules may index their cotangent: give a NumPy scalar
                 bar = np.asarray(bar, dtype=getattr(leaf.value, "dtype", np.float64))[()]
             seeds.append((slot, bar))

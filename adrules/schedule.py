@@ -702,8 +702,17 @@ def _shift(on_done, offset):
 
 
 def _placement(executor, n, n_tasks=None):
-    tasks = f", {n_tasks} tasks" if n_tasks is not None and n_tasks != n else ""
-    return f"{n} chunks on {executor.name}:{executor.n_workers}{tasks}"
+    """Where ``n`` chunks ran, for the log.
+
+    >>> _placement(executors.ThreadExecutor(2), 3, 1)
+    '3 chunks on threads:2, 1 task'
+    """
+    tasks = f", {_count(n_tasks, 'task')}" if n_tasks is not None and n_tasks != n else ""
+    return f"{_count(n, 'chunk')} on {executor.name}:{executor.n_workers}{tasks}"
+
+
+def _count(n, noun):
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
 
 
 def _seconds(s):

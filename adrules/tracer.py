@@ -790,9 +790,10 @@ def backprop(trace, seeds, consume=True):
                             old = None  # _accumulate reads the reference count of cot[slot]
                             _accumulate(cot, slot, gi, v, entry, i)
             except (IndexError, TypeError) as e:  # zero-cost unless raised
-                if isinstance(e, TracerError):
+                misfit = _partials_misfit(entry, values, y, [s >= 0 for s in slots])
+                if misfit is None:
                     raise
-                raise scalar_rule_misfit(entry, len(values), e) from e
+                raise misfit from e
             gi = v = old = None  # not alive during the next pullback
             continue
         grads = pullback(g)
@@ -846,12 +847,31 @@ def _apply_forward(f, args, kwargs, top):
                     d = entry.partials[i]
                     dy = dy + (dx if d is ONE else dx * d(*values, y))
         except (IndexError, TypeError) as e:
-            if isinstance(e, TracerError):
+            misfit = _partials_misfit(entry, values, y, [not is_zero(dx) for dx in tangents])
+            if misfit is None:
                 raise
-            raise scalar_rule_misfit(entry, len(values), e) from e
+            raise misfit from e
         return _box_forward(y, dy, top)
     y, dy = call_frule(entry, top.config, (NoTangent(), *tangents), f, values, kwargs)
     return _box_forward(y, unthunk(dy), top)
+
+
+def _partials_misfit(entry, values, y, moving):
+    """The error to raise when a scalar rule's partials do not fit the call (too few, or
+    one that cannot be called as ``d(*values, y)``), or None when the failure was not
+    theirs (a bad cotangent, say)."""
+    partials = entry.partials
+    for i, m in enumerate(moving):
+        if not m:
+            continue
+        if i >= len(partials):
+            return scalar_rule_misfit(entry, len(values), IndexError(i))
+        if partials[i] is not ONE:
+            try:
+                partials[i](*values, y)
+            except TypeError as e:
+                return scalar_rule_misfit(entry, len(values), e)
+    return None
 
 
 _frule_table = _frules.rules

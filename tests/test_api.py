@@ -284,3 +284,20 @@ def test_hvp():
     hv = hv[0] if isinstance(hv, tuple) else hv
     fd = num_grad(lambda x: rosenbrock_grad(x) @ v, x)
     np.testing.assert_allclose(hv, fd, rtol=1e-5, atol=1e-5)
+
+
+def test_a_0d_array_gets_a_0d_array_gradient():
+    """NumPy's operations on a 0-d array give NumPy scalars; the gradient of a 0-d array
+    argument is still an array of its shape and dtype, as every array argument's is."""
+    for x in (np.array(2.0), np.array(2.0, dtype=np.float32)):
+        (g,) = ad.gradient(lambda x: x ** 3, x)
+        assert type(g) is np.ndarray and g.shape == () and g.dtype == x.dtype
+        assert g == 12.0
+
+
+def test_a_list_cotangent_for_an_array_output():
+    """back([1.0, 3.0]) for an array output: taken as the array it spells (a rule's
+    partial once got the list and failed inside NumPy's multiply)."""
+    y, back = ad.pullback(lambda x: x * 2.0, np.array([1.0, 2.0]))
+    (g,) = back([1.0, 3.0])
+    np.testing.assert_array_equal(g, [2.0, 6.0])
