@@ -1,7 +1,8 @@
 """Jacobians, Hessians and Hessian-vector products.
 
 Jacobian columns (forward mode) and rows (reverse mode), and Hessian columns
-(forward-over-reverse), are independent pieces of work: they are computed in chunks
+(forward-over-reverse; reverse-over-reverse where a primitive has an rrule but no frule,
+the Hessian being symmetric), are independent pieces of work: they are computed in chunks
 on an executor. Chunks depend only on the number of columns and ``chunk_size``, and
 each column is computed by the same operations wherever it runs, so the result is
 bitwise identical on every backend and worker count.
@@ -26,7 +27,7 @@ from .api import gradient, jvp, pullback
 from .pytrees import PyTree, flatten
 from .schedule import run, work_key
 from .tangents import is_float_value, is_zero
-from .tracer import Traced
+from .tracer import NoFruleError, Traced
 
 #: What ``jacobian``, ``hessian`` and ``hvp`` differentiate at: a float array or a number.
 FloatArg = Union[float, np.floating[Any], np.integer[Any], NDArray[np.floating[Any]]]
@@ -142,7 +143,10 @@ def jacobian(
 
 def _hessian_columns(cols: range, f: Callable[..., Any], x: Any) -> list[Any]:
     grad = _grad_of(f)
-    return [_array(jvp(grad, (x,), (_basis(x, k),))[1]) for k in cols]
+    try:
+        return [_array(jvp(grad, (x,), (_basis(x, k),))[1]) for k in cols]
+    except NoFruleError:  # an rrule-only primitive: row k by reverse-over-reverse (H symmetric)
+        return [_array(gradient(lambda x, k=k: np.reshape(grad(x), -1)[k], x)[0]) for k in cols]
 
 
 class _grad_of:
@@ -165,7 +169,10 @@ def _hessian_blocks(cols: range, f: Callable[..., Any], args: tuple[Any, ...],
         j = int(np.searchsorted(offsets, c, side="right")) - 1
         tangents = [np.zeros(a.shape, dtype=a.dtype) for a in args]
         tangents[j] = _basis(args[j], c - offsets[j])
-        dg = jvp(grads, args, tangents)[1]
+        try:
+            dg = jvp(grads, args, tangents)[1]
+        except NoFruleError:  # as in _hessian_columns: the gradient of gradient_j's entry c
+            dg = gradient(lambda *a, j=j, k=c - offsets[j]: np.reshape(grads(*a)[j], -1)[k], *args)
         out.append(tuple(np.zeros(a.shape) if is_zero(d) else _array(d) for a, d in zip(args, dg)))
     return out
 
@@ -198,7 +205,8 @@ def hessian(
     chunk_size: int | None = None,
 ) -> NDArray[np.floating] | tuple[tuple[NDArray[np.floating], ...], ...]:
     """The Hessian of scalar ``f`` at ``x`` (shape ``x.shape + x.shape``), by
-    forward-over-reverse, one column per input element, computed on an executor.
+    forward-over-reverse, one column per input element, computed on an executor (by
+    reverse-over-reverse, one row each, where a primitive has an rrule but no frule).
 
     >>> import numpy as np, adrules as ad
     >>> ad.hessian(lambda x: x[0] ** 2 * x[1], np.array([1.0, 3.0]))
@@ -236,7 +244,7 @@ def hessian(
 
 def hvp(f: Callable[..., Any], x: PyTree, v: PyTree) -> Any:
     """Hessian-vector product ``H(x) @ v`` of scalar ``f`` without forming ``H``, by
-    forward-over-reverse. ``x`` may be a container (a list of models, a dict of
+    forward-over-reverse (reverse-over-reverse where a primitive has no frule). ``x`` may be a container (a list of models, a dict of
     parameters); ``v`` then has its structure and the product comes back in it. A
     ``psum`` inside ``f`` computes each chunk's product on its executor.
 
@@ -257,4 +265,16 @@ def hvp(f: Callable[..., Any], x: PyTree, v: PyTree) -> Any:
             where = "" if x_tree.kind is None else f" at leaf {k} of x"
             raise TypeError(f"{fname}: v has shape {np.shape(b)} but x has shape {np.shape(a)}"
                             f"{where}; give v the shape of x.")
-    return jvp(_grad_of(f), (x,), (v,))[1]
+    try:
+        return jvp(_grad_of(f), (x,), (v,))[1]
+    except NoFruleError:  # a primitive with an rrule only: the gradient of <gradient f(x), v>
+        return gradient(lambda x: _inner(_grad_of(f)(x), v_leaves), x)[0]
+
+
+def _inner(g: Any, v_leaves: list[Any]) -> Any:
+    """The sum over leaves of ``sum(g_leaf * v_leaf)`` (leaves without a gradient skipped)."""
+    total = 0.0
+    for gl, vl in zip(flatten(g)[0], v_leaves):
+        if not is_zero(gl):
+            total = total + np.sum(gl * vl)
+    return total

@@ -102,6 +102,11 @@ class NoRuleError(TracerError):
     """A function reached by a traced value has no derivative rule."""
 
 
+class NoFruleError(NoRuleError):
+    """A function reached in forward mode has no frule (it may have an rrule: ``hessian``
+    and ``hvp`` then go reverse-over-reverse)."""
+
+
 _ESCAPE = (
     "{what} of a traced value would drop its gradient. This also happens with math.* "
     "functions (use np.sin(x), not math.sin(x)) and when storing a traced value into a "
@@ -449,7 +454,7 @@ def _unbox(args, top):
 def _no_rule(f, mode):
     name = function_name(f)
     registry = "rrule" if mode == "reverse" else "frule"
-    return NoRuleError(
+    return (NoRuleError if mode == "reverse" else NoFruleError)(
         f"no {registry} for {name}: a traced value reached it, but it has no derivative rule. "
         f"Register one with @adrules.{registry}.register({name}), or mark it with "
         f"adrules.non_differentiable({name}) if its output carries no derivative.")

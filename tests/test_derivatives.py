@@ -188,3 +188,45 @@ def test_hessian_of_one_argument_stays_an_array_and_nests():
 def test_hessian_without_a_point():
     with pytest.raises(TypeError, match=r"hessian\(quartic\): give the point to differentiate at"):
         ad.hessian(quartic)
+
+
+def _logsumexp_with_an_rrule_only():
+    @ad.primitive
+    def lse(x):
+        m = np.max(x)
+        return m + np.log(np.sum(np.exp(x - m)))
+
+    @ad.rrule.register(lse)
+    def lse_rrule(x):
+        y = lse(x)  # as examples/custom_rule.py: the rule calls the primitive
+        return y, lambda g: (ad.NoTangent(), g * np.exp(x - y))
+
+    return lse
+
+
+def test_hessian_and_hvp_of_a_primitive_with_an_rrule_only():
+    """Forward-over-reverse meets the primitive in forward mode, where it has no frule;
+    reverse-over-reverse needs only the rrule (and a traceable pullback), which is what
+    the README's "second order differentiates your pullback" promises. jvp itself still
+    says it has no frule."""
+    lse = _logsumexp_with_an_rrule_only()
+    x, v = np.array([0.3, -1.0, 2.0]), np.array([1.0, 0.5, -2.0])
+    p = np.exp(x - np.log(np.sum(np.exp(x))))
+    h_true = np.diag(p) - np.outer(p, p)  # the softmax Jacobian
+    np.testing.assert_allclose(ad.hessian(lse, x), h_true, rtol=1e-12, atol=1e-15)
+    np.testing.assert_allclose(ad.hessian(lse, x, executor="threads", chunk_size=1), h_true,
+                               rtol=1e-12, atol=1e-15)
+    np.testing.assert_allclose(ad.hvp(lse, x, v), h_true @ v, rtol=1e-12, atol=1e-15)
+    g = lambda a, b: ad.gradient(lambda a, b: lse(a) + lse(a * b), a, b)  # noqa: E731
+    blocks = ad.hessian(lambda a, b: lse(a) + lse(a * b), x, v)
+    eps = 1e-6
+    for j, arg in enumerate((x, v)):
+        for k in range(arg.size):
+            e = np.zeros_like(arg)
+            e[k] = eps
+            up, down = ((x + e, v), (x - e, v)) if j == 0 else ((x, v + e), (x, v - e))
+            col = [(gu - gd) / (2 * eps) for gu, gd in zip(g(*up), g(*down))]
+            for i in range(2):
+                np.testing.assert_allclose(blocks[i][j][:, k], col[i], rtol=1e-6, atol=1e-8)
+    with pytest.raises(ad.tracer.NoRuleError, match="no frule"):
+        ad.jvp(lse, (x,), (v,))
