@@ -755,7 +755,8 @@ def _call(kind, f, xs, shared, executor, chunk_size, vectorized, progress, dispa
     plan = Plan(f if rebuild is None else None, rebuild, "sum" if kind == "psum" else "map", vectorized)
     call = Call(plan, None, (False,) * (2 + len(shared)), f, executor, chunk_size, progress, dispatch)
     if not _STATE.active:  # nothing is differentiated anywhere: no primitive call to record
-        return _value(call, *sending.as_received((state, xs, shared)))
+        as_received = sending.as_received  # part by part: tiny work's numbers are not flattened
+        return _value(call, as_received(state), as_received(xs), tuple(map(as_received, shared)))
     trace = _the_trace_of_numbers(xs) if state is None and kind == "psum" and not vectorized else None
     if trace is not None and not (shared and _has_traced(shared)):
         y = _sum_of_traced_numbers(call, trace, xs, shared)

@@ -160,9 +160,12 @@ def as_received(tree: Any) -> Any:
     >>> as_received(X) is X, as_received({"X": X[:, ::2]})["X"].flags.c_contiguous
     (True, True)
     """
-    if type(tree) is np.ndarray:
+    t = type(tree)
+    if t is np.ndarray:
         return _as_received(tree)
-    if type(tree) in (list, tuple) and all(type(v) in _NUMBERS for v in tree):
+    if tree is None or t in _NUMBERS:
+        return tree
+    if (t is list or t is tuple) and _NUMBERS.issuperset(map(type, tree)):
         return tree  # tiny work over numbers: nothing to look at
     leaves, treedef = flatten(tree)
     fixed = leaves_as_received(leaves)
