@@ -95,7 +95,12 @@ class TreeDef:
     def __repr__(self) -> str:
         if self.kind is None:
             return "*"
-        return f"{getattr(self.kind, '__name__', self.kind)}({', '.join(map(repr, self.children))})"
+        parts = [repr(c) for c in self.children]
+        names = self.aux
+        if (isinstance(names, (tuple, list)) and len(names) == len(parts)
+                and all(isinstance(k, str) for k in names)):  # dict keys, dataclass fields
+            parts = [f"{k}={p}" for k, p in zip(names, parts)]
+        return f"{getattr(self.kind, '__name__', self.kind)}({', '.join(parts)})"
 
 
 LEAF = TreeDef(None, None, ())
@@ -146,7 +151,7 @@ def flatten(tree: PyTree) -> tuple[list[Any], TreeDef]:
 
     >>> leaves, tdef = flatten({"a": [1.0, 2.0], "b": (3.0,)})
     >>> leaves, tdef
-    ([1.0, 2.0, 3.0], dict(list(*, *), tuple(*)))
+    ([1.0, 2.0, 3.0], dict(a=list(*, *), b=tuple(*)))
     """
     leaves: list[Any] = []
     return leaves, _flatten_into(tree, leaves)
@@ -237,6 +242,8 @@ def tangent_leaves(tangent: Any, tdef: TreeDef) -> list[Any] | None:
     if isinstance(tangent, Tangent):
         if isinstance(tangent.backing, dict):
             names = tdef.aux if tdef.aux is not None else range(len(tdef.children))
+            if not set(tangent.backing) <= set(names):  # a misspelt field: not a silent zero
+                return None
             children = [tangent[name] for name in names]
         else:
             children = list(tangent.backing)

@@ -487,7 +487,7 @@ def scalar_rule_misfit(entry: RuleEntry, n_args: int, exc: BaseException) -> Typ
     scalar_rule(mul) has 1 partial, but mul was called with 2 arguments...
     """
     n = len(entry.partials)
-    call = f"d(x1, ..., x{n_args}, y)" if n_args > 1 else "d(x, y)"
+    call = {1: "d(x, y)", 2: "d(x1, x2, y)"}.get(n_args, f"d(x1, ..., x{n_args}, y)")
     if n < n_args:
         return TypeError(
             f"scalar_rule({entry.name}) has {n} partial{'s' if n != 1 else ''}, but {entry.name} was "

@@ -185,6 +185,16 @@ def unthunk(x: Any) -> Any:
     return x() if isinstance(x, Thunk) else x
 
 
+def _field_names(cls: type) -> set[str] | None:
+    """The fields of a dataclass or NamedTuple type, or None for any other type (a dict's
+    keys, a registered node's children: not known from the type)."""
+    fields = getattr(cls, "__dataclass_fields__", None)
+    if fields is not None:
+        return set(fields)
+    names = getattr(cls, "_fields", None)
+    return set(names) if isinstance(names, tuple) else None
+
+
 class Tangent:
     """Structural tangent of an object: a container of field tangents.
 
@@ -210,6 +220,11 @@ class Tangent:
     def __init__(self, primal_type: type, *args: Any, **fields: Any) -> None:
         if args and fields:
             raise TypeError("Tangent: give positional fields or keyword fields, not both")
+        known = _field_names(primal_type)
+        if fields and known is not None and not set(fields) <= known:
+            unknown = ", ".join(sorted(set(fields) - known))
+            raise TypeError(f"Tangent({primal_type.__name__}, ...): {primal_type.__name__} has no "
+                            f"field {unknown}; its fields are {', '.join(sorted(known))}.")
         object.__setattr__(self, "primal_type", primal_type)
         object.__setattr__(self, "backing", tuple(args) if args else dict(fields))
 

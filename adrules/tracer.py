@@ -477,8 +477,9 @@ def apply(f, args, kwargs, sequences=False, containers=False):
         top = _top_in_sequences(args) if sequences else top_trace(args)
     if top is None:
         return f(*args, **kwargs)
+    numpy_call = sequences or type(f) is _ufunc  # NumPy's own functions take lists as arrays
     if top.forward:
-        return _apply_forward(f, args, kwargs, top)
+        return _apply_forward(f, args, kwargs, top, numpy_call)
     entry = _rrule_table.get(f)
     if entry is None:
         raise _no_rule(f, "reverse")
@@ -493,6 +494,8 @@ def apply(f, args, kwargs, sequences=False, containers=False):
             else:
                 values.append(a)
                 slots.append(-1)
+    if numpy_call:
+        _lists_as_arrays(f, values, slots, reverse=True)
     kind = entry.kind
     if kind is SCALAR:
         return _record_scalar(f, entry, values, slots, kwargs, top)
@@ -577,12 +580,45 @@ def _binary(f, a, b):
     if entry is None or entry.kind is not SCALAR:
         return apply(f, (a, b), {})
     values = [a.value if ta is Traced else a, b.value if tb is Traced else b]
+    if ta in _SEQUENCES or tb in _SEQUENCES:  # x * [1.0, 2.0]: the partials get the array
+        values = [np.asarray(v) if type(v) in _SEQUENCES else v for v in values]
     slots = [a.slot if ta is Traced else -1, b.slot if tb is Traced else -1]
     return _record_scalar(f, entry, values, slots, _NO_KWARGS, top)
 
 
 _NO_KWARGS: dict = {}
 _multiply = np.multiply
+_ufunc = np.ufunc
+_SEQUENCES = frozenset((list, tuple))
+
+
+def _lists_as_arrays(f, values, marks, reverse):
+    """Give a NumPy function's rule arrays where the call passed lists of numbers for
+    arguments no box is in, as NumPy itself would take them (``np.dot([0.5, 2.0], x)``:
+    a rule computing ``g * b`` would multiply a list). A ufunc's inputs are all arrays;
+    other functions' lists are converted only when they hold numbers, one a float at least,
+    so shapes and axes (tuples of ints) stay as they are."""
+    for i, v in enumerate(values):
+        m = marks[i]  # a list holding boxes has a list of marks
+        if type(v) not in _SEQUENCES or not (type(m) is int and m == -1 if reverse else m is _ZERO):
+            continue
+        if type(f) is _ufunc or _holds_numbers(v):
+            values[i] = np.asarray(v)
+
+
+def _holds_numbers(v):
+    """True for a (nested) list or tuple of numbers with a float among them."""
+    stack, floats = [v], False
+    while stack:
+        for item in stack.pop():
+            t = type(item)
+            if t in _SEQUENCES:
+                stack.append(item)
+            elif t is float or t is np.float64 or t is np.float32:
+                floats = True
+            elif not (t is int or t is np.int64 or t is bool):
+                return False
+    return floats
 
 
 class _Opened:
@@ -803,9 +839,10 @@ def backprop(trace, seeds, consume=True):
             continue
         grads = pullback(g)
         if type(grads) is not tuple or len(grads) != len(slots) + 1:
-            n = len(grads) if isinstance(grads, (tuple, list)) else "not a tuple"
+            n = (f"a {type(grads).__name__}" if type(grads) is not tuple
+                 else f"{len(grads)} slots")
             raise TracerError(
-                f"the pullback of {entry.name} returned {n} slots; it must return a tuple of "
+                f"the pullback of {entry.name} returned {n}; it must return a tuple of "
                 f"{len(slots) + 1}: the self slot (NoTangent() for a plain function) then one "
                 f"cotangent per positional argument.")
         for i, slot in enumerate(slots):
@@ -836,11 +873,13 @@ def _zeros_like(y):
 # forward pass
 # ---------------------------------------------------------------------------
 
-def _apply_forward(f, args, kwargs, top):
+def _apply_forward(f, args, kwargs, top, numpy_call=False):
     entry = _frule_table.get(f)
     if entry is None:
         raise _no_rule(f, "forward")
     values, tangents = _unbox(args, top)
+    if numpy_call:
+        _lists_as_arrays(f, values, tangents, reverse=False)
     if entry.kind is not SCALAR and entry.kind is not NONDIFF:
         _open_containers_forward(values, tangents, top)
     if entry.kind is SCALAR:  # the hot path: registry.scalar_frule, inlined

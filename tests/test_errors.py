@@ -248,10 +248,21 @@ def not_a_tuple_rrule(x):
     return x * 2.0, lambda g: 2.0 * g
 
 
+@ad.primitive
+def a_list(x):
+    return x * 2.0
+
+
+@ad.rrule.register(a_list)
+def a_list_rrule(x):
+    return x * 2.0, lambda g: [ad.NoTangent(), 2.0 * g]  # the right count, the wrong type
+
+
 @pytest.mark.parametrize("f, args, name, n", [
     (too_few_slots, (1.0,), "too_few_slots", "1 slots"),
     (too_many_slots, (1.0, 2.0), "too_many_slots", "4 slots"),
-    (not_a_tuple, (1.0,), "not_a_tuple", "not a tuple"),
+    (not_a_tuple, (1.0,), "not_a_tuple", "returned a float"),
+    (a_list, (1.0,), "a_list", "returned a list"),
 ])
 def test_rule_returning_wrong_number_of_slots(f, args, name, n):
     with pytest.raises(TypeError, match=r"pullback of .*" + name) as info:

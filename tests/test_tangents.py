@@ -181,3 +181,37 @@ def test_thunk_pickles_as_its_value():
     back = pickle.loads(pickle.dumps(t))
     np.testing.assert_array_equal(ad.unthunk(back), [4.0])
     assert not isinstance(back, ad.Thunk)  # nothing lazy crosses a process boundary
+
+
+def test_a_misspelt_field_of_a_structural_tangent_is_an_error():
+    """ChainRules' Tangent{P} refuses a field P does not have; a silent ZeroTangent for
+    the real field would be a wrong gradient. Where the type does not say its fields (a
+    dict), the tracer refuses a key the argument lacks."""
+    import dataclasses
+    from typing import NamedTuple
+
+    import adrules as ad
+
+    @dataclasses.dataclass
+    class P:
+        a: np.ndarray
+        b: float
+
+    class Q(NamedTuple):
+        u: float
+
+    with pytest.raises(TypeError, match="P has no field c; its fields are a, b"):
+        ad.Tangent(P, a=1.0, c=5.0)
+    with pytest.raises(TypeError, match="Q has no field v"):
+        ad.Tangent(Q, v=1.0)
+
+    @ad.primitive
+    def total(d):
+        return d["a"] + d["b"]
+
+    @ad.rrule.register(total)
+    def total_rrule(d):
+        return total(d), lambda g: (ad.NoTangent(), ad.Tangent(dict, a=g, bb=g))
+
+    with pytest.raises(ad.tracer.TracerError, match=r"does not match its structure dict\(a=\*, b=\*\)"):
+        ad.gradient(total, {"a": 1.0, "b": 2.0})

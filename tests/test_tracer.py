@@ -829,3 +829,36 @@ def test_tanh_chain_peak_memory():
     t1 = np.tanh(x + 1.0)
     np.testing.assert_allclose(g, (1 - np.tanh(t1 * 0.5) ** 2) * 0.5 * (1 - t1 ** 2), rtol=1e-12, atol=1e-12)
     assert peak < 4.5 * x.nbytes
+
+
+def _fd(f, x, h=1e-6):
+    return np.array([(f(x + h * e) - f(x - h * e)) / (2 * h) for e in np.eye(len(x))])
+
+
+@pytest.mark.parametrize("name", ["dot", "dot_right", "arctan2", "matmul", "interp", "trapezoid",
+                                  "convolve", "lstsq"])
+def test_lists_of_numbers_beside_a_traced_array(name):
+    """NumPy takes a list of numbers wherever it takes an array; the rules got the list
+    itself and failed (``g * b`` with b a list). Both modes, against finite differences."""
+    x, L, M = np.array([0.7, -1.3, 0.4]), [0.5, 2.0, -1.0], [[1.0, 2.0, 3.0], [3.0, 4.0, 5.0]]
+    f = {
+        "dot": lambda x: np.dot(L, x),
+        "dot_right": lambda x: np.dot(x, L),
+        "arctan2": lambda x: np.sum(np.arctan2(L, x)),
+        "matmul": lambda x: M @ x @ [1.0, 1.0],
+        "interp": lambda x: np.sum(np.interp(x, [-2.0, 0.0, 2.0], [0.0, 1.0, 3.0])),
+        "trapezoid": lambda x: np.trapezoid(x, [0.0, 1.0, 3.0]) if hasattr(np, "trapezoid")
+        else np.trapz(x, [0.0, 1.0, 3.0]),
+        "convolve": lambda x: np.sum(np.convolve(x, L) ** 2),
+        "lstsq": lambda x: np.sum(np.linalg.lstsq(M, x[:2], rcond=None)[0] ** 2),
+    }[name]
+    want = _fd(f, x)
+    np.testing.assert_allclose(ad.gradient(f, x)[0], want, rtol=1e-6, atol=1e-7)
+    v = np.array([1.0, -2.0, 0.5])
+    np.testing.assert_allclose(ad.jvp(f, (x,), (v,))[1], want @ v, rtol=1e-6, atol=1e-7)
+
+
+def test_shapes_and_axes_given_as_tuples_stay_tuples():
+    x = np.arange(6.0)
+    g = ad.gradient(lambda x: np.sum(np.reshape(x, (2, 3)) * [1.0, 2.0, 3.0], axis=(0, 1)), x)[0]
+    np.testing.assert_array_equal(g, [1.0, 2.0, 3.0, 1.0, 2.0, 3.0])
