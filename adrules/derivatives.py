@@ -40,6 +40,11 @@ def _as_array_arg(fname: str, i: int, x: Any) -> Any:
         return np.asarray(x, dtype=float)
     if isinstance(x, np.ndarray) and is_float_value(x, allow_complex=False):
         return x
+    if isinstance(x, np.ndarray):
+        raise TypeError(f"{fname}: argument {i} is an array of dtype {x.dtype}; Jacobians and "
+                        f"Hessians are taken with respect to float arrays. Pass x.astype(float) "
+                        f"to differentiate at those values, or capture it in a closure if it is "
+                        f"data.")
     raise TypeError(f"{fname}: argument {i} is a {type(x).__name__}; Jacobians and Hessians are "
                     f"taken with respect to float arrays or numbers. Use adrules.pullback or "
                     f"adrules.jvp for containers.")

@@ -230,3 +230,10 @@ def test_hessian_and_hvp_of_a_primitive_with_an_rrule_only():
                 np.testing.assert_allclose(blocks[i][j][:, k], col[i], rtol=1e-6, atol=1e-8)
     with pytest.raises(ad.tracer.NoRuleError, match="no frule"):
         ad.jvp(lse, (x,), (v,))
+
+
+def test_an_integer_array_point_is_refused_with_its_dtype_and_the_fix():
+    with pytest.raises(TypeError, match=r"argument 0 is an array of dtype int64.*x\.astype\(float\)"):
+        ad.jacobian(lambda x: x * 2.0, np.arange(3, dtype=np.int64))
+    with pytest.raises(TypeError, match=r"dtype bool"):
+        ad.hessian(lambda x: np.sum(x * 2.0), np.array([True, False]))
