@@ -247,7 +247,9 @@ def scalar_rrule(f: Callable[..., Any], partials: Sequence[Any], args: tuple[Any
         g = unthunk(g)
         slots: list[Any] = [NoTangent()]
         for arg, d in zip(args, partials):
-            if is_float_value(arg) and not is_zero(g):
+            if d is None:  # no derivative in this argument (np.where's condition)
+                slots.append(NoTangent())
+            elif is_float_value(arg) and not is_zero(g):
                 slots.append(Thunk(functools.partial(_one_partial, d, args, y, g, arg)))
             else:
                 slots.append(NoTangent() if not is_float_value(arg) else ZeroTangent())
@@ -266,7 +268,7 @@ def scalar_frule(f: Callable[..., Any], partials: Sequence[Any], dargs: Sequence
     dy = ZeroTangent()
     for arg, d, da in zip(args, partials, dargs):
         da = unthunk(da)
-        if not is_zero(da):
+        if d is not None and not is_zero(da):
             dy = dy + _times_partial(da, d, args, y)
     return y, dy
 
@@ -461,7 +463,7 @@ def scalar_rule(f: Callable[..., Any], *partials: Callable[..., Any] | None) -> 
     """Register elementwise ``f`` by its partial derivatives: gives the rrule and the frule.
 
     One partial per positional input, each called as ``d(x1, ..., xn, y)`` with the
-    output ``y`` last.
+    output ``y`` last; ``None`` for an input with no derivative (``np.where``'s condition).
 
     >>> import numpy as np, adrules as ad
     >>> @ad.primitive

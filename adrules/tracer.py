@@ -510,16 +510,38 @@ def apply(f, args, kwargs, sequences=False, containers=False):
         if type(v) is _ndarray and v.size >= _BIG:
             values[i] = Spec(v.shape, v.dtype)
         i += 1
-    if isinstance(y, (tuple, list)):  # several outputs (NamedTuples keep their type)
+    if isinstance(y, (tuple, list)) and not any(type(v) in _NESTED for v in y):
+        # several outputs (NamedTuples keep their type): eigh's (values, vectors)
         boxes = [Traced(v, top) if is_float_value(v) else v for v in y]
         out_slots = tuple(b.slot if type(b) is Traced else -1 for b in boxes)
         top.nodes.append((entry, out_slots, slots, values, pullback, y))
         return _same_sequence(y, boxes)
     if not is_float_value(y):
-        return y
+        leaves, treedef = flatten(y)
+        if treedef is LEAF:  # an int, a string: nothing to differentiate
+            return y
+        # a dict, a dataclass, nested tuples: every float leaf boxed, the cotangent rebuilt
+        # in y's structure for the pullback
+        boxes = [Traced(v, top) if is_float_value(v) else v for v in leaves]
+        out_slots = tuple(b.slot if type(b) is Traced else -1 for b in boxes)
+        top.nodes.append((entry, out_slots, slots, values, pullback, _Outputs(treedef, leaves)))
+        return unflatten(treedef, boxes)
     out = Traced(y, top)  # record(), inlined: the per-operation path
     top.nodes.append((entry, out.slot, slots, values, pullback, None))
     return out
+
+
+_NESTED = frozenset((tuple, list, dict))
+
+
+class _Outputs:
+    """A rule's output that is a container other than a flat tuple or list: its structure
+    and leaves, from which backprop rebuilds the cotangent the pullback receives."""
+
+    __slots__ = ("treedef", "leaves")
+
+    def __init__(self, treedef, leaves):
+        self.treedef, self.leaves = treedef, leaves
 
 
 def record(trace, entry, y, slots, values, pullback):
@@ -638,7 +660,7 @@ def _open_containers(values, slots, top):
     values (ChainRules' rrule receives a struct of plain fields). Lists and tuples of a
     NumPy function's arguments are opened by ``_unbox`` already."""
     for i, a in enumerate(values):
-        if slots[i] != -1 or type(a) in LEAF_TYPES or type(a) is Traced or callable(a):
+        if slots[i] != -1 or type(a) in LEAF_TYPES or type(a) is Traced:  # a callable dataclass too
             continue
         leaves, treedef = flatten(a)
         if treedef is LEAF or not any(type(v) is Traced and v._trace is top for v in leaves):
@@ -654,7 +676,7 @@ def _open_containers_forward(values, tangents, top):
     values, and its tangent as a container of the same structure (``ZeroTangent()``
     for a leaf that carries none), as gradients of containers come back."""
     for i, a in enumerate(values):
-        if tangents[i] is not _ZERO or type(a) in LEAF_TYPES or type(a) is Traced or callable(a):
+        if tangents[i] is not _ZERO or type(a) in LEAF_TYPES or type(a) is Traced:
             continue
         leaves, treedef = flatten(a)
         if treedef is LEAF or not any(type(v) is Traced and v._trace is top for v in leaves):
@@ -806,7 +828,10 @@ def backprop(trace, seeds, consume=True):
             gs = [cot[s] if s >= 0 else None for s in out]
             if all(x is None for x in gs):
                 continue
-            g = _same_sequence(y, [_zeros_like(yi) if x is None else x for x, yi in zip(gs, y)])
+            if type(y) is _Outputs:
+                g = unflatten(y.treedef, [_zeros_like(yi) if x is None else x for x, yi in zip(gs, y.leaves)])
+            else:
+                g = _same_sequence(y, [_zeros_like(yi) if x is None else x for x, yi in zip(gs, y)])
         if entry.kind is SCALAR:
             partials = entry.partials
             try:
@@ -815,6 +840,8 @@ def backprop(trace, seeds, consume=True):
                         d = partials[i]
                         if d is ONE:
                             gi = g
+                        elif d is None:  # no derivative in this argument (np.where's condition)
+                            continue
                         elif type(y) is _ndarray and y.size >= _BIG:  # partials are no bigger than y
                             gi = _times(g, d(*values, y))
                         else:  # small or a number: nothing for _times to save
@@ -838,6 +865,11 @@ def backprop(trace, seeds, consume=True):
             gi = v = old = None  # not alive during the next pullback
             continue
         grads = pullback(g)
+        if type(grads) is tuple and len(grads) < len(slots) + 1 and all(
+                type(s) is int and s == -1 for s in slots[len(grads) - 1:]):
+            # slots only for the arguments passed by position (ChainRules' convention, and
+            # call_rrule's): those bound from keywords are constants here, with no cotangent
+            grads = grads + (NoTangent(),) * (len(slots) + 1 - len(grads))
         if type(grads) is not tuple or len(grads) != len(slots) + 1:
             n = (f"a {type(grads).__name__}" if type(grads) is not tuple
                  else f"{len(grads)} slots")
@@ -889,7 +921,8 @@ def _apply_forward(f, args, kwargs, top, numpy_call=False):
             for i, dx in enumerate(tangents):
                 if not is_zero(dx):
                     d = entry.partials[i]
-                    dy = dy + (dx if d is ONE else dx * d(*values, y))
+                    if d is not None:  # None: no derivative in this argument
+                        dy = dy + (dx if d is ONE else dx * d(*values, y))
         except (IndexError, TypeError) as e:
             misfit = _partials_misfit(entry, values, y, [not is_zero(dx) for dx in tangents])
             if misfit is None:
@@ -927,7 +960,17 @@ def _box_forward(y, dy, top):
     if isinstance(y, (tuple, list)):
         dys = [ZeroTangent()] * len(y) if is_zero(dy) else dy
         return _same_sequence(y, [_box_forward(v, unthunk(d), top) for v, d in zip(y, dys)])
-    if is_zero(dy) or not is_float_value(y):
+    if not is_float_value(y):
+        leaves, treedef = flatten(y)
+        if treedef is LEAF or is_zero(dy):
+            return y
+        # a dict or dataclass output: its tangent read leaf by leaf, as a cotangent is
+        dys = tangent_leaves(dy, treedef)
+        if dys is None:
+            raise TracerError(f"an frule returned a tangent of structure {flatten(dy)[1]} for an "
+                              f"output of structure {treedef}: give the output's structure.")
+        return unflatten(treedef, [_box_forward(v, unthunk(d), top) for v, d in zip(leaves, dys)])
+    if is_zero(dy):
         return y
     if np.shape(dy) != np.shape(y):
         dy = np.broadcast_to(dy, np.shape(y))

@@ -413,3 +413,100 @@ def test_forward_checks_name_the_argument_whose_tangent_is_wrong(wrong_in):
         check_frule(product, a, b)
     with pytest.raises(AssertionError, match=r"forward mode\): the output tangent " + match):
         check_grads(product, a, b, modes=("fwd",), order=1)
+
+
+# ---- third round: outputs that are containers, callable structs, keyword arguments ----
+
+
+def test_a_primitive_returning_a_dict_or_nested_tuples_gets_its_gradient_in_both_modes():
+    """A dict or nested-tuple output was returned unboxed: the pullback never ran and the
+    gradient was a silent zero. Against hand derivatives."""
+    @ad.primitive
+    def parts(x):
+        return {"a": x ** 2, "b": 3.0 * x}
+
+    @ad.rrule.register(parts)
+    def parts_rrule(x):
+        return parts(x), lambda g: (ad.NoTangent(), 2 * x * ad.unthunk(g["a"]) + 3.0 * ad.unthunk(g["b"]))
+
+    @ad.frule.register(parts)
+    def parts_frule(tangents, x):
+        return parts(x), {"a": 2 * x * tangents[1], "b": 3.0 * tangents[1]}
+
+    @ad.primitive
+    def nested(x):
+        return x ** 2, (3.0 * x, np.sin(x))
+
+    @ad.rrule.register(nested)
+    def nested_rrule(x):
+        def back(g):
+            a, (b, c) = g
+            return ad.NoTangent(), 2 * x * a + 3.0 * b + np.cos(x) * c
+        return nested(x), back
+
+    x = np.array([1.0, 2.0])
+    np.testing.assert_array_equal(ad.gradient(lambda x: np.sum(parts(x)["b"]), x)[0], [3.0, 3.0])
+    np.testing.assert_array_equal(ad.gradient(lambda x: np.sum(parts(x)["a"]), x)[0], 2 * x)
+    np.testing.assert_array_equal(ad.jvp(lambda x: parts(x)["b"], (x,), (np.ones(2),))[1], [3.0, 3.0])
+    np.testing.assert_allclose(ad.gradient(lambda x: np.sum(nested(x)[1][1]), x)[0], np.cos(x))
+    check_grads(lambda x: parts(x)["a"] + parts(x)["b"], x, order=1)
+
+
+def test_a_callable_struct_reaches_an_ordinary_rule_opened():
+    """A dataclass with __call__ was skipped when opening struct arguments (only
+    config=True rules lifted callables): the rule got boxes and the gradient failed."""
+    @dataclasses.dataclass
+    class Poly:
+        c: np.ndarray
+
+        def __call__(self, x):
+            return np.polyval(self.c, x)
+
+    @ad.primitive
+    def evaluate(p, x):
+        return p(x)
+
+    @ad.rrule.register(evaluate)
+    def evaluate_rrule(p, x):
+        n = len(p.c)
+
+        def back(g):
+            dc = np.array([np.sum(g * x ** (n - 1 - k)) for k in range(n)])
+            return ad.NoTangent(), ad.Tangent(Poly, c=dc), g * np.polyval(np.polyder(p.c), x)
+        return evaluate(p, x), back
+
+    p, x = Poly(np.array([1.0, 2.0, 3.0])), np.array([0.5, 2.0])
+    gp, gx = ad.gradient(lambda p, x: np.sum(evaluate(p, x)), p, x)
+    np.testing.assert_allclose(gp.c, [np.sum(x ** 2), np.sum(x), 2.0])
+    np.testing.assert_allclose(gx, 2 * x + 2.0)
+
+
+def test_a_pullback_with_slots_for_positional_arguments_only():
+    """scale passed by keyword: the tracer binds it at its position, yet a pullback gives
+    slots for what was passed by position (ChainRules' convention), as check_rrule with
+    fkwargs accepts. A traced keyword argument still needs its slot."""
+    @ad.primitive
+    def scaled(x, scale=1.0):
+        return x * scale
+
+    @ad.rrule.register(scaled)
+    def scaled_rrule(x, scale=1.0):
+        return scaled(x, scale), lambda g: (ad.NoTangent(), g * scale)
+
+    x = np.array([1.0, 2.0])
+    check_rrule(scaled, x, fkwargs={"scale": 2.0})
+    np.testing.assert_array_equal(ad.gradient(lambda x: np.sum(scaled(x, scale=2.0)), x)[0], [2.0, 2.0])
+    with pytest.raises(ad.tracer.TracerError, match="returned 2 slots; it must return a tuple of 3"):
+        ad.gradient(lambda x, s: np.sum(scaled(x, scale=s)), x, 2.0)
+
+
+def test_np_where_with_a_float_condition():
+    """NumPy takes any truthy condition; the partials got the float condition itself (a
+    gradient scaled by it) and the condition's None partial was called when it was traced."""
+    x, m = np.array([0.0, 1.0, 2.0]), np.array([0.0, 0.5, 2.0])
+    np.testing.assert_array_equal(ad.gradient(lambda x: np.sum(np.where(m, x ** 2, 5.0 * x)), x)[0],
+                                  [5.0, 2.0, 4.0])
+    np.testing.assert_array_equal(ad.gradient(lambda x: np.sum(np.where(x, x ** 2, 1.0)), x)[0],
+                                  [0.0, 2.0, 4.0])
+    np.testing.assert_array_equal(ad.jvp(lambda x: np.where(x, x ** 2, 1.0), (x,), (np.ones(3),))[1],
+                                  [0.0, 2.0, 4.0])

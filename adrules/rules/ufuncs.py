@@ -100,7 +100,9 @@ scalar_rule(np.maximum, lambda a, b, y: _balanced_eq(a, y, b), lambda a, b, y: _
 scalar_rule(np.minimum, lambda a, b, y: _balanced_eq(a, y, b), lambda a, b, y: _balanced_eq(b, y, a))
 scalar_rule(np.fmax, lambda a, b, y: _balanced_eq(a, y, b), lambda a, b, y: _balanced_eq(b, y, a))
 scalar_rule(np.fmin, lambda a, b, y: _balanced_eq(a, y, b), lambda a, b, y: _balanced_eq(b, y, a))
-scalar_rule(np.where, None, lambda c, a, b, y: c, lambda c, a, b, y: ~np.asarray(c, dtype=bool))
+# the condition as booleans: NumPy takes any truthy value (a float mask) as the condition
+scalar_rule(np.where, None, lambda c, a, b, y: np.asarray(c, dtype=bool),
+            lambda c, a, b, y: ~np.asarray(c, dtype=bool))
 scalar_rule(np.clip,
             lambda x, lo, hi, y: (x == y),
             lambda x, lo, hi, y: (lo == y) & (x != y),
