@@ -15,7 +15,7 @@ import numpy as np
 
 from . import registry
 from .pytrees import LEAF, PyTree, TreeDef, _children, flatten, tangent_leaves as _match_structure, unflatten
-from .registry import Pullback, RuleRegistry, call_frule, call_rrule
+from .registry import Pullback, RuleRegistry, call_frule, call_rrule, function_name
 from .tangents import NoTangent, Tangent, ZeroTangent, is_float_value, is_zero, unthunk
 from .tracer import _F64_SCALARS, Trace, Traced, TracerError, backprop, tracing
 
@@ -327,6 +327,12 @@ class ForwardRules(RuleRegistry):
     def __call__(self, tangents: Sequence[Any], f: Callable[..., Any], *args: Any,
                  **kwargs: Any) -> tuple[Any, Any] | None:
         entry = self.lookup(f)
+        if entry is not None and len(tangents) != len(args) + 1:
+            raise TypeError(
+                f"frule(tangents, {function_name(f)}, *args): {len(tangents)} tangents for "
+                f"{len(args)} argument{'s' if len(args) != 1 else ''}; give the self slot first, "
+                f"then one per argument: (NoTangent(), "
+                f"{', '.join(f'ẋ{i + 1}' for i in range(len(args))) if len(args) > 1 else 'ẋ'}).")
         return None if entry is None else call_frule(entry, DEFAULT_CONFIG, tangents, f, args, kwargs)
 
 

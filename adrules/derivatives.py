@@ -128,6 +128,11 @@ def jacobian(
     n_in = sum(a.size for a in args)
     if mode is None:
         mode = "fwd" if n_in <= y.size else "rev"
+        if mode == "fwd":
+            try:
+                return jacobian(f, *args, mode="fwd", executor=executor, chunk_size=chunk_size)
+            except NoFruleError:  # a primitive with an rrule only: rows by reverse mode
+                mode = "rev"
     if mode not in ("fwd", "rev"):
         raise ValueError(f"{fname}: mode must be 'fwd', 'rev' or None, got {mode!r}")
     if mode == "fwd":

@@ -256,6 +256,9 @@ class Tangent:
         if isinstance(self.backing, dict):
             keys = list(self.backing) + [k for k in other.backing if k not in self.backing]
             return Tangent(self.primal_type, **{k: add_tangents(self[k], other[k]) for k in keys})
+        if len(self.backing) != len(other.backing):  # zip would drop fields
+            raise ValueError(f"Tangent({self.primal_type.__name__}, ...): cannot add tangents of "
+                             f"{len(self.backing)} and {len(other.backing)} positional fields.")
         return Tangent(self.primal_type, *(add_tangents(a, b) for a, b in zip(self.backing, other.backing)))
 
     __radd__ = __add__

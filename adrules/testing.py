@@ -198,8 +198,13 @@ def check_rrule(f: Callable[..., Any], *args: Any, fkwargs: dict[str, Any] | Non
     expected = f(*before, **fkwargs)
     _compare_primal(label, y, expected, rtol, atol)
     ybar = _random_tangent(_to_plain(y), rng)
+    ybar_before = copy.deepcopy(ybar)
     grads = back(ybar)
     _check_not_mutated(label, before, args)
+    if any(not np.array_equal(a, b) for a, b in zip(flatten(ybar)[0], flatten(ybar_before)[0])):
+        raise AssertionError(f"{label}: the pullback wrote into its cotangent ȳ; compute a new "
+                             f"array (2 * g, not g *= 2): the tracer hands the same ȳ to other "
+                             f"pullbacks.")
     if not isinstance(grads, tuple) or len(grads) != len(args) + 1:
         raise AssertionError(f"{label}: the pullback returned {len(grads) if isinstance(grads, tuple) else type(grads).__name__}"
                              f" slots; expected a tuple of {len(args) + 1} (self slot first).")

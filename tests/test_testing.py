@@ -510,3 +510,54 @@ def test_np_where_with_a_float_condition():
                                   [0.0, 2.0, 4.0])
     np.testing.assert_array_equal(ad.jvp(lambda x: np.where(x, x ** 2, 1.0), (x,), (np.ones(3),))[1],
                                   [0.0, 2.0, 4.0])
+
+
+def test_check_rrule_names_a_pullback_that_writes_into_its_cotangent():
+    """g *= 2 in a pullback corrupts the cotangents of its neighbours on the tape; the
+    check said only 'differs from finite differences'."""
+    @ad.primitive
+    def doubled(x):
+        return 2.0 * x
+
+    @ad.rrule.register(doubled)
+    def doubled_rrule(x):
+        def back(g):
+            g *= 2.0
+            return ad.NoTangent(), g
+        return doubled(x), back
+
+    with pytest.raises(AssertionError, match="wrote into its cotangent"):
+        check_rrule(doubled, np.array([1.0, 2.0]))
+
+
+def test_tuple_tangents_of_different_lengths_do_not_add():
+    with pytest.raises(ValueError, match="2 and 1 positional fields"):
+        ad.Tangent(tuple, 1.0, 2.0) + ad.Tangent(tuple, 1.0)
+
+
+def test_frule_called_without_the_self_slot_is_refused():
+    """frule((ẋ,), f, x) read ẋ as the self slot and returned a zero tangent."""
+    with pytest.raises(TypeError, match=r"1 tangents for 1 argument; give the self slot first"):
+        ad.frule((np.ones(3),), np.sin, np.ones(3))
+    y, dy = ad.frule((ad.NoTangent(), np.ones(3)), np.sin, np.zeros(3))
+    np.testing.assert_array_equal(dy, np.ones(3))
+
+
+def test_jacobian_of_a_primitive_with_an_rrule_only_goes_by_rows():
+    """The default mode picks forward for a square Jacobian; with no frule it now falls
+    back to reverse, as hessian does. Against the softmax Jacobian."""
+    @ad.primitive
+    def softmax(x):
+        e = np.exp(x - np.max(x))
+        return e / np.sum(e)
+
+    @ad.rrule.register(softmax)
+    def softmax_rrule(x):
+        y = softmax(x)
+        return y, lambda g: (ad.NoTangent(), y * g - y * np.sum(g * y))
+
+    x = np.array([0.1, 0.2, -0.3])
+    y = softmax(x)
+    np.testing.assert_allclose(ad.jacobian(softmax, x)[0], np.diag(y) - np.outer(y, y), rtol=1e-12)
+    with pytest.raises(ad.tracer.NoRuleError, match="no frule"):
+        ad.jacobian(softmax, x, mode="fwd")
