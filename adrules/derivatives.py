@@ -254,9 +254,10 @@ def hessian(
 
 def hvp(f: Callable[..., Any], x: PyTree, v: PyTree) -> Any:
     """Hessian-vector product ``H(x) @ v`` of scalar ``f`` without forming ``H``, by
-    forward-over-reverse (reverse-over-reverse where a primitive has no frule). ``x`` may be a container (a list of models, a dict of
-    parameters); ``v`` then has its structure and the product comes back in it. A
-    ``psum`` inside ``f`` computes each chunk's product on its executor.
+    forward-over-reverse (reverse-over-reverse where a primitive has no frule). ``x`` may
+    be a container (a list of models, a dict of parameters); ``v`` then has its structure
+    and the product comes back in it. A ``psum`` inside ``f`` computes each chunk's
+    product on its executor.
 
     >>> import numpy as np, adrules as ad
     >>> ad.hvp(lambda x: np.sum(x ** 3), np.array([1.0, 2.0]), np.array([1.0, 0.0]))

@@ -37,7 +37,8 @@ from ._state import TracedValue
 from .callables import Lifted, _Rebuild, split_callable
 from .projection import ProjectionError, Spec, project_like
 from .pytrees import LEAF, LEAF_TYPES, flatten, tangent_leaves, unflatten
-from .registry import NONDIFF, ONE, SCALAR, bind, call_frule, call_rrule, frule as _frules, function_name, rrule as _rrules, scalar_rule_misfit
+from .registry import (NONDIFF, ONE, SCALAR, bind, call_frule, call_rrule, frule as _frules, function_name,
+                       rrule as _rrules, scalar_rule_misfit)
 from .tangents import NoTangent, ZeroTangent, _AbstractZero, is_float_value, is_zero, unthunk
 
 _next_level = itertools.count(1).__next__
