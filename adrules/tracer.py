@@ -661,15 +661,25 @@ def _open_containers(values, slots, top):
     values (ChainRules' rrule receives a struct of plain fields). Lists and tuples of a
     NumPy function's arguments are opened by ``_unbox`` already."""
     for i, a in enumerate(values):
-        if slots[i] != -1 or type(a) in LEAF_TYPES or type(a) is Traced:  # a callable dataclass too
+        found = _boxes_inside(a, top) if slots[i] == -1 else None
+        if found is None:
             continue
-        leaves, treedef = flatten(a)
-        if treedef is LEAF or not any(type(v) is Traced and v._trace is top for v in leaves):
-            continue
+        leaves, treedef = found
         opened = [v.value if type(v) is Traced and v._trace is top else v for v in leaves]
         values[i] = unflatten(treedef, opened)
         slots[i] = _Opened(treedef, [v.slot if type(v) is Traced and v._trace is top else -1
                                      for v in leaves], opened)
+
+
+def _boxes_inside(a, top):
+    """``(leaves, treedef)`` of a container argument holding boxes of ``top`` (a callable
+    dataclass too), or None."""
+    if type(a) in LEAF_TYPES or type(a) is Traced:
+        return None
+    leaves, treedef = flatten(a)
+    if treedef is LEAF or not any(type(v) is Traced and v._trace is top for v in leaves):
+        return None
+    return leaves, treedef
 
 
 def _open_containers_forward(values, tangents, top):
@@ -677,11 +687,10 @@ def _open_containers_forward(values, tangents, top):
     values, and its tangent as a container of the same structure (``ZeroTangent()``
     for a leaf that carries none), as gradients of containers come back."""
     for i, a in enumerate(values):
-        if tangents[i] is not _ZERO or type(a) in LEAF_TYPES or type(a) is Traced:
+        found = _boxes_inside(a, top) if tangents[i] is _ZERO else None
+        if found is None:
             continue
-        leaves, treedef = flatten(a)
-        if treedef is LEAF or not any(type(v) is Traced and v._trace is top for v in leaves):
-            continue
+        leaves, treedef = found
         values[i] = unflatten(treedef, [v.value if type(v) is Traced and v._trace is top else v
                                         for v in leaves])
         tangents[i] = unflatten(treedef, [v.tangent if type(v) is Traced and v._trace is top else _ZERO
