@@ -147,7 +147,13 @@ def value_and_gradient(f: Callable[..., Any], *args: PyTree) -> tuple[Any, tuple
     >>> ad.value_and_gradient(lambda x: np.sum(x ** 2), np.array([1.0, 2.0]))
     (np.float64(5.0), (array([2., 4.]),))
     """
-    fname = _Name("gradient", f)
+    return _value_and_gradient(_Name("gradient", f), f, args)
+
+
+def _value_and_gradient(fname: _Name, f: Callable[..., Any],
+                        args: tuple[Any, ...]) -> tuple[Any, tuple[PyTree, ...]]:
+    """``value_and_gradient`` for the derivative ``fname`` names in errors (``hessian``
+    and ``hvp`` take gradients too: their user wrote no ``gradient`` call)."""
     trace = Trace(DEFAULT_CONFIG)
     with tracing():
         boxed, plans = _box_args(fname, args, trace)
@@ -156,8 +162,8 @@ def value_and_gradient(f: Callable[..., Any], *args: PyTree) -> tuple[Any, tuple
         value = out.value
         if getattr(value, "shape", ()) != ():
             raise TracerError(
-                f"{fname}: f returned an array of shape {np.shape(value)}, but gradient needs a "
-                f"scalar. Reduce it (np.sum, np.mean), or use adrules.pullback / adrules.jacobian.")
+                f"{fname}: f returned an array of shape {np.shape(value)}, but {fname.api} needs "
+                f"a scalar. Reduce it (np.sum, np.mean), or use adrules.pullback / adrules.jacobian.")
         cot = backprop(trace, [(out.slot, _one_like(value))])
     else:
         value = out

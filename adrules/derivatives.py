@@ -23,7 +23,7 @@ from numpy.typing import NDArray
 import executors
 
 from . import _state
-from .api import gradient, jvp, pullback
+from .api import _Name, _value_and_gradient, gradient, jvp, pullback
 from .pytrees import PyTree, flatten
 from .schedule import run, work_key
 from .tangents import is_float_value, is_zero
@@ -78,7 +78,9 @@ def _columns_forward(cols: range, f: Callable[..., Any], args: tuple[Any, ...], 
     for k in cols:
         tangents = [np.zeros(a.shape, dtype=a.dtype) for a in args]
         tangents[i] = _basis(args[i], k)
-        out.append(_array(jvp(f, args, tangents)[1]))
+        y, dy = jvp(f, args, tangents)
+        # an int or bool output has no tangent: its column is zero
+        out.append(np.zeros(np.shape(y)) if is_zero(dy) else _array(dy))
     return out
 
 
@@ -124,7 +126,12 @@ def jacobian(
     """
     fname = f"jacobian({getattr(f, '__name__', 'f')})"
     args = tuple(_as_array_arg(fname, i, a) for i, a in enumerate(args))
-    y = _array(f(*args))
+    out = f(*args)
+    y = _array(out)
+    if type(y) is not Traced and y.dtype.kind not in "biufc":
+        what = f"an array of dtype {y.dtype}" if type(out) is np.ndarray else f"a {type(out).__name__}"
+        raise TypeError(f"{fname}: f returned {what}; a Jacobian is of numbers or arrays of "
+                        f"numbers.")
     n_in = sum(a.size for a in args)
     if mode is None:
         mode = "fwd" if n_in <= y.size else "rev"
@@ -160,13 +167,14 @@ def _hessian_columns(cols: range, f: Callable[..., Any], x: Any) -> list[Any]:
 
 
 class _grad_of:
-    """``x -> gradient(f, x)[0]`` as a picklable object."""
+    """``x -> gradient(f, x)[0]`` as a picklable object; its errors name ``api``, the
+    derivative the user called."""
 
-    def __init__(self, f: Callable[..., Any]) -> None:
-        self.f = f
+    def __init__(self, f: Callable[..., Any], api: str = "hessian") -> None:
+        self.f, self.api = f, api
 
     def __call__(self, x: Any) -> Any:
-        return gradient(self.f, x)[0]
+        return _value_and_gradient(_Name(self.api, self.f), self.f, (x,))[1][0]
 
 
 def _hessian_blocks(cols: range, f: Callable[..., Any], args: tuple[Any, ...],
@@ -188,13 +196,13 @@ def _hessian_blocks(cols: range, f: Callable[..., Any], args: tuple[Any, ...],
 
 
 class _grads_of:
-    """``(*args) -> gradient(f, *args)`` as a picklable object."""
+    """``(*args) -> gradient(f, *args)`` as a picklable object, whose errors name ``hessian``."""
 
     def __init__(self, f: Callable[..., Any]) -> None:
         self.f = f
 
     def __call__(self, *args: Any) -> tuple[Any, ...]:
-        return tuple(gradient(self.f, *args))
+        return tuple(_value_and_gradient(_Name("hessian", self.f), self.f, args)[1])
 
 
 @overload
@@ -277,9 +285,9 @@ def hvp(f: Callable[..., Any], x: PyTree, v: PyTree) -> Any:
             raise TypeError(f"{fname}: v has shape {np.shape(b)} but x has shape {np.shape(a)}"
                             f"{where}; give v the shape of x.")
     try:
-        return jvp(_grad_of(f), (x,), (v,))[1]
+        return jvp(_grad_of(f, "hvp"), (x,), (v,))[1]
     except NoFruleError:  # a primitive with an rrule only: the gradient of <gradient f(x), v>
-        return gradient(lambda x: _inner(_grad_of(f)(x), v_leaves), x)[0]
+        return gradient(lambda x: _inner(_grad_of(f, "hvp")(x), v_leaves), x)[0]
 
 
 def _inner(g: Any, v_leaves: list[Any]) -> Any:

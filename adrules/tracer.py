@@ -234,6 +234,22 @@ class Traced(TracedValue):
     def __bool__(self):
         return bool(self.value)
 
+    def __round__(self, ndigits=None):
+        # round(float) is an int, a constant: so is round() of a traced number. Given
+        # digits, it is np.round, whose derivative is zero
+        if np.shape(self.value) != ():
+            raise TypeError("round() of a traced array: NumPy arrays define no round(); use "
+                            "np.round(x, decimals).")
+        if ndigits is None:
+            return round(self.value)
+        return apply(np.round, (self, ndigits), {})
+
+    def __divmod__(self, other):
+        return self // other, self % other
+
+    def __rdivmod__(self, other):
+        return other // self, other % self
+
     def __reduce__(self):
         raise TracerError(
             "a traced value cannot be pickled or sent to another process: its derivative lives "

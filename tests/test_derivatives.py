@@ -237,3 +237,16 @@ def test_an_integer_array_point_is_refused_with_its_dtype_and_the_fix():
         ad.jacobian(lambda x: x * 2.0, np.arange(3, dtype=np.int64))
     with pytest.raises(TypeError, match=r"dtype bool"):
         ad.hessian(lambda x: np.sum(x * 2.0), np.array([True, False]))
+
+
+@pytest.mark.parametrize("mode", ["fwd", "rev", None])
+@pytest.mark.parametrize("f", [lambda x: x > 1.5, lambda x: np.argsort(x), lambda x: (x > 1.5) * x])
+def test_jacobian_of_int_and_bool_outputs_in_every_mode(f, mode):
+    # outputs without a tangent: forward mode failed reshaping NoTangent columns
+    x = np.array([1.0, 2.0, 0.5])
+    jac = ad.jacobian(f, x, mode=mode)[0]
+    eps = 1e-6
+    fd = np.stack([(np.asarray(f(x + eps * e), float) - np.asarray(f(x - eps * e), float)) / (2 * eps)
+                   for e in np.eye(3)], axis=-1)
+    np.testing.assert_allclose(jac, fd, atol=1e-9)
+    assert jac.shape == (3, 3)

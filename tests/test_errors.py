@@ -157,6 +157,20 @@ def test_gradient_of_non_scalar_output():
     assert "pullback" in str(info.value) and "np.sum" in str(info.value)
 
 
+@pytest.mark.parametrize("call, name", [
+    (lambda loss: ad.hessian(loss, X), "hessian"),
+    (lambda loss: ad.hessian(lambda a, b: loss(a) * b, X, X), "hessian"),
+    (lambda loss: ad.hvp(loss, X, X), "hvp"),
+])
+def test_second_derivatives_of_a_non_scalar_output_name_the_call_the_user_made(call, name):
+    # they take gradients inside: the message named gradient(), which the user never called
+    def loss(x):
+        return x * 2.0
+
+    with pytest.raises(TypeError, match=rf"^{name}\((loss|<lambda>)\).*shape \(3,\).*but {name} needs a scalar"):
+        call(loss)
+
+
 def test_gradient_of_container_output():
     with pytest.raises(TypeError, match=r"scalar"):
         grad(lambda x: (x, x), 1.0)
@@ -526,3 +540,11 @@ def test_a_scalar_rule_partial_given_keyword_arguments_at_their_positions_is_exp
     with pytest.raises(TypeError, match=r"called with 3 arguments \(keyword arguments count, at "
                                         r"their positions\).*d\(x1, \.\.\., x3, y\)"):
         ad.gradient(lambda v: np.sum(clip01(v, hi=0.5)), v)
+
+
+@pytest.mark.parametrize("f, what", [(lambda x: "abc", "a str"), (lambda x: None, "a NoneType"),
+                                     (lambda x: np.array(["a", "b"]), "an array of dtype <U1")])
+def test_jacobian_of_something_not_a_number_is_refused(f, what):
+    # a string output gave a Jacobian of zeros
+    with pytest.raises(TypeError, match=rf"jacobian\(<lambda>\): f returned {what}; a Jacobian is of numbers"):
+        ad.jacobian(f, X)

@@ -862,3 +862,26 @@ def test_shapes_and_axes_given_as_tuples_stay_tuples():
     x = np.arange(6.0)
     g = ad.gradient(lambda x: np.sum(np.reshape(x, (2, 3)) * [1.0, 2.0, 3.0], axis=(0, 1)), x)[0]
     np.testing.assert_array_equal(g, [1.0, 2.0, 3.0, 1.0, 2.0, 3.0])
+
+
+@pytest.mark.parametrize("name", ["round", "round_digits", "divmod", "rdivmod"])
+def test_round_and_divmod_of_traced_values(name):
+    """Python's round() and divmod() on traced values raised Python's own TypeError
+    ("type Traced doesn't define __round__"). Both modes, against finite differences
+    away from the jumps."""
+    x = np.array([7.4, 2.3])
+    f = {
+        "round": lambda x: round(x[0]) * x[1],  # an int, as round(float) is
+        "round_digits": lambda x: round(x[0], 1) * x[1] ** 2,
+        "divmod": lambda x: divmod(x[0], 2.0)[1] * x[1] + divmod(x[0], 2.0)[0],
+        "rdivmod": lambda x: divmod(7.5, x[1])[1] * x[0],
+    }[name]
+    want = _fd(f, x)
+    np.testing.assert_allclose(ad.gradient(f, x)[0], want, rtol=1e-6, atol=1e-7)
+    v = np.array([1.0, -2.0])
+    np.testing.assert_allclose(ad.jvp(f, (x,), (v,))[1], want @ v, rtol=1e-6, atol=1e-7)
+
+
+def test_round_of_a_traced_array_is_refused_as_numpy_refuses_it():
+    with pytest.raises(TypeError, match=r"np\.round"):
+        ad.gradient(lambda x: np.sum(round(x)), np.array([1.4, 2.6]))
