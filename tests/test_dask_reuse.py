@@ -34,3 +34,23 @@ def test_unchanged_shared_data_is_sent_once_and_a_changed_array_again():
         assert ex._n_scatters == 2 and all(a.tobytes() == b.tobytes() for a, b in zip(got, want))
         got = ad.gradient(lambda ms: ad.psum(_fit, ms, data, executor=fresh, chunk_size=2), models)[0]
         assert all(a.tobytes() == b.tobytes() for a, b in zip(got, want))
+
+
+def test_a_closed_dask_executor_starts_afresh_on_the_next_map_as_the_pools_do():
+    # it raised "this DaskExecutor is closed", also when reached by name
+    # (executors.resolve("dask") caches it) after the user closed it
+    pytest.importorskip("distributed")
+    models = [np.full(3, float(i)) for i in range(4)]
+    want = ad.psum(lambda w: np.sum(w * w), models, executor="serial")
+    ex = executors.DaskExecutor(n_workers=1)
+    try:
+        assert ad.psum(lambda w: np.sum(w * w), models, executor=ex) == want
+        first = ex.client
+        ex.close()
+        ex.close()
+        assert not ex.ready() and ex.n_workers == 1
+        assert ad.psum(lambda w: np.sum(w * w), models, executor=ex) == want
+        assert ex.ready() and ex.client is not first and ex.client.status == "running"
+        assert first.status == "closed"
+    finally:
+        ex.close()
