@@ -42,6 +42,14 @@ def _leaf_is_differentiable(leaf: Any, fname: object, where: str) -> bool:
         f"differentiated, or pass it through a closure (functools.partial) if it is data.")
 
 
+def _is_int_point(leaf: Any) -> bool:
+    return (isinstance(leaf, (int, np.integer)) or isinstance(leaf, np.ndarray)) and np.asarray(leaf).dtype.kind in "biu"
+
+
+def _short(leaf: Any) -> str:
+    return repr(leaf) if np.ndim(leaf) == 0 else f"an array of dtype {np.asarray(leaf).dtype}"
+
+
 class _Name:
     """``"gradient(f)"`` for error messages, formatted only if an error needs it."""
 
@@ -264,17 +272,21 @@ def jvp(f: Callable[..., Any], primals: Iterable[PyTree], tangents: Iterable[PyT
     boxed = []
     for i, (p, t) in enumerate(zip(primals, tangents)):
         leaves, tdef = flatten(p)
-        if is_zero(t):
-            tleaves = [ZeroTangent()] * len(leaves)
-        else:
-            tleaves, tdef_t = flatten(t)
-            if len(tleaves) != len(leaves):
-                raise TypeError(f"{fname}: tangent {i} has structure {tdef_t}, primal {i} has "
-                                f"{tdef}; give tangents shaped like the primals.")
+        # a dict's tangent read by key, a Tangent(T, ...) by field, as pullbacks' are read
+        tleaves = _match_structure(t, tdef)
+        if tleaves is None:
+            raise TypeError(f"{fname}: tangent {i} has structure {flatten(t)[1]}, primal {i} has "
+                            f"{tdef}; give tangents shaped like the primals.")
         new = []
         for j, (leaf, tl) in enumerate(zip(leaves, tleaves)):
             where = f"argument {i}" if tdef is LEAF else f"leaf {j} of argument {i}"
-            if _leaf_is_differentiable(leaf, fname, where) and not is_zero(tl):
+            differentiable = _leaf_is_differentiable(leaf, fname, where)
+            if not differentiable and not is_zero(tl) and _is_int_point(leaf) and np.any(np.asarray(tl) != 0):
+                raise TypeError(
+                    f"{fname}: {where} is an integer ({_short(leaf)}), which has no tangent, but "
+                    f"its tangent is not zero. Pass a float (np.asarray(x, float)) to "
+                    f"differentiate at that point, or ZeroTangent() to hold it fixed.")
+            if differentiable and not is_zero(tl):
                 shape_p = np.shape(leaf.value if type(leaf) is Traced else leaf)
                 if np.shape(tl) != shape_p:
                     raise TypeError(f"{fname}: the tangent of {where} has shape {np.shape(tl)} "

@@ -275,6 +275,8 @@ def hvp(f: Callable[..., Any], x: PyTree, v: PyTree) -> Any:
     (6.0, 2.0)
     """
     fname = f"hvp({getattr(f, '__name__', 'f')})"
+    if isinstance(x, (int, np.integer)) and not isinstance(x, (bool, np.bool_)):
+        x = float(x)  # an integer point, in float, as hessian takes it
     (x_leaves, x_tree), (v_leaves, v_tree) = flatten(x), flatten(v)
     if x_tree != v_tree:
         raise TypeError(f"{fname}: v has structure {v_tree} but x has structure {x_tree}; "

@@ -234,6 +234,8 @@ def tangent_leaves(tangent: Any, tdef: TreeDef) -> list[Any] | None:
     >>> from adrules.tangents import Tangent
     >>> tangent_leaves(Tangent(dict, b=2.0), flatten({"a": 1.0, "b": 1.0})[1])
     [ZeroTangent(), 2.0]
+    >>> tangent_leaves({"b": 2.0, "a": 0.5}, flatten({"a": 1.0, "b": 1.0})[1])
+    [0.5, 2.0]
     """
     if is_zero(tangent):
         return [ZeroTangent()] * tdef.n_leaves
@@ -241,12 +243,17 @@ def tangent_leaves(tangent: Any, tdef: TreeDef) -> list[Any] | None:
         return [unthunk(tangent)]
     if isinstance(tangent, Tangent):
         if isinstance(tangent.backing, dict):
-            names = tdef.aux if tdef.aux is not None else range(len(tdef.children))
+            names = tdef.aux if tdef.aux is not None else getattr(tdef.kind, "_fields", range(len(tdef.children)))
             if not set(tangent.backing) <= set(names):  # a misspelt field: not a silent zero
                 return None
             children = [tangent[name] for name in names]
         else:
             children = list(tangent.backing)
+    elif type(tangent) is dict and tdef.kind is dict:
+        # by key, as dicts compare: {"b": 1.0, "a": 0.0} is the tangent of {"a": .., "b": ..}
+        if len(tangent) != len(tdef.aux) or not all(k in tangent for k in tdef.aux):
+            return None
+        children = [tangent[k] for k in tdef.aux]
     else:
         parts = _children(tangent)
         if parts is None:

@@ -1,6 +1,8 @@
 """gradient, value_and_gradient, pullback, rrule_via_ad, frule_via_ad, jvp (and the
 jacobian / hessian / hvp of the public contract)."""
 
+from typing import NamedTuple
+
 import numpy as np
 import pytest
 
@@ -301,3 +303,52 @@ def test_a_list_cotangent_for_an_array_output():
     y, back = ad.pullback(lambda x: x * 2.0, np.array([1.0, 2.0]))
     (g,) = back([1.0, 3.0])
     np.testing.assert_array_equal(g, [2.0, 6.0])
+
+
+# ---- dict tangents and cotangents are read by key ----------------------------------------------
+
+def test_a_dict_tangent_is_read_by_key_whatever_its_order():
+    # it was read by position: {'b': 1.0, 'a': 0.0} was taken as the tangent of 'a'
+    f = lambda d: 10.0 * d["a"] + d["b"] ** 2  # noqa: E731
+    p = {"a": 2.0, "b": 3.0}
+    assert ad.jvp(f, (p,), ({"b": 1.0, "a": 0.0},))[1] == 6.0
+    assert ad.jvp(f, (p,), ({"a": 1.0, "b": 0.0},))[1] == 10.0
+    with pytest.raises(TypeError, match=r"tangent 0 has structure dict\(a=\*, zzz=\*\)"):
+        ad.jvp(f, (p,), ({"a": 1.0, "zzz": 0.0},))
+
+
+def test_a_dict_cotangent_is_read_by_key_in_pullbacks_and_in_rules():
+    y, back = ad.pullback(lambda d: {"x": 10.0 * d["a"], "y": d["b"] ** 2}, {"a": 2.0, "b": 3.0})
+    assert back({"y": 1.0, "x": 0.0}) == ({"a": 0.0, "b": 6.0},)
+    with pytest.raises(TypeError, match="cotangent has structure"):
+        back({"x": 1.0, "oops": 5.0})
+
+    @ad.primitive
+    def weighted(d):
+        return 10.0 * d["a"] + d["b"]
+
+    @ad.rrule.register(weighted)
+    def _(d):
+        return weighted(d), lambda g: (ad.NoTangent(), {"b": g * 1.0, "a": g * 10.0})
+
+    assert ad.gradient(weighted, {"a": 2.0, "b": 3.0}) == ({"a": 10.0, "b": 1.0},)
+
+
+class Point(NamedTuple):
+    x: float
+    y: float
+
+
+def test_a_structural_tangent_of_a_namedtuple_in_jvp():
+    p = Point(2.0, 3.0)
+    assert ad.jvp(lambda p: p.x * p.y, (p,), (ad.Tangent(Point, y=1.0),))[1] == 2.0
+
+
+def test_jvp_at_an_integer_with_a_tangent_is_refused_not_a_silent_no_tangent():
+    with pytest.raises(TypeError, match=r"jvp\(<lambda>\): argument 0 is an integer \(2\).*Pass a float"):
+        ad.jvp(lambda t: t ** 4, (2,), (1.0,))
+    with pytest.raises(TypeError, match=r"an array of dtype int64"):
+        ad.jvp(lambda t: t ** 4, (np.array([2]),), (np.array([1.0]),))
+    # an integer held fixed is fine
+    assert ad.jvp(lambda x, k: x * k, (2.0, 3), (1.0, None)) == (6.0, 3.0)
+    assert ad.jvp(lambda x, k: x * k, (2.0, 3), (1.0, 0.0)) == (6.0, 3.0)

@@ -250,3 +250,8 @@ def test_jacobian_of_int_and_bool_outputs_in_every_mode(f, mode):
                    for e in np.eye(3)], axis=-1)
     np.testing.assert_allclose(jac, fd, atol=1e-9)
     assert jac.shape == (3, 3)
+
+
+def test_hvp_at_an_integer_point_differentiates_there_as_hessian_does():
+    # it returned NoTangent() for the tangent the user passed
+    assert ad.hvp(lambda t: t ** 4, 2, 1.0) == 48.0 == ad.hessian(lambda t: t ** 4, 2)
