@@ -71,6 +71,7 @@ NOTES = {
     "numpy.einsum": "string and interleaved forms, repeated indices, ellipsis",
     "numpy.linalg.pinv": "at constant rank",
     "numpy.linalg.lstsq": "through pinv: at constant rank",
+    "numpy.linalg.cholesky": "gradient in the triangle read (lower; upper with upper=True)",
     "numpy.linalg.eigh": "gradient in the UPLO triangle",
     "numpy.linalg.eigvalsh": "gradient in the UPLO triangle",
     "numpy.std": "zero spread: derivative 0",

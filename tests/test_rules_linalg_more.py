@@ -65,6 +65,20 @@ def test_eigh_and_eigvalsh_read_one_triangle(uplo):
     assert np.all(g[other == 1] == 0.0)
 
 
+@pytest.mark.parametrize("upper", [False, True])
+def test_cholesky_reads_one_triangle_and_its_gradient_is_that_of_finite_differences(upper):
+    # the gradient was the symmetric one, which check_grads (finite differences of NumPy's
+    # cholesky, which reads one triangle) rejected by 0.56; eigh already read one triangle
+    spd = np.array([[4.0, 1.0, 0.5], [1.0, 3.0, 0.2], [0.5, 0.2, 2.0]])
+    a = spd + (np.triu(R(3, 3), 1) if not upper else np.tril(R(3, 3), -1))  # the unread triangle off
+    weights = R(3, 3)
+    check_grads(lambda m: np.linalg.cholesky(m, upper=upper) * weights, a, order=2)
+    check_grads(lambda m: np.linalg.cholesky(m, upper=upper) ** 3, np.stack([spd, spd + np.eye(3)]))
+    g = ad.gradient(lambda m: np.sum(np.linalg.cholesky(m, upper=upper) * weights), a)[0]
+    unread = np.triu(np.ones((3, 3)), 1) if not upper else np.tril(np.ones((3, 3)), -1)
+    assert np.all(g[unread == 1] == 0.0)
+
+
 def test_eigh_eigenvectors_with_uplo():
     def loss(m, uplo):
         w, v = np.linalg.eigh(m, uplo)

@@ -9,8 +9,9 @@ matrices) keep the direct BLAS formulas. Every product is bilinear, so every fru
 
 Factorizations (cholesky, eigh, eigvalsh, qr, svd) use the standard formulas for stacks of
 matrices (``...ij``), real inputs only. cholesky and eigh(/eigvalsh) read one triangle of a matrix
-that is meant to be symmetric: their derivatives are those on symmetric matrices (the
-cotangent is symmetric, the tangent is symmetrized first), as in autograd and JAX.
+that is meant to be symmetric: the rules here give the derivatives on symmetric matrices (the
+cotangent is symmetric, the tangent is symmetrized first), as in autograd and JAX, and
+``linalg_more`` composes them with the read triangle's mirroring.
 
 Optional trailing arguments (``axis``, ``mode``, ``UPLO``...) follow ``_utils.py``: rules
 take NumPy's own parameters and ``reverse_rule`` fits each pullback to the call.

@@ -6,8 +6,9 @@ the einsum rule does not take.
   so it is traced again for higher derivatives.
 * ``matrix_power``, ``multi_dot``, ``lstsq``, ``cond``, ``tensorinv``, ``tensorsolve``:
   compositions of matmul, inv, solve, pinv, norm and svd.
-* ``eigh`` / ``eigvalsh`` honour ``UPLO``: they read one triangle, so the gradient lies
-  in that triangle (off-diagonal entries count twice, the other triangle gets zero).
+* ``eigh`` / ``eigvalsh`` honour ``UPLO``, and ``cholesky`` its ``upper``: they read one
+  triangle, so the gradient lies in that triangle (off-diagonal entries count twice, the
+  other triangle gets zero), as finite differences of NumPy's functions give.
 * ``einsum`` in the interleaved form ``einsum(a, [0, 1], b, [1, 2])`` and with an index
   repeated inside one operand (``'ii->i'``): rewritten into the string form, taking the
   repeated index's diagonal first.
@@ -126,6 +127,16 @@ def _eigh_rewrite(previous, a, UPLO="L"):
     return eigh_of_triangle
 
 
+def _cholesky_rewrite(previous, a, upper=False):
+    # cholesky reads the lower triangle (the upper one with upper=True) as eigh does: its
+    # rules' symmetric gradient, pulled back through the mirroring, is the one finite
+    # differences of NumPy's function give, which check_grads compares with
+    def cholesky_of_triangle(a, *ignored):
+        return previous(_from_triangle(a, "U" if upper else "L"), upper=upper)
+
+    return cholesky_of_triangle
+
+
 # ---- einsum call forms -------------------------------------------------------------------------------
 _SUBLIST_LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"  # NumPy's order: 0 is 'A'
 
@@ -226,6 +237,7 @@ composite_rule(np.linalg.tensorinv, tensorinv)
 composite_rule(np.linalg.tensorsolve, tensorsolve)
 extend_rule(np.linalg.eigh, _eigh_rewrite)
 extend_rule(np.linalg.eigvalsh, _eigh_rewrite)
+extend_rule(np.linalg.cholesky, _cholesky_rewrite)
 extend_rule(np.einsum, _einsum_rewrite)
 non_differentiable(np.linalg.matrix_rank)
 for _name, _implementation in _LINALG_ALIASES.items():
