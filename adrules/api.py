@@ -9,6 +9,8 @@
 
 from __future__ import annotations
 
+import functools
+import types
 from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
@@ -34,7 +36,20 @@ def _leaf_is_differentiable(leaf: Any, fname: object, where: str) -> bool:
         raise TypeError(
             f"{fname}: {where} is an array of dtype {leaf.dtype}, which cannot be differentiated. "
             f"Pass a float array, or pass it through a closure if it is data.")
-    if isinstance(leaf, _CONST_TYPES) or callable(leaf):
+    if isinstance(leaf, _CONST_TYPES):
+        return False
+    if callable(leaf):  # a function passed along: a constant
+        fields = _float_fields(leaf)
+        # ... unless it is a user's model the tracer cannot open (rrule_via_ad's f aside:
+        # a higher-order rule's functor may carry float settings)
+        if fields and not (isinstance(fname, _Name) and fname.f is _call):
+            raise TypeError(
+                f"{fname}: {where} is an object of class {type(leaf).__name__} whose attributes "
+                f"{', '.join(fields)} hold floats, but adrules cannot look inside a plain class: "
+                f"its gradient would be "
+                f"NoTangent(). Make the class a @dataclass, or register it with "
+                f"adrules.register_node(...), so its fields are differentiated; or pass it "
+                f"through a closure if it is data.")
         return False
     raise TypeError(
         f"{fname}: {where} is a {type(leaf).__name__}, which is neither an array, a number nor a "
@@ -48,6 +63,15 @@ def _is_int_point(leaf: Any) -> bool:
 
 def _short(leaf: Any) -> str:
     return repr(leaf) if np.ndim(leaf) == 0 else f"an array of dtype {np.asarray(leaf).dtype}"
+
+
+def _float_fields(obj: Any) -> list[str]:
+    """The attributes holding floats of an object of a plain class (not a function)."""
+    if isinstance(obj, (types.FunctionType, types.BuiltinFunctionType, types.MethodType,
+                        functools.partial, type, np.ufunc)):
+        return []
+    attributes = getattr(obj, "__dict__", None) or {}
+    return [k for k, v in attributes.items() if is_float_value(v, allow_complex=False)]
 
 
 class _Name:
@@ -175,6 +199,8 @@ def _value_and_gradient(fname: _Name, f: Callable[..., Any],
         cot = backprop(trace, [(out.slot, _one_like(value))])
     else:
         value = out
+        if out is None:  # a zero gradient would hide it
+            raise TracerError(f"{fname}: f returned None; is its return statement missing?")
         if isinstance(out, (dict, list, tuple, str)) or np.shape(out) != ():
             shape = "" if isinstance(out, (dict, list, tuple, str)) else f" of shape {np.shape(out)}"
             raise TracerError(

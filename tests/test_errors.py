@@ -548,3 +548,41 @@ def test_jacobian_of_something_not_a_number_is_refused(f, what):
     # a string output gave a Jacobian of zeros
     with pytest.raises(TypeError, match=rf"jacobian\(<lambda>\): f returned {what}; a Jacobian is of numbers"):
         ad.jacobian(f, X)
+
+
+@pytest.mark.parametrize("call", [lambda f: ad.gradient(f, X), lambda f: ad.value_and_gradient(f, X),
+                                  lambda f: ad.hessian(f, X), lambda f: ad.hvp(f, X, X)])
+def test_a_loss_without_a_return_statement_is_named_not_a_zero_gradient(call):
+    def loss(w):
+        np.sum(w ** 2)  # the return forgotten: the gradient was zero
+
+    with pytest.raises(TypeError, match=r"\(loss\): f returned None; is its return statement missing\?"):
+        call(loss)
+
+
+class _PlainModel:  # a plain class: not a dataclass, not registered
+    def __init__(self, w, b):
+        self.w, self.b, self.name = w, b, "mlp"
+
+    def __call__(self, x):
+        return np.tanh(x @ self.w + self.b)
+
+
+@pytest.mark.parametrize("call", [
+    lambda m: ad.gradient(lambda m: np.sum(m(np.ones((2, 3)))), m),
+    lambda m: ad.gradient(lambda ms: ad.psum(lambda m: np.sum(m(np.ones((2, 3)))), ms, executor="serial"), [m, m]),
+])
+def test_a_model_of_a_plain_class_is_refused_not_given_no_tangent(call):
+    # it got NoTangent() silently: the tracer cannot look inside a plain class
+    with pytest.raises(TypeError, match=r"object of class _PlainModel whose attributes w, b hold floats.*@dataclass"):
+        call(_PlainModel(np.ones(3), 0.5))
+
+
+def test_a_function_or_a_functor_without_floats_stays_a_constant_argument():
+    class Act:
+        def __call__(self, x):
+            return np.tanh(x)
+
+    assert ad.gradient(lambda f, x: np.sum(f(x)), np.tanh, 0.5)[0] == ad.NoTangent()
+    g = ad.gradient(lambda f, x: np.sum(f(x)), Act(), 0.5)
+    assert g[0] == ad.NoTangent() and np.isclose(g[1], 1 - np.tanh(0.5) ** 2)
