@@ -175,7 +175,15 @@ class Traced(TracedValue):
         if not kwargs and method == "__call__":  # np.sin(x), np.add(x, y): the common case
             return _ufunc_call(ufunc, inputs)
         if kwargs:
-            if kwargs.get("out") is not None:
+            out = kwargs.get("out")
+            if out is not None:
+                if type(out) is tuple and len(out) == 1 and len(inputs) == 2 and out[0] is inputs[0] \
+                        and ufunc in _IN_PLACE_SYMBOLS:
+                    op = _IN_PLACE_SYMBOLS[ufunc]
+                    raise TracerError(
+                        f"x {op}= y (numpy.{ufunc.__name__}(x, y, out=x)) writes in place into x, a "
+                        f"plain NumPy array, which cannot hold the derivative of the traced y: write "
+                        f"x = x {op} y (a new array). An accumulator may start as total = 0.0.")
                 raise TracerError(
                     f"numpy.{ufunc.__name__}(..., out=...) writes in place into an array, which "
                     f"cannot be differentiated: drop out= and use the returned array.")
@@ -396,6 +404,57 @@ for _name, _f, _make in _METHODS:
     _m = _make(_f)
     _m.__name__ = _m.__qualname__ = _name
     _m.__doc__ = f"Same as {function_name(_f)} on the traced value."
+    setattr(Traced, _name, _m)
+
+
+
+_IN_PLACE_SYMBOLS = {np.add: "+", np.subtract: "-", np.multiply: "*", np.true_divide: "/",
+                     np.floor_divide: "//", np.remainder: "%", np.power: "**", np.matmul: "@"}
+
+
+def _in_place(name):
+    """``x ⊕= y``. NumPy writes into the array ``x``, and every other name for it (an
+    alias, a helper's parameter, a list holding it) sees the new values. A traced array's
+    box takes the result likewise, where Python would only rebind the name ``x`` (a
+    helper ``normalize_(a): a /= a.sum()`` then changed nothing, silently). Numbers are
+    immutable in NumPy too: rebound. The arguments of a reverse differentiation keep
+    their boxes, whose slots are read for their gradients: rebound."""
+    outer = getattr(Traced, name.replace("__i", "__", 1))
+
+    def iop(self, other):
+        new = outer(self, other)
+        primal = self.value
+        while type(primal) is Traced:  # nested: an outer differentiation's box
+            primal = primal.value
+        if type(new) is not Traced or new._trace is not self._trace or type(primal) is not np.ndarray:
+            return new
+        trace = self._trace
+        if trace.forward:
+            self.value, self.tangent = new.value, new.tangent
+        elif not _is_argument(self):
+            self.value, self.slot = new.value, new.slot
+        else:
+            return new
+        return self
+
+    return iop
+
+
+def _is_argument(box):
+    """Whether ``box`` is an argument of its reverse trace: boxed before its first operation."""
+    nodes = box._trace.nodes
+    if not nodes:
+        return True
+    first = nodes[0][1]
+    if type(first) is not int:
+        first = min((s for s in first if s >= 0), default=box._trace.n_slots)
+    return box.slot < first
+
+
+for _name in ("__iadd__", "__isub__", "__imul__", "__itruediv__", "__ifloordiv__", "__imod__",
+              "__ipow__", "__imatmul__"):
+    _m = _in_place(_name)
+    _m.__name__ = _m.__qualname__ = _name
     setattr(Traced, _name, _m)
 
 LEAF_TYPES.add(Traced)  # flatten checks this set first

@@ -885,3 +885,71 @@ def test_round_and_divmod_of_traced_values(name):
 def test_round_of_a_traced_array_is_refused_as_numpy_refuses_it():
     with pytest.raises(TypeError, match=r"np\.round"):
         ad.gradient(lambda x: np.sum(round(x)), np.array([1.4, 2.6]))
+
+
+def _normalize_(a):  # a helper that works in place, as NumPy code does
+    a -= a.mean()
+    a /= np.sqrt(np.sum(a * a))
+
+
+_IN_PLACE = {
+    "helper": lambda x: (lambda h: (_normalize_(h), np.sum(h[:2] ** 3))[1])(x * x + 1.0),
+    "alias": lambda x: (lambda y: (lambda z: (y.__imul__(3.0), np.sum(z * x))[1])(y))(x * 1.0),
+    "list": lambda x: _accumulate_in_place(x),
+    "pow_matmul": lambda x: _square_in_place(x),
+}
+
+
+def _accumulate_in_place(x):
+    a, seen = x * 2.0, []
+    for k in range(3):
+        seen.append(a)
+        a += np.sin(x) * k  # NumPy: every entry of seen is the same array, changed
+    return sum(np.sum(s * x) for s in seen)
+
+
+def _square_in_place(x):
+    m = np.outer(x, x) + np.eye(3)
+    view = m
+    m @= m.T
+    m **= 2
+    return np.sum(view * x)
+
+
+@pytest.mark.parametrize("name", sorted(_IN_PLACE))
+def test_in_place_operators_on_traced_arrays_change_every_name_for_them(name):
+    """``a /= s`` on a traced array rebound the name a: a helper working in place, or an
+    alias, kept the old values, and value and gradient were silently wrong. Value as NumPy
+    gives it; gradient, jvp and Hessian against finite differences."""
+    f, x = _IN_PLACE[name], np.array([0.7, -1.3, 0.4])
+    value, (g,) = ad.value_and_gradient(f, x)
+    assert value == pytest.approx(f(x.copy()), rel=1e-12)
+    want = _fd(f, x)
+    np.testing.assert_allclose(g, want, rtol=1e-6, atol=1e-7)
+    v = np.array([1.0, -2.0, 0.5])
+    np.testing.assert_allclose(ad.jvp(f, (x,), (v,))[1], want @ v, rtol=1e-6, atol=1e-7)
+    hessian = np.array([_fd(lambda x: ad.gradient(f, x)[0][i], x) for i in range(3)])
+    np.testing.assert_allclose(ad.hessian(f, x), hessian, rtol=1e-5, atol=1e-6)
+
+
+def test_in_place_on_an_argument_and_on_numbers_rebinds_as_before():
+    def f(x, s):
+        x += 1.0  # the argument: its own gradient is read from its box
+        s *= 3.0  # a number: immutable in NumPy too
+        return np.sum(x * x) * s
+    x = np.array([0.5, 2.0])
+    g = ad.gradient(f, x, 2.0)
+    np.testing.assert_allclose(g[0], 2 * (x + 1.0) * 6.0)
+    assert g[1] == pytest.approx(3.0 * np.sum((x + 1.0) ** 2))
+
+
+def test_in_place_into_a_plain_array_names_the_operator_and_the_fix():
+    def loss(w):
+        total = np.zeros(2)
+        for row in np.ones((3, 2)):
+            total += row * w
+        return np.sum(total)
+
+    with pytest.raises(TypeError, match=r"x \+= y \(numpy.add\(x, y, out=x\)\) writes in place into x, a "
+                                         r"plain NumPy array.*write x = x \+ y"):
+        ad.gradient(loss, np.array([1.0, 2.0]))
