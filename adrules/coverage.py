@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from .registry import frule, is_primitive, rrule
+from .tracer import _COMPOSED
 
 # Names autograd 1.7 registers a VJP for (numpy_vjps.py, linalg.py, scipy/special.py),
 # without its internal helpers (array_from_args, concatenate_args, make_diagonal, ...)
@@ -64,6 +65,7 @@ LEFT_OUT = {
 
 # Functions that have both rules with a restriction worth knowing.
 NOTES = {
+    "numpy.block": "traced as the np.reshape and np.concatenate calls that build it",
     "numpy.interp": "w.r.t. x, xp and fp; period= raises",
     "numpy.quantile": "methods linear, lower, higher, midpoint, nearest; differentiable in q",
     "numpy.percentile": "methods linear, lower, higher, midpoint, nearest; differentiable in q",
@@ -95,7 +97,7 @@ def status(f: Any) -> str:
     ``'not supported'`` for callable ``f``."""
     r, fw = rrule.lookup(f), frule.lookup(f)
     if r is None and fw is None:
-        return "not supported"
+        return "rrule, frule" if f in _COMPOSED else "not supported"
     if getattr(r, "kind", None) == "nondiff":
         return "non-differentiable"
     return "rrule, frule" if r is not None and fw is not None else ("rrule only" if r is not None else "frule only")

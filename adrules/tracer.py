@@ -197,6 +197,14 @@ class Traced(TracedValue):
                 raise TracerError(
                     f"{function_name(func)}(..., out=...) writes in place into an array, which "
                     f"cannot be differentiated: drop out= and use the returned array.")
+        composed = _COMPOSED.get(func)
+        if composed is not None:
+            return composed(*args, **kwargs)
+        if _top_in_sequences(args) is None and _top_in_sequences(tuple(kwargs.values())) is None:
+            # boxes deeper than one list: NumPy would dispatch back here for ever
+            raise TracerError(
+                f"{function_name(func)}: traced values inside lists of lists cannot be "
+                f"differentiated; join the inner lists first (np.stack, np.concatenate).")
         return apply(func, args, kwargs, sequences=True)
 
     @property
@@ -407,6 +415,9 @@ for _name, _f, _make in _METHODS:
     setattr(Traced, _name, _m)
 
 
+
+# NumPy functions computed from NumPy calls that have rules when traced values reach them
+_COMPOSED = {np.block: ops.block}
 
 _IN_PLACE_SYMBOLS = {np.add: "+", np.subtract: "-", np.multiply: "*", np.true_divide: "/",
                      np.floor_divide: "//", np.remainder: "%", np.power: "**", np.matmul: "@"}

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 import adrules as ad
-from adrules.testing import check_rules
+from adrules.testing import check_grads, check_rules
 
 
 def _x(shape, dtype=np.float64, seed=0):
@@ -111,3 +111,28 @@ def test_compress_extract_delete(axis):
 def test_geomspace():
     _check_all(np.geomspace, np.array([0.5, 2.0]), np.array([3.0, 7.0]), fkwargs={"num": 4})
     _check_all(np.geomspace, -0.5, -4.0, 5, False)
+
+
+_RNG = np.random.default_rng(3)
+
+
+@pytest.mark.parametrize("name", ["2x2 of matrices", "scalar times eye beside ones", "flat with a number",
+                                  "three deep"])
+def test_block_of_traced_blocks(name):
+    """np.block takes nested lists, which reached the tracer as lists of lists: infinite
+    recursion between NumPy's dispatch and the tracer. Both modes to second order, against
+    finite differences; the value as NumPy's."""
+    f, x = {
+        "2x2 of matrices": (lambda a: np.block([[a, a * 2.0], [a ** 2, a]]) ** 2, _RNG.normal(size=(2, 2))),
+        "scalar times eye beside ones": (lambda s: np.block([[s * np.eye(2), np.ones((2, 1))]]) ** 2, 0.5),
+        "flat with a number": (lambda a: np.block([a[0], a[1], 3.0]) ** 2, _RNG.normal(size=(2, 2))),
+        "three deep": (lambda a: np.block([[[a]], [[a * 3.0]]]) ** 3, _RNG.normal(size=(2, 2))),
+    }[name]
+    check_grads(f, x, order=2)
+    y = ad.jvp(f, (x,), (np.ones_like(x),))[0]
+    np.testing.assert_array_equal(y, f(x))
+
+
+def test_block_of_mismatched_depths_is_numpy_s_error():
+    with pytest.raises(ValueError, match="depths are mismatched"):
+        ad.gradient(lambda a: np.sum(np.block([[a], a])), _RNG.normal(size=(2, 2)))
