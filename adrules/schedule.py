@@ -91,6 +91,8 @@ class _Timed:
     def __call__(self, batch, *shared):
         out = []
         for item in batch:
+            if out and executors.abandoned():  # the map raised: its caller reads nothing more
+                break
             t0 = time.thread_time()
             result = self.fn(item, *shared)
             out.append((result, time.thread_time() - t0))

@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 from .base import Executor, WorkerError
 from .config import config, current_chunk_size, register_backend, resolve, resolve_dispatch
+from ._abandon import abandoned
 from ._context import in_worker
 from .local import ProcessExecutor, SerialExecutor, ThreadExecutor
 from .reduce import TreeSum, chunk_ranges, neumaier_sum, tree_sum
@@ -59,6 +60,7 @@ __all__ = [
     "TreeSum",
     "neumaier_sum",
     "in_worker",
+    "abandoned",
     "WorkerError",
 ]
 

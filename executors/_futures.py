@@ -27,7 +27,7 @@ __all__ = ["collect"]
 
 
 def collect(futures, on_done, name, results, *, convert=None, translate=None, on_abort=None,
-            submit=None, n_items=None) -> None:
+            submit=None, n_items=None, abandon=None) -> None:
     """Wait for ``futures``; hand each result to ``results.put(i, value)`` (an
     ``InOrder``), after ``convert(i, raw)`` when given (e.g. unpickling).
 
@@ -42,7 +42,8 @@ def collect(futures, on_done, name, results, *, convert=None, translate=None, on
 
     ``translate(exc, i, pending_indices) -> exception or None`` may replace an
     infrastructure error (e.g. a dead worker) before it is raised; user errors
-    are annotated with the item index and re-raised unchanged.
+    are annotated with the item index and re-raised unchanged. ``abandon`` (the map's
+    flag, see ``_abandon``) is set before raising: tasks still to run stop early.
     """
     futures = list(futures)
     window = len(futures)
@@ -72,12 +73,16 @@ def collect(futures, on_done, name, results, *, convert=None, translate=None, on
                 futures.append(f)
                 f.add_done_callback(done_q.put)
     except BaseException as exc:  # KeyboardInterrupt, or an error from on_done/on_result
+        if abandon is not None:
+            abandon.set()
         _cancel(futures)
         if on_abort is not None:
             on_abort(exc)
         raise
     if failure is not None:
         exc, i = failure
+        if abandon is not None:
+            abandon.set()
         _cancel(futures)
         pending = [j for j in range(n) if not finished[j] and j != i]
         new = translate(exc, i, pending) if translate is not None else None

@@ -35,7 +35,7 @@ import threading
 import time
 from typing import Any, Iterable
 
-from . import _context, _shm
+from . import _abandon, _context, _shm
 from ._plain import plain_arrays
 from ._blas import blas_pinned, pin_for_process
 from .base import RemoteError, SerializationError
@@ -151,19 +151,23 @@ def warm_up(modules: Iterable[str] = ()) -> None:
         importlib.import_module(name)
 
 
-def run_task(index, item_data, fn_blob, shared_blobs, origin_pid, chunk_size, backend="processes"):
+def run_task(index, item_data, fn_blob, shared_blobs, origin_pid, chunk_size, backend="processes",
+             flag=None):
     """Run one item on a worker; return the pickled result in a one-element list (the
     parent pops it, so the finished future does not keep the bytes alive).
 
     ``origin_pid`` tells a separate worker process (pinned for good) from an
-    in-process dask worker thread (pinned per task, ref-counted).
+    in-process dask worker thread (pinned per task, ref-counted). ``flag``: the map's
+    (``_abandon``), set once the map raised; the task then does nothing.
     """
+    if flag is not None and flag.is_set():
+        return [None]  # nobody reads it
     if os.getpid() != origin_pid:
         _context.mark_process_worker()
         pin_for_process()
-        return [_run(index, item_data, fn_blob, shared_blobs, chunk_size, backend)]
+        return [_run(index, item_data, fn_blob, shared_blobs, chunk_size, backend, flag)]
     with blas_pinned():  # in-process worker (e.g. LocalCluster(processes=False))
-        return [_run(index, item_data, fn_blob, shared_blobs, chunk_size, backend)]
+        return [_run(index, item_data, fn_blob, shared_blobs, chunk_size, backend, flag)]
 
 
 def _load_on_worker(loader, blob, what, backend):
@@ -177,7 +181,7 @@ def _load_on_worker(loader, blob, what, backend):
         ) from exc
 
 
-def _run(index, item_data, fn_blob, shared_blobs, chunk_size, backend):
+def _run(index, item_data, fn_blob, shared_blobs, chunk_size, backend, flag=None):
     fn = _load_on_worker(_load_blob, fn_blob, "fn", backend)
     shared = [
         _load_on_worker(_load_blob, b, f"shared arg {j}", backend)
@@ -186,6 +190,7 @@ def _run(index, item_data, fn_blob, shared_blobs, chunk_size, backend):
     item = _load_on_worker(loads, item_data, f"item {index}", backend)
     ctx = contextvars.Context()
     ctx.run(_context.enter_worker, chunk_size, keep_settings=False)
+    ctx.run(_abandon.enter, flag)
     try:
         result = ctx.run(fn, item, *shared)
     except Exception as exc:

@@ -33,7 +33,7 @@ import time
 import uuid
 from typing import TYPE_CHECKING, Any, Iterable
 
-from . import _context, _remote
+from . import _abandon, _context, _remote
 
 if TYPE_CHECKING:
     import distributed
@@ -287,6 +287,7 @@ class DaskExecutor(Executor):
         shared_refs = [self._ref(a, f"shared arg {j}") for j, a in enumerate(shared)]
         items_data = [_remote.dumps(x, f"item {i}", name) for i, x in enumerate(items)]
         token = uuid.uuid4().hex
+        flag = _abandon.FileFlag()  # seen by workers on this machine (a LocalCluster's)
         futures = self._client.map(
             _remote.run_task,
             range(n),
@@ -301,6 +302,7 @@ class DaskExecutor(Executor):
             origin_pid=os.getpid(),
             chunk_size=_context.SETTINGS.get().chunk_size,
             backend=name,
+            flag=flag,
         )
         index = {f.key: i for i, f in enumerate(futures)}
         try:
@@ -332,6 +334,7 @@ class DaskExecutor(Executor):
                     "or the tasks were cancelled from elsewhere)"
                 )
         except BaseException:
+            flag.set()  # tasks already on the workers, or running, stop early
             self._client.cancel(futures)
             raise
 

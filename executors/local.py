@@ -29,7 +29,7 @@ import os
 import threading
 from typing import Any, Iterable
 
-from . import _context, _remote, _shm
+from . import _abandon, _context, _remote, _shm
 from ._blas import PIN_ENV, blas_pinned
 
 # Worker processes (loky's here, and those of a LocalCluster that DaskExecutor starts) are
@@ -127,20 +127,22 @@ class ThreadExecutor(Executor):
         pool = self._get_pool()
         base = contextvars.copy_context()
         base.run(_context.enter_worker)
+        flag = _abandon.ThreadFlag()
+        base.run(_abandon.enter, flag)
 
         def submit(i):
-            return pool.submit(base.copy().run, _boxed, fn, items[i], shared)
+            return pool.submit(base.copy().run, _boxed_unless_abandoned, fn, items[i], shared, flag)
 
         with blas_pinned():
             if not results.reduces:
-                collect([submit(i) for i in range(len(items))], on_done, self.name, results)
+                collect([submit(i) for i in range(len(items))], on_done, self.name, results, abandon=flag)
                 return
             # The caller reduces results as they arrive: a worker that ran ahead would
             # hold a finished result (a shared argument's whole cotangent, in psum)
             # while starting the next, so keep one task per worker ahead of it.
             ahead = min(self.n_workers, len(items))
             collect([submit(i) for i in range(ahead)], on_done, self.name, results,
-                    submit=submit, n_items=len(items))
+                    submit=submit, n_items=len(items), abandon=flag)
 
     def close(self) -> None:
         """Shut the pool down (waits for running tasks); a later map starts a new one.
@@ -260,11 +262,11 @@ class ProcessExecutor(Executor):
         pool = self._pool
         return sorted(_loky_workers(pool)) if pool is not None else []
 
-    def _submit_all(self, pool, items_data, fn_blob, shared_blobs, chunk_size):
+    def _submit_all(self, pool, items_data, fn_blob, shared_blobs, chunk_size, flag):
         pid = os.getpid()
         return [
             pool.submit(
-                _remote.run_task, i, data, fn_blob, shared_blobs, pid, chunk_size, self.name
+                _remote.run_task, i, data, fn_blob, shared_blobs, pid, chunk_size, self.name, flag
             )
             for i, data in enumerate(items_data)
         ]
@@ -299,13 +301,14 @@ class ProcessExecutor(Executor):
         chunk_size = _context.SETTINGS.get().chunk_size
 
         pool = self._get_pool()
+        flag = _abandon.FileFlag()
         try:
-            futures = self._submit_all(pool, items_data, fn_blob, shared_blobs, chunk_size)
+            futures = self._submit_all(pool, items_data, fn_blob, shared_blobs, chunk_size, flag)
         except (BrokenProcessPool, ShutdownExecutorError, RuntimeError):
             # the pool broke or was shut down between calls: start a fresh one
             self._reset(pool)
             pool = self._get_pool()
-            futures = self._submit_all(pool, items_data, fn_blob, shared_blobs, chunk_size)
+            futures = self._submit_all(pool, items_data, fn_blob, shared_blobs, chunk_size, flag)
 
         def translate(exc, i, pending):
             if isinstance(exc, BrokenProcessPool):
@@ -325,7 +328,7 @@ class ProcessExecutor(Executor):
                 self._reset(pool, kill=True)
 
         collect(futures, on_done, name, results, convert=lambda i, blob: _remote.load_result(blob, i, name),
-                translate=translate, on_abort=on_abort)
+                translate=translate, on_abort=on_abort, abandon=flag)
         if self._warm_up is None and self._pool is pool:
             self._warm_up = ()  # workers answered: they are up
 
@@ -349,6 +352,12 @@ class ProcessExecutor(Executor):
 
 def _boxed(fn, item, shared):
     return [fn(item, *shared)]  # see _futures.collect
+
+
+def _boxed_unless_abandoned(fn, item, shared, flag):
+    if flag.is_set():  # the map raised before this task started: nobody reads its result
+        return [None]
+    return [fn(item, *shared)]
 
 
 # loky has no public API for "is this pool usable?" or "which processes are its workers?".

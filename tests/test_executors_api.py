@@ -33,6 +33,7 @@ PUBLIC = [
     "TreeSum",
     "neumaier_sum",
     "in_worker",
+    "abandoned",
     "WorkerError",
 ]
 

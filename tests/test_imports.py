@@ -14,7 +14,7 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 #: Layers from the bottom up: a module may import modules of its own layer or below.
 LAYERS = {
     "executors": [
-        ["executors._context", "executors._blas", "executors._plain", "executors._shm"],
+        ["executors._context", "executors._blas", "executors._plain", "executors._shm", "executors._abandon"],
         ["executors.base"],
         ["executors._futures", "executors._remote", "executors.reduce"],
         ["executors.local", "executors.dask", "executors.joblib_backend"],
