@@ -94,7 +94,14 @@ class _Timed:
             if out and executors.abandoned():  # the map raised: its caller reads nothing more
                 break
             t0 = time.thread_time()
-            result = self.fn(item, *shared)
+            try:
+                result = self.fn(item, *shared)
+            except Exception as e:
+                try:  # which chunk of the batch: _map_in_tasks names it (pickled with e)
+                    e.adrules_chunk_in_task = len(out)
+                except Exception:  # pragma: no cover - an exception without __dict__
+                    pass
+                raise
             out.append((result, time.thread_time() - t0))
         return out
 
@@ -506,8 +513,26 @@ def _map_in_tasks(executor, timed, items, shared, per_task, on_done, on_result):
             for k in range(len(batches[b])):
                 on_done(starts[b] + k)
 
-    parts = executor.map(timed, batches, shared=shared, on_done=batch_done, on_result=batch_result)
+    try:
+        parts = executor.map(timed, batches, shared=shared, on_done=batch_done, on_result=batch_result)
+    except Exception as e:
+        _name_the_chunk(e, starts, len(items))
+        raise
     return [r for part in parts for r in part], len(batches), cpu[0]
+
+
+def _name_the_chunk(e, starts, n):
+    """The executor's note names the task that raised ("item 5 of 8"), one of the
+    batches of chunks the user never made: name the chunk instead, as an inline run does."""
+    task, k = getattr(e, "executors_item_index", None), getattr(e, "adrules_chunk_in_task", None)
+    notes = getattr(e, "__notes__", None)
+    if task is None or k is None or not isinstance(notes, list) or not 0 <= task < len(starts):
+        return
+    chunk = starts[task] + k
+    for i, note in enumerate(notes):
+        if isinstance(note, str) and note.startswith(f"executors: raised by item {task} of "):
+            notes[i] = f"executors: raised by chunk {chunk} of {n}" + note[note.index(" in a map"):]
+            e.executors_item_index = chunk
 
 
 class _Probe:

@@ -165,3 +165,21 @@ def test_a_map_that_raised_stops_the_work_left_on_the_workers(backend, tmp_path,
     assert started <= ex.n_workers + 1, f"{started} of 31 elements ran, the error notwithstanding"
     assert executors.abandoned() is False  # the caller's context never sees a flag
     assert ad.psum(np.sum, xs[1:3], executor=ex, dispatch="always") == 5.0  # still usable
+
+
+def _bad_at_20(w):
+    if w[0] == 20.0:
+        raise ValueError("bad element")
+    return np.sum(w ** 2)
+
+
+@pytest.mark.parametrize("backend", ["serial", "threads", "processes"])
+def test_an_error_names_the_element_and_its_chunk_on_every_backend(backend):
+    # the executor's note named the task ("item 5 of 8"), a batch of chunks the user never made
+    xs = [np.array([float(i), 1.0]) for i in range(32)]
+    with pytest.raises(ValueError, match="bad element") as info:
+        ad.psum(_bad_at_20, xs, executor=executors.resolve(backend, 2), dispatch="always")
+    assert info.value.__notes__ == [
+        "psum/pmap: raised by f at element 20",
+        f"executors: raised by chunk 10 of 16 in a map on the {backend!r} executor"]
+    assert info.value.executors_item_index == 10
