@@ -57,12 +57,30 @@ def add_values(a, b):
     (4.0, {'n': 6.0})
     """
     if not (is_container(a) or is_container(b)):
+        if type(a) is str or type(b) is str:  # '+' would join them: not a sum
+            raise TypeError("a string is not summed")
         return a + b
     la, ta = flatten(a)
     lb, tb = flatten(b)
     if ta != tb:
         raise ValueError(f"a value of structure {tb} does not add to one of structure {ta}")
-    return unflatten(ta, [u + v for u, v in zip(la, lb)])
+    return unflatten(ta, [add_values(u, v) if type(u) is str else u + v for u, v in zip(la, lb)])
+
+
+def why_not_added(a, b):
+    """What the user should change when ``add_values(a, b)`` failed."""
+    leaves = flatten(a)[0] + flatten(b)[0]
+    if a is None or b is None:
+        return "f returned None: is its return statement missing?"
+    if any(v is None for v in leaves):
+        return ("f's value holds None; psum adds f's values, so each must be a number or an "
+                "array, or a container of them (collect other results with pmap)")
+    if any(type(v) is str for v in leaves):
+        return ("f's value holds a string, which psum does not add (collect it with pmap, or "
+                "leave it out of f's value)")
+    if flatten(a)[1] != flatten(b)[1]:
+        return "every element must give a value of the same structure"
+    return "every element must give a value of the same shape"
 
 
 def fold(fn, xs, shared, start, vectorized):
@@ -84,8 +102,8 @@ def fold(fn, xs, shared, start, vectorized):
         except (ValueError, TypeError) as e:
             raise type(e)(
                 f"psum: f's value at element {start + k} ({what(value)}) does not add to the "
-                f"sum of elements {start}..{start + k - 1} ({what(total)}): every element "
-                "must give a value of the same shape") from e
+                f"sum of elements {start}..{start + k - 1} ({what(total)}): "
+                f"{why_not_added(total, value)}") from e
     return total
 
 

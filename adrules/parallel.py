@@ -79,6 +79,7 @@ from .chunks import (
     jvp_item,
     map_list,
     what,
+    why_not_added,
     zero_to_none,
 )
 from .pytrees import _children, flatten, tree_map, unflatten
@@ -205,8 +206,8 @@ class _Values:
             xs, start = self.items[self._chunk]
             raise type(e)(
                 f"psum: the sum of f over elements {start}..{start + len(xs) - 1} ({what(b)}) "
-                f"does not add to the sum over the elements before them ({what(a)}): every "
-                "element must give a value of the same shape") from e
+                f"does not add to the sum over the elements before them ({what(a)}): "
+                f"{why_not_added(a, b)}") from e
 
     def result(self):
         if self.kind == "sum":

@@ -183,3 +183,17 @@ def test_an_error_names_the_element_and_its_chunk_on_every_backend(backend):
         "psum/pmap: raised by f at element 20",
         f"executors: raised by chunk 10 of 16 in a map on the {backend!r} executor"]
     assert info.value.executors_item_index == 10
+
+
+@pytest.mark.parametrize("f, why", [
+    (lambda w: print(w), r"f returned None: is its return statement missing\?"),
+    (lambda w: (np.sum(w), None), r"f's value holds None"),
+    (lambda w: {"loss": np.sum(w), "tag": "run"}, r"f's value holds a string"),
+    (lambda w: {"a": np.sum(w)} if w[0] < 1 else {"b": np.sum(w)}, r"the same structure"),
+])
+@pytest.mark.parametrize("chunk_size", [1, 2])
+def test_values_that_cannot_be_summed_say_why(f, why, chunk_size):
+    # None gave "every element must give a value of the same shape" (both were None), and
+    # strings were joined: 'runrunrun'
+    with pytest.raises((TypeError, ValueError), match=why):
+        ad.psum(f, [np.full(2, float(i)) for i in range(4)], executor="serial", chunk_size=chunk_size)
