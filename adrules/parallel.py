@@ -432,7 +432,7 @@ def _psum_rrule(call, *leaves):
             bars = _chunk_bars(call, items, ybar)
             grads = _Cotangents(call, state, xs, shared)
             take_grads = lambda i, g: grads.take(g)  # noqa: E731
-            if all(type(c.pullback) is _ChunkOfOnePass for c in chunks):
+            if chunks and all(type(c.pullback) is _ChunkOfOnePass for c in chunks):
                 for g in chunks[0].pullback.together.chunks(bars):
                     grads.take(g)
             elif all(c.backward is Backward.TAPE for c in chunks):

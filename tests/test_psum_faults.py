@@ -197,3 +197,14 @@ def test_values_that_cannot_be_summed_say_why(f, why, chunk_size):
     # strings were joined: 'runrunrun'
     with pytest.raises((TypeError, ValueError), match=why):
         ad.psum(f, [np.full(2, float(i)) for i in range(4)], executor="serial", chunk_size=chunk_size)
+
+
+@pytest.mark.parametrize("backend", ["serial", "threads", "processes"])
+def test_the_gradient_of_a_psum_over_no_elements_is_zero(backend):
+    # the pullback read the first chunk of none: IndexError
+    x = np.ones((2, 3))
+    total = lambda ms, x: ad.psum(lambda w, x: np.sum((x @ w) ** 2), ms, x, executor=backend)  # noqa: E731
+    assert total([], x) == 0.0
+    g_models, g_x = ad.gradient(total, [], x)
+    assert g_models == [] and g_x.shape == x.shape and not g_x.any()
+    assert not ad.hvp(lambda x: total([], x), x, x).any()
