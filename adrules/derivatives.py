@@ -27,7 +27,7 @@ from .api import _Name, _value_and_gradient, gradient, jvp, pullback
 from .pytrees import PyTree, flatten
 from .schedule import run, work_key
 from .tangents import is_float_value, is_zero
-from .tracer import NoFruleError, Traced
+from .tracer import NoFruleError, NoRuleError, Traced
 
 #: What ``jacobian``, ``hessian`` and ``hvp`` differentiate at: a float array or a number.
 FloatArg = Union[float, np.floating[Any], np.integer[Any], NDArray[np.floating[Any]]]
@@ -127,19 +127,23 @@ def jacobian(
     fname = f"jacobian({getattr(f, '__name__', 'f')})"
     args = tuple(_as_array_arg(fname, i, a) for i, a in enumerate(args))
     out = f(*args)
+    if type(out) in (list, tuple):  # [x[0] * x[1], x[2]]: one array, in both modes
+        f = _OneArray(fname, f)
+        out = f.stacked(out)
     y = _array(out)
     if type(y) is not Traced and y.dtype.kind not in "biufc":
         what = f"an array of dtype {y.dtype}" if type(out) is np.ndarray else f"a {type(out).__name__}"
         raise TypeError(f"{fname}: f returned {what}; a Jacobian is of numbers or arrays of "
                         f"numbers.")
     n_in = sum(a.size for a in args)
-    if mode is None:
-        mode = "fwd" if n_in <= y.size else "rev"
-        if mode == "fwd":
-            try:
-                return jacobian(f, *args, mode="fwd", executor=executor, chunk_size=chunk_size)
-            except NoFruleError:  # a primitive with an rrule only: rows by reverse mode
-                mode = "rev"
+    if mode is None:  # the cheaper mode, else the one the primitives have rules for
+        first, then = ("fwd", "rev") if n_in <= y.size else ("rev", "fwd")
+        try:
+            return jacobian(f, *args, mode=first, executor=executor, chunk_size=chunk_size)
+        except NoRuleError as e:  # NoFruleError in forward mode: an rrule-only primitive
+            if (first == "fwd") != isinstance(e, NoFruleError):
+                raise
+            mode = then
     if mode not in ("fwd", "rev"):
         raise ValueError(f"{fname}: mode must be 'fwd', 'rev' or None, got {mode!r}")
     if mode == "fwd":
@@ -156,6 +160,27 @@ def jacobian(
     rows = [r for part in parts for r in part]
     return tuple(np.stack([_array(r[i]) for r in rows]).reshape(y.shape + a.shape)
                  if rows else np.zeros(y.shape + a.shape) for i, a in enumerate(args))
+
+
+class _OneArray:
+    """``f`` whose list or tuple of values is stacked into one array (picklable)."""
+
+    def __init__(self, fname: str, f: Callable[..., Any]) -> None:
+        self.fname, self.f = fname, f
+        self.__name__ = getattr(f, "__name__", "f")
+
+    def __call__(self, *args: Any) -> Any:
+        return self.stacked(self.f(*args))
+
+    def stacked(self, out: Any) -> Any:
+        if type(out) not in (list, tuple):
+            return out
+        shapes = {np.shape(v) for v in out}
+        if len(shapes) > 1:
+            raise TypeError(f"{self.fname}: f returned a {type(out).__name__} of values of shapes "
+                            f"{sorted(shapes)}; a Jacobian is of one array: return "
+                            f"np.concatenate([np.ravel(v) for v in values]), or one Jacobian per value.")
+        return np.stack(out) if out else np.zeros(0)
 
 
 def _hessian_columns(cols: range, f: Callable[..., Any], x: Any) -> list[Any]:
@@ -255,6 +280,8 @@ def hessian(
                   for j, b in enumerate(args))
             for i, a in enumerate(args))
     x = _as_array_arg(fname, 0, args[0])
+    if x.size == 0:
+        return np.zeros(x.shape + x.shape)
     parts = _pieces(_hessian_columns, _ranges(x.size, chunk_size), (f, x), f, executor, "hessian columns")
     cols = [c for part in parts for c in part]
     return np.stack(cols, axis=-1).reshape(x.shape + x.shape)

@@ -255,3 +255,34 @@ def test_jacobian_of_int_and_bool_outputs_in_every_mode(f, mode):
 def test_hvp_at_an_integer_point_differentiates_there_as_hessian_does():
     # it returned NoTangent() for the tangent the user passed
     assert ad.hvp(lambda t: t ** 4, 2, 1.0) == 48.0 == ad.hessian(lambda t: t ** 4, 2)
+
+
+@pytest.mark.parametrize("mode", ["fwd", "rev", None])
+def test_jacobian_of_a_list_of_values_in_every_mode(mode):
+    # rev (and the default, for fewer outputs than inputs) failed: "the cotangent has
+    # structure * but the output has list(*, *)", naming pullback, which the user never called
+    x = np.array([0.5, -0.5, 1.1])
+    want = np.array([[x[1], x[0], 0.0], [0.0, 0.0, 2 * x[2]]])
+    np.testing.assert_allclose(ad.jacobian(lambda x: [x[0] * x[1], x[2] ** 2], x, mode=mode)[0], want)
+    with pytest.raises(TypeError, match=r"f returned a tuple of values of shapes \[\(\), \(3,\)\]"):
+        ad.jacobian(lambda x: (np.sum(x), x), x, mode=mode)
+
+
+def test_jacobian_falls_back_to_forward_mode_for_a_primitive_with_an_frule_only():
+    @ad.primitive
+    def square(x):
+        return x ** 2
+
+    @ad.frule.register(square)
+    def _(tangents, x):
+        return x ** 2, 2 * x * tangents[1]
+
+    x = np.array([1.0, 2.0, 3.0])
+    f = lambda z: np.stack([np.sum(square(z)), z[0]])  # noqa: E731  2 outputs < 3 inputs: rows first
+    np.testing.assert_allclose(ad.jacobian(f, x)[0], [[2.0, 4.0, 6.0], [1.0, 0.0, 0.0]])
+
+
+def test_hessian_at_an_empty_array():
+    # np.stack of no columns: "need at least one array to stack"
+    h = ad.hessian(lambda x: np.sum(x ** 2), np.zeros((0, 2)))
+    assert h.shape == (0, 2, 0, 2)
