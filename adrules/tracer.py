@@ -538,6 +538,24 @@ def _unbox(args, top):
     return values, marks
 
 
+# NumPy functions whose rules take a list of arrays as such
+_JOINS = frozenset(getattr(np, name) for name in ("stack", "concatenate", "hstack", "vstack", "dstack",
+                                                  "column_stack", "block") if hasattr(np, name))
+
+
+def _numbers_as_arrays(args, top):
+    """A list of traced numbers where NumPy takes an array (``np.dot([a[0], a[1]], a)``),
+    as the traced ``np.stack`` of it: NumPy reads the list as that array, and rules
+    compute with their arguments as arrays (``g * b``)."""
+    out = None
+    for i, a in enumerate(args):
+        if type(a) in _SEQUENCES and a and top_trace(a) is top and all(np.ndim(v) == 0 for v in a):
+            if out is None:
+                out = list(args)
+            out[i] = apply(np.stack, (list(a),), {}, sequences=True)
+    return args if out is None else tuple(out)
+
+
 def _no_rule(f, mode):
     name = function_name(f)
     registry = "rrule" if mode == "reverse" else "frule"
@@ -565,6 +583,8 @@ def apply(f, args, kwargs, sequences=False, containers=False):
     if top is None:
         return f(*args, **kwargs)
     numpy_call = sequences or type(f) is _ufunc  # NumPy's own functions take lists as arrays
+    if sequences and f not in _JOINS:
+        args = _numbers_as_arrays(args, top)
     if top.forward:
         return _apply_forward(f, args, kwargs, top, numpy_call)
     entry = _rrule_table.get(f)
@@ -682,6 +702,12 @@ def _binary(f, a, b):
         # makes one full-size product where multiply's makes two and adds them
         return _ufunc_call(np.square, (a,))
     ta, tb = type(a), type(b)
+    if ta in _SEQUENCES or tb in _SEQUENCES:  # np.maximum([a[0], 0.7], x): NumPy's array of the list
+        top = a._trace if ta is Traced else b._trace
+        pair = (a, b)
+        stacked = _numbers_as_arrays(pair, top)
+        if stacked is not pair:
+            return _binary(f, *stacked)
     top = a._trace if ta is Traced else b._trace
     if top.forward or ta is Traced and tb is Traced and a._trace is not b._trace:
         return apply(f, (a, b), {})

@@ -953,3 +953,20 @@ def test_in_place_into_a_plain_array_names_the_operator_and_the_fix():
     with pytest.raises(TypeError, match=r"x \+= y \(numpy.add\(x, y, out=x\)\) writes in place into x, a "
                                          r"plain NumPy array.*write x = x \+ y"):
         ad.gradient(loss, np.array([1.0, 2.0]))
+
+
+@pytest.mark.parametrize("name", ["dot", "where", "maximum", "operator", "reflected", "polyval", "tuple"])
+def test_lists_of_traced_numbers_where_numpy_takes_an_array(name):
+    """NumPy reads [a[0], a[1]] as an array; the reverse rules got the list and failed
+    ("can't multiply sequence by non-int", "'>=' not supported between list and int")
+    while forward mode worked. Both modes to second order, against finite differences."""
+    f = {
+        "dot": lambda a: np.dot([a[0], a[1], 2.0], a),
+        "where": lambda a: np.sum(np.where([True, False, True], [a[0], a[1], a[2]], a) ** 2),
+        "maximum": lambda a: np.sum(np.maximum([a[0], a[1], 0.7], a ** 2) ** 2),
+        "operator": lambda a: np.sum([a[0], a[1], 0.7] * a),
+        "reflected": lambda a: np.sum((a - [a[2], 1.0, a[0]]) ** 2),
+        "polyval": lambda a: np.polyval([a[0], a[1], 1.0], a[2]),
+        "tuple": lambda a: np.dot((a[0], a[1], a[2]), a),
+    }[name]
+    ad.testing.check_grads(f, np.array([1.3, 2.0, 0.5]), order=2)
