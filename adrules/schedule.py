@@ -743,6 +743,13 @@ def _count(n, noun):
 
 
 def _seconds(s):
+    """``12.3 ms``: three digits, in s, ms or µs (not ``1.03e+03 ms``).
+
+    >>> _seconds(1.0312), _seconds(0.0604), _seconds(4.2e-5)
+    ('1.03 s', '60.4 ms', '42 µs')
+    """
+    if s >= 0.9995:
+        return f"{s:.3g} s"
     return f"{s * 1e3:.3g} ms" if s >= 1e-3 else f"{s * 1e6:.3g} µs"
 
 

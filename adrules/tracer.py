@@ -112,7 +112,8 @@ _ESCAPE = (
     "{what} of a traced value would drop its gradient. This also happens with math.* "
     "functions (use np.sin(x), not math.sin(x)) and when storing a traced value into a "
     "NumPy array (a[i] = x; build the array with np.stack([...]) instead). If you really "
-    "want the number without its derivative (printing, logging), use x.value.")
+    "want the number without its derivative (printing, logging), use x.value; f-strings "
+    "(f'{{x:.3f}}') print traced values, where '%.3f' % x and logging's %-formatting call float().")
 
 
 _ASSIGN = (
@@ -217,8 +218,9 @@ class Traced(TracedValue):
             "np.asarray / np.array of a traced value, or storing it into a NumPy array "
             "(a[i] = x), would drop its gradient. If you passed a Python list of traced "
             "values to a NumPy function (np.array([a, b]), np.mean([a, b]), ...), build the "
-            "array with np.stack([a, b]) first: NumPy gives no hook for lists. If you really "
-            "want the values without their derivative, use x.value.")
+            "array with np.stack([a, b]) first: NumPy gives no hook for lists. A plain array's "
+            "method given a traced argument converts it too (X.dot(w)): write X @ w or "
+            "np.dot(X, w). If you really want the values without their derivative, use x.value.")
 
     # -- Python-scalar escapes ---------------------------------------------------
     def __float__(self):

@@ -586,3 +586,18 @@ def test_a_function_or_a_functor_without_floats_stays_a_constant_argument():
     assert ad.gradient(lambda f, x: np.sum(f(x)), np.tanh, 0.5)[0] == ad.NoTangent()
     g = ad.gradient(lambda f, x: np.sum(f(x)), Act(), 0.5)
     assert g[0] == ad.NoTangent() and np.isclose(g[1], 1 - np.tanh(0.5) ** 2)
+
+
+def test_a_plain_array_method_given_a_traced_argument_gets_the_operator_to_use():
+    X = np.arange(6.0).reshape(3, 2)
+    with pytest.raises(TypeError, match=r"X\.dot\(w\)\): write X @ w or np\.dot\(X, w\)"):
+        grad(lambda w: np.sum(X.dot(w) ** 2), np.array([0.5, -1.0]))
+
+
+def test_percent_formatting_of_a_traced_value_points_to_f_strings():
+    def loss(w):
+        "%.3f" % np.sum(w)
+        return np.sum(w)
+
+    with pytest.raises(TypeError, match=r"f-strings .* print traced values, where '%\.3f' % x"):
+        grad(loss, np.array([0.5, -1.0]))
