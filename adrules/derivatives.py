@@ -137,7 +137,9 @@ def jacobian(
                         f"numbers.")
     n_in = sum(a.size for a in args)
     if mode is None:  # the cheaper mode, else the one the primitives have rules for
-        first, then = ("fwd", "rev") if n_in <= y.size else ("rev", "fwd")
+        order: tuple[Literal["fwd", "rev"], Literal["fwd", "rev"]] = (
+            ("fwd", "rev") if n_in <= y.size else ("rev", "fwd"))
+        first, then = order
         try:
             return jacobian(f, *args, mode=first, executor=executor, chunk_size=chunk_size)
         except NoRuleError as e:  # NoFruleError in forward mode: an rrule-only primitive

@@ -144,7 +144,7 @@ class DaskExecutor(Executor):
         self.reuse_shared = bool(reuse_shared)
         self.cache_size = check_positive_int(cache_size, "cache_size")
         self.retries = retries
-        self._cluster = None
+        self._cluster: distributed.LocalCluster | None = None
         self._own_client = False
         self._cache: collections.OrderedDict = collections.OrderedDict()  # key -> Future
         self._cache_lock = threading.Lock()
@@ -188,7 +188,8 @@ class DaskExecutor(Executor):
         import distributed
 
         client, security, kwargs = self._how
-        self._cluster, self._own_client = None, False
+        self._cluster = None
+        self._own_client = False
         if client is None:
             self._cluster = _local_cluster(kwargs)
             try:
