@@ -42,7 +42,7 @@ def _leaf_is_differentiable(leaf: Any, fname: object, where: str) -> bool:
         fields = _float_fields(leaf)
         # ... unless it is a user's model the tracer cannot open (rrule_via_ad's f aside:
         # a higher-order rule's functor may carry float settings)
-        if fields and not (isinstance(fname, _Name) and fname.f is _call):
+        if fields and not (isinstance(fname, _Name) and type(fname.f) is _Call):
             raise TypeError(
                 f"{fname}: {where} is an object of class {type(leaf).__name__} whose attributes "
                 f"{', '.join(fields)} hold floats, but adrules cannot look inside a plain class: "
@@ -385,8 +385,24 @@ rrule = ReverseRules("rrule", registry.rrule.rules)
 frule = ForwardRules("frule", registry.frule.rules)
 
 
-def _call(fn: Callable[..., Any], *args: Any) -> Any:
-    return fn(*args)
+class _Call:
+    """``fn(*args, **kwargs)`` with ``fn`` an argument: ``rrule_via_ad`` and
+    ``frule_via_ad`` differentiate it with respect to ``fn`` (a model's parameters) too."""
+
+    __slots__ = ("kwargs",)
+    __name__ = "f"
+
+    def __init__(self, kwargs: dict[str, Any]) -> None:
+        self.kwargs = kwargs
+
+    def __call__(self, fn: Callable[..., Any], *args: Any) -> Any:
+        return fn(*args, **self.kwargs) if self.kwargs else fn(*args)
+
+    def __reduce__(self) -> tuple[type, tuple[dict[str, Any]]]:
+        return (_Call, (self.kwargs,))
+
+
+_call = _Call({})
 
 
 def rrule_via_ad(f: Callable[..., Any], *args: Any, **kwargs: Any) -> tuple[Any, Pullback]:
@@ -407,12 +423,12 @@ def rrule_via_ad(f: Callable[..., Any], *args: Any, **kwargs: Any) -> tuple[Any,
     >>> back(1.0)
     (Scale(w=array([3.])), array([2.]))
     """
-    if kwargs:
-        return rrule_via_ad(lambda *a: f(*a, **kwargs), *args)
-    rule = rrule(f, *args)
+    rule = rrule(f, *args, **kwargs)
     if rule is not None:
         return rule
-    return pullback(_call, f, *args)
+    # keywords in the call, not in a wrapper: f stays an argument, its parameters get
+    # their cotangent (a lambda around f had NoTangent(): a model's gradient lost)
+    return pullback(_Call(kwargs) if kwargs else _call, f, *args)
 
 
 def frule_via_ad(tangents: Sequence[Any], f: Callable[..., Any], *args: Any,
@@ -424,13 +440,11 @@ def frule_via_ad(tangents: Sequence[Any], f: Callable[..., Any], *args: Any,
     >>> float(y), float(dy)
     (9.0, 6.0)
     """
-    if kwargs:
-        return frule_via_ad(tangents, lambda *a: f(*a, **kwargs), *args)
-    rule = frule(tangents, f, *args)
+    rule = frule(tangents, f, *args, **kwargs)
     if rule is not None:
         return rule
     tf, *targs = tangents
-    return jvp(_call, (f, *args), (ZeroTangent() if is_zero(tf) else tf, *targs))
+    return jvp(_Call(kwargs) if kwargs else _call, (f, *args), (ZeroTangent() if is_zero(tf) else tf, *targs))
 
 
 class RuleConfig:

@@ -352,3 +352,25 @@ def test_jvp_at_an_integer_with_a_tangent_is_refused_not_a_silent_no_tangent():
     # an integer held fixed is fine
     assert ad.jvp(lambda x, k: x * k, (2.0, 3), (1.0, None)) == (6.0, 3.0)
     assert ad.jvp(lambda x, k: x * k, (2.0, 3), (1.0, 0.0)) == (6.0, 3.0)
+
+
+def test_rrule_via_ad_and_frule_via_ad_with_keywords_keep_the_model_s_gradient():
+    # with keywords, f was wrapped in a lambda, whose tangent is NoTangent(): a higher-order
+    # rule passing options to the user's model lost the model's gradient, silently
+    from dataclasses import dataclass
+
+    @dataclass
+    class Model:
+        w: np.ndarray
+
+        def __call__(self, x, scale=1.0):
+            return scale * np.sum(self.w * x)
+
+    m, x = Model(np.array([2.0, 3.0])), np.array([1.0, 4.0])
+    y, back = ad.rrule_via_ad(m, x, scale=2.0)
+    dm, dx = back(1.0)
+    assert y == 28.0
+    np.testing.assert_array_equal(dm.w, 2.0 * x)
+    np.testing.assert_array_equal(dx, 2.0 * m.w)
+    y, dy = ad.frule_via_ad((Model(np.array([1.0, 0.0])), np.zeros(2)), m, x, scale=2.0)
+    assert (y, dy) == (28.0, 2.0)
