@@ -69,6 +69,10 @@ class _AbstractZero:
             raise AttributeError(name)
         return self
 
+    def __call__(self: _Z, *args: object, **kwargs: object) -> _Z:
+        # a method of a zero is zero: np.sum(dp.w) calls dp.w.sum(axis=None, ...)
+        return self
+
     def __eq__(self, other: object) -> bool:
         return isinstance(other, _AbstractZero)
 

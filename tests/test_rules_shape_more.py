@@ -136,3 +136,8 @@ def test_block_of_traced_blocks(name):
 def test_block_of_mismatched_depths_is_numpy_s_error():
     with pytest.raises(ValueError, match="depths are mismatched"):
         ad.gradient(lambda a: np.sum(np.block([[a], a])), _RNG.normal(size=(2, 2)))
+
+
+def test_concatenate_with_a_piece_given_as_a_list_in_forward_mode():
+    # the frule made zeros for the list piece with np.result_type(list, 1.0): TypeError
+    check_grads(lambda x: np.concatenate([[0.0], x * x, (1.0, 2.0)]), np.array([1.0, 2.0]), order=2)

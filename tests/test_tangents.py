@@ -215,3 +215,30 @@ def test_a_misspelt_field_of_a_structural_tangent_is_an_error():
 
     with pytest.raises(ad.tracer.TracerError, match=r"does not match its structure dict\(a=\*, b=\*\)"):
         ad.gradient(total, {"a": 1.0, "b": 2.0})
+
+
+def test_numpy_reductions_and_methods_of_a_zero_tangent_are_zero():
+    # np.sum(z) calls z.sum(...): the attribute was a zero, and calling it failed
+    # ("'ZeroTangent' object is not callable"), e.g. in an frule of a struct held constant
+    z = ad.ZeroTangent()
+    assert np.sum(z) is z and np.mean(z, axis=0) is z and z.reshape(2, 3) is z and z.T is z
+
+
+def test_an_frule_summing_the_zero_tangent_of_a_struct_held_constant():
+    from dataclasses import dataclass
+
+    @dataclass
+    class P:
+        w: np.ndarray
+
+    @ad.primitive
+    def energy(p, x):
+        return np.sum(p.w ** 2) + np.sum(x ** 2)
+
+    @ad.frule.register(energy)
+    def _(tangents, p, x):
+        _, dp, dx = tangents
+        return energy(p, x), 2 * np.sum(p.w * dp.w) + 2 * np.sum(x * dx)
+
+    p, x = P(np.array([1.0, 2.0])), np.array([3.0])
+    assert ad.jvp(lambda x: energy(p, x), (x,), (np.ones(1),)) == (14.0, 6.0)

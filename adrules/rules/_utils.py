@@ -72,7 +72,10 @@ def tangent_at(tangents, i):
 
 def dense(dx, x):
     """``dx``, or zeros shaped like ``x`` when ``dx`` is a zero tangent (constant list entries)."""
-    return np.zeros(np.shape(x), dtype=np.result_type(x, 1.0)) if is_zero(dx) else dx
+    if not is_zero(dx):
+        return dx
+    x = np.asarray(x) if type(x) in (list, tuple) else x  # np.concatenate([[0.0], x]): a piece as a list
+    return np.zeros(np.shape(x), dtype=np.result_type(x, 1.0))
 
 
 def normalize_axes(axis, ndim):
