@@ -227,6 +227,17 @@ def tree_map(fn: Callable[..., Any], tree: PyTree, *rest: PyTree) -> PyTree:
     return unflatten(tdef, [fn(*xs) for xs in zip(leaves, *others)])
 
 
+def _field_names(tdef: TreeDef) -> tuple[Any, ...] | None:
+    """The keys of a dict's structure, the fields of a dataclass's or NamedTuple's (a
+    registered node's static data is its own)."""
+    if tdef.kind in _NODES:
+        return None
+    if tdef.kind is dict or (tdef.kind is not None and dataclasses.is_dataclass(tdef.kind)):
+        return tuple(tdef.aux)
+    fields = getattr(tdef.kind, "_fields", None)
+    return tuple(fields) if fields is not None and issubclass(tdef.kind, tuple) else None
+
+
 def tangent_leaves(tangent: Any, tdef: TreeDef) -> list[Any] | None:
     """Leaves of ``tangent`` aligned with structure ``tdef``: zeros stand for whole
     subtrees, and a ``Tangent`` is read by field or position. None if they do not fit.
@@ -249,11 +260,13 @@ def tangent_leaves(tangent: Any, tdef: TreeDef) -> list[Any] | None:
             children = [tangent[name] for name in names]
         else:
             children = list(tangent.backing)
-    elif type(tangent) is dict and tdef.kind is dict:
-        # by key, as dicts compare: {"b": 1.0, "a": 0.0} is the tangent of {"a": .., "b": ..}
-        if len(tangent) != len(tdef.aux) or not all(k in tangent for k in tdef.aux):
+    elif type(tangent) is dict:
+        # by key, as dicts compare: {"b": 1.0, "a": 0.0} is the tangent of {"a": .., "b": ..},
+        # and of a dataclass or NamedTuple with fields a and b
+        names = _field_names(tdef)
+        if names is None or len(tangent) != len(names) or not all(k in tangent for k in names):
             return None
-        children = [tangent[k] for k in tdef.aux]
+        children = [tangent[k] for k in names]
     else:
         parts = _children(tangent)
         if parts is None:

@@ -374,3 +374,31 @@ def test_rrule_via_ad_and_frule_via_ad_with_keywords_keep_the_model_s_gradient()
     np.testing.assert_array_equal(dx, 2.0 * m.w)
     y, dy = ad.frule_via_ad((Model(np.array([1.0, 0.0])), np.zeros(2)), m, x, scale=2.0)
     assert (y, dy) == (28.0, 2.0)
+
+
+def test_a_dict_tangent_of_a_dataclass_or_namedtuple_is_read_by_field_name():
+    # it was read by position: {'b': 1.0, 'a': 0.0} was the tangent of field a
+    import dataclasses
+
+    @dataclasses.dataclass
+    class P:
+        a: float
+        b: float
+
+    f = lambda p: p.a * 2.0 + p.b * 10.0  # noqa: E731
+    assert ad.jvp(f, (P(1.0, 1.0),), ({"b": 1.0, "a": 0.0},))[1] == 10.0
+    assert ad.jvp(lambda p: p.x * 2.0 + p.y * 10.0, (Point(1.0, 1.0),), ({"y": 1.0, "x": 0.0},))[1] == 10.0
+    _, back = ad.pullback(lambda x: P(x * 2.0, x * 10.0), 1.0)
+    assert back({"b": 1.0, "a": 0.0}) == (10.0,)
+    with pytest.raises(TypeError, match="tangent 0 has structure"):
+        ad.jvp(f, (P(1.0, 1.0),), ({"a": 1.0, "c": 0.0},))
+
+    @ad.primitive
+    def use(p):
+        return p.a * 2.0 + p.b * 10.0
+
+    @ad.rrule.register(use)
+    def _(p):
+        return use(p), lambda g: (ad.NoTangent(), {"b": g * 10.0, "a": g * 2.0})
+
+    assert ad.gradient(use, P(1.0, 1.0)) == (P(2.0, 10.0),)
