@@ -89,8 +89,9 @@ class _Name:
         return format(str(self), spec)
 
 
-#: How ``_gather`` reads one argument's gradient: (structure, leaves, boxed leaves).
-_Plan = tuple[TreeDef, list[Any], list[Any]]
+#: How ``_gather`` reads one argument's gradient: (structure, leaves, each leaf's tape slot,
+#: -1 for a constant). Slots, not boxes: ``x *= 2`` gives the box of argument x a new slot.
+_Plan = tuple[TreeDef, list[Any], list[int]]
 
 
 def _box_args(fname: object, args: tuple[Any, ...], trace: Trace) -> tuple[list[Any], list[_Plan]]:
@@ -104,7 +105,7 @@ def _box_args(fname: object, args: tuple[Any, ...], trace: Trace) -> tuple[list[
         if type(arg) is np.ndarray and arg.dtype.kind == "f" or type(arg) is float:
             box = trace.leaf(arg)  # fast path for the common plain-array argument
             boxed.append(box)
-            plans.append((LEAF, [arg], [box]))
+            plans.append((LEAF, [arg], [box.slot]))
             continue
         leaves, tdef = flatten(arg)
         new = []
@@ -115,7 +116,7 @@ def _box_args(fname: object, args: tuple[Any, ...], trace: Trace) -> tuple[list[
             where = f"argument {i}" if tdef is LEAF else f"leaf {j} of argument {i}"
             new.append(trace.leaf(leaf) if _leaf_is_differentiable(leaf, fname, where) else leaf)
         boxed.append(new[0] if tdef is LEAF else unflatten(tdef, new))
-        plans.append((tdef, leaves, new))
+        plans.append((tdef, leaves, [b.slot if type(b) is Traced and b is not leaf else -1 for b in new]))
     return boxed, plans
 
 
@@ -138,13 +139,13 @@ def _gather(plans: list[_Plan], cot: Sequence[Any]) -> tuple[Any, ...]:
     """Per-argument cotangents, in the structure of each argument."""
     seen: set[int]
     out, seen = [], set()
-    for tdef, leaves, boxes in plans:
+    for tdef, leaves, slots in plans:
         grads: list[Any] = []
-        for leaf, box in zip(leaves, boxes):
-            if type(box) is not Traced or box is leaf:
+        for leaf, slot in zip(leaves, slots):
+            if slot < 0:
                 grads.append(NoTangent())
                 continue
-            g = cot[box.slot]
+            g = cot[slot]
             if type(leaf) is float and type(g) in _F64_SCALARS:  # _float_cotangent's case, sooner
                 grads.append(float(g))
             elif isinstance(leaf, float):

@@ -515,7 +515,7 @@ def _one_pass_over_numbers(call, items, values, shared):
     done = _seeds_at_one(trace, ys)
     if done is None:
         leaves, tdef = flatten(values)  # the numbers, in order
-        return _chunks_of_one_tape(trace, [(tdef, leaves, boxes)], ys, layout)
+        return _chunks_of_one_tape(trace, [(tdef, leaves, [b.slot for b in boxes])], ys, layout)
     cot = backprop(trace, done[1], consume=False)
     return _DoneInOnePass(done[0], ([_float_cotangent(cot[b.slot]) for b in boxes],), layout)
 

@@ -325,7 +325,8 @@ class Traced(TracedValue):
         return apply(np.transpose, (self,), {})
 
     def __pos__(self):
-        return self
+        # a new array in NumPy: z = +y; z += 1 must leave y as it was
+        return _ufunc_call(np.positive, (self,))
 
 
 _ZEROS = (ZeroTangent, NoTangent)
@@ -425,43 +426,50 @@ _IN_PLACE_SYMBOLS = {np.add: "+", np.subtract: "-", np.multiply: "*", np.true_di
                      np.floor_divide: "//", np.remainder: "%", np.power: "**", np.matmul: "@"}
 
 
+def _primal(x):
+    while type(x) is Traced:  # nested: an outer differentiation's box
+        x = x.value
+    return x
+
+
 def _in_place(name):
     """``x ⊕= y``. NumPy writes into the array ``x``, and every other name for it (an
     alias, a helper's parameter, a list holding it) sees the new values. A traced array's
     box takes the result likewise, where Python would only rebind the name ``x`` (a
     helper ``normalize_(a): a /= a.sum()`` then changed nothing, silently). Numbers are
-    immutable in NumPy too: rebound. The arguments of a reverse differentiation keep
-    their boxes, whose slots are read for their gradients: rebound."""
+    immutable in NumPy too: rebound. The caller's own array is never written: the box
+    takes the new array (views of it, which the tracer makes as copies, do not see it)."""
     outer = getattr(Traced, name.replace("__i", "__", 1))
 
     def iop(self, other):
         new = outer(self, other)
-        primal = self.value
-        while type(primal) is Traced:  # nested: an outer differentiation's box
-            primal = primal.value
-        if type(new) is not Traced or new._trace is not self._trace or type(primal) is not np.ndarray:
+        primal = _primal(self)
+        if type(primal) is not np.ndarray or new is NotImplemented:
             return new
+        result = _primal(new)
+        if np.shape(result) != primal.shape:  # NumPy writes into x: the result must fit it
+            raise ValueError(f"non-broadcastable output operand with shape {primal.shape} doesn't "
+                             f"match the broadcast shape {np.shape(result)}")
+        if getattr(result, "dtype", primal.dtype) != primal.dtype:  # and takes x's dtype
+            new = ops.astype(new, primal.dtype)
         trace = self._trace
-        if trace.forward:
-            self.value, self.tangent = new.value, new.tangent
-        elif not _is_argument(self):
-            self.value, self.slot = new.value, new.slot
-        else:
+        if type(new) is Traced and new._trace is trace:
+            if trace.forward:
+                self.value, self.tangent = new.value, new.tangent
+            else:
+                self.value, self.slot = new.value, new.slot
+        elif type(new) is not Traced:  # x //= 0.5: no derivative, a constant from now on
+            self.value = new
+            if trace.forward:
+                self.tangent = _ZERO
+            else:
+                self.slot = trace.n_slots  # a slot no operation feeds
+                trace.n_slots += 1
+        else:  # a box of another differentiation: rebound
             return new
         return self
 
     return iop
-
-
-def _is_argument(box):
-    """Whether ``box`` is an argument of its reverse trace: boxed before its first operation."""
-    nodes = box._trace.nodes
-    if not nodes:
-        return True
-    first = nodes[0][1]
-    if type(first) is not int:
-        first = min((s for s in first if s >= 0), default=box._trace.n_slots)
-    return box.slot < first
 
 
 for _name in ("__iadd__", "__isub__", "__imul__", "__itruediv__", "__ifloordiv__", "__imod__",

@@ -932,10 +932,10 @@ def test_in_place_operators_on_traced_arrays_change_every_name_for_them(name):
     np.testing.assert_allclose(ad.hessian(f, x), hessian, rtol=1e-5, atol=1e-6)
 
 
-def test_in_place_on_an_argument_and_on_numbers_rebinds_as_before():
+def test_in_place_on_an_argument_and_on_numbers():
     def f(x, s):
-        x += 1.0  # the argument: its own gradient is read from its box
-        s *= 3.0  # a number: immutable in NumPy too
+        x += 1.0  # the argument: its gradient is still that of the value passed
+        s *= 3.0  # a number: immutable in NumPy too, rebound
         return np.sum(x * x) * s
     x = np.array([0.5, 2.0])
     g = ad.gradient(f, x, 2.0)
@@ -970,3 +970,59 @@ def test_lists_of_traced_numbers_where_numpy_takes_an_array(name):
         "tuple": lambda a: np.dot((a[0], a[1], a[2]), a),
     }[name]
     ad.testing.check_grads(f, np.array([1.3, 2.0, 0.5]), order=2)
+
+
+def _aliased_floor_divide(x):
+    y = x * 1.0
+    alias = y
+    y //= 0.5  # no derivative: the alias holds a constant from now on
+    return np.sum(alias * x)
+
+
+def _positive_is_a_copy(x):
+    y = x * 2.0
+    z = +y
+    z += 1.0  # NumPy: +y is a new array, y unchanged
+    return np.sum(y * x)
+
+
+def _argument_aliased_then_changed(x):
+    y = x
+    y *= 2.0  # NumPy changes x too
+    return np.sum(x * y)
+
+
+@pytest.mark.parametrize("f", [_aliased_floor_divide, _positive_is_a_copy, _argument_aliased_then_changed])
+def test_in_place_as_numpy_does_it_in_both_modes(f):
+    """Reverse mode rebound the arguments where forward mode changed them, so the same f
+    had two values; //= (no derivative) and +y (a copy) broke aliases. The value as
+    NumPy's, gradient and jvp against finite differences."""
+    x = np.array([0.3, 0.7, 1.2])
+    value, (g,) = ad.value_and_gradient(f, x)
+    assert value == pytest.approx(f(x.copy()), rel=1e-12)
+    want = _fd(lambda x: f(x.copy()), x)
+    np.testing.assert_allclose(g, want, rtol=1e-6, atol=1e-7)
+    v = np.array([1.0, -2.0, 0.5])
+    y, dy = ad.jvp(f, (x,), (v,))
+    assert y == pytest.approx(value, rel=1e-12)
+    np.testing.assert_allclose(dy, want @ v, rtol=1e-6, atol=1e-7)
+
+
+def test_in_place_keeps_the_shape_and_dtype_as_numpy_does():
+    def grows(x):
+        y = x * 1.0
+        y += x[:, None]
+        return np.sum(y)
+
+    with pytest.raises(ValueError, match="non-broadcastable output operand"):
+        ad.gradient(grows, np.ones(3))
+
+    def float32(x):
+        y = x * np.float32(2.0)
+        y += np.ones(3)  # float64: NumPy casts the result back into y's float32
+        assert y.dtype == np.float32
+        return np.sum(y * y)
+
+    g = ad.gradient(float32, np.ones(3, dtype=np.float32))[0]
+    assert g.dtype == np.float32
+    np.testing.assert_allclose(g, 4.0 * (2.0 + 1.0))
