@@ -70,8 +70,15 @@ def _float_fields(obj: Any) -> list[str]:
     if isinstance(obj, (types.FunctionType, types.BuiltinFunctionType, types.MethodType,
                         functools.partial, type, np.ufunc)):
         return []
-    attributes = getattr(obj, "__dict__", None) or {}
-    return [k for k, v in attributes.items() if is_float_value(v, allow_complex=False)]
+    attributes = dict(getattr(obj, "__dict__", None) or {})
+    for cls in type(obj).__mro__:  # and those a class keeps in __slots__
+        slots = cls.__dict__.get("__slots__", ())
+        for name in (slots,) if isinstance(slots, str) else slots:
+            if name not in ("__dict__", "__weakref__") and hasattr(obj, name):
+                attributes.setdefault(name, getattr(obj, name))
+    # floats directly, or in lists and dicts (self.layers = [w1, w2])
+    return [k for k, v in attributes.items()
+            if any(is_float_value(leaf, allow_complex=False) for leaf in flatten(v)[0])]
 
 
 class _Name:
@@ -290,7 +297,7 @@ def jvp(f: Callable[..., Any], primals: Iterable[PyTree], tangents: Iterable[PyT
     >>> ad.jvp(lambda x: np.sin(x) * 2.0, (0.0,), (1.0,))
     (np.float64(0.0), np.float64(2.0))
     """
-    fname = f"jvp({getattr(f, '__name__', 'f')})"
+    fname = _Name("jvp", f)
     primals, tangents = tuple(primals), tuple(tangents)
     if len(primals) != len(tangents):
         raise TypeError(f"{fname}: got {len(primals)} primals but {len(tangents)} tangents; "

@@ -373,6 +373,8 @@ def _power(f):
     def pow_(self, other):
         if type(other) in (int, float) and other == 2:
             return apply(np.square, (self,), {})
+        if type(other) in _SEQUENCES:  # x ** [a[0], 2.0]: as the other operators take lists
+            return _binary(f, self, other)
         if type(other) in _ZEROS:
             return NotImplemented
         return apply(f, (self, other), {})

@@ -601,3 +601,32 @@ def test_percent_formatting_of_a_traced_value_points_to_f_strings():
 
     with pytest.raises(TypeError, match=r"f-strings .* print traced values, where '%\.3f' % x"):
         grad(loss, np.array([0.5, -1.0]))
+
+
+class _SlotsModel:
+    __slots__ = ("w",)
+
+    def __init__(self):
+        self.w = np.array([1.0, 2.0])
+
+    def __call__(self, x):
+        return np.sum(self.w * x)
+
+
+class _ListModel:
+    def __init__(self):
+        self.layers, self.name = [np.array([1.0, 2.0])], "m"
+
+    def __call__(self, x):
+        return np.sum(self.layers[0] * x)
+
+
+@pytest.mark.parametrize("model, field", [(_SlotsModel, "w"), (_ListModel, "layers")])
+def test_a_plain_class_with_floats_in_slots_or_in_a_list_is_refused_too(model, field):
+    with pytest.raises(TypeError, match=rf"class {model.__name__} whose attributes {field} hold floats"):
+        ad.gradient(lambda m, x: m(x), model(), np.array([1.0, 2.0]))
+
+
+def test_frule_via_ad_of_a_plain_callable_object_treats_it_as_a_constant_as_rrule_via_ad_does():
+    y, dy = ad.frule_via_ad((None, np.ones(2)), _ListModel(), np.array([1.0, 2.0]))
+    assert (y, dy) == (5.0, 3.0)

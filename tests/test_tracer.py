@@ -1026,3 +1026,8 @@ def test_in_place_keeps_the_shape_and_dtype_as_numpy_does():
     g = ad.gradient(float32, np.ones(3, dtype=np.float32))[0]
     assert g.dtype == np.float32
     np.testing.assert_allclose(g, 4.0 * (2.0 + 1.0))
+
+
+def test_a_power_of_a_list_of_traced_numbers():
+    # x ** [a[0], 2.0] went to the general path, which cannot take a list holding boxes
+    ad.testing.check_grads(lambda a: np.sum(a ** [a[0], 1.0, 2.0]), np.array([0.3, 0.6, 0.9]), order=2)
