@@ -299,6 +299,10 @@ def check_frule(f: Callable[..., Any], *args: Any, fkwargs: dict[str, Any] | Non
     if result is None:
         raise AssertionError(f"{label}: no frule registered; register one with "
                              f"@adrules.frule.register({function_name(f)}).")
+    if type(result) is not tuple or len(result) != 2:
+        got = f"{len(result)} values" if type(result) is tuple else f"a {type(result).__name__}"
+        raise AssertionError(f"{label}: the frule returned {got}; it must return the pair (y, ẏ): "
+                             f"the output and its tangent.")
     y, dy = result
     rtol, atol = _tolerances((args, _to_plain(y)), rtol_given, atol_given)  # a float32 output too
     _check_not_mutated(label, before, args)
@@ -357,6 +361,9 @@ def _compare_tangent(label, what, got, ref, y, rtol, atol):
         if is_zero(r) and not _is_number_like(r):
             continue
         r = np.asarray(r, dtype=np.float64)
+        if not is_zero(g) and np.ndim(g) != 0 and np.shape(g) != r.shape:
+            raise AssertionError(f"{label}: {what}{f' (output leaf {j})' if j else ''} has shape "
+                                 f"{np.shape(g)}, but the output has shape {r.shape}.")
         g = np.zeros_like(r) if is_zero(g) else np.broadcast_to(np.asarray(g, dtype=np.float64), r.shape)
         scale = max(1.0, float(np.max(np.abs(r)))) if r.size else 1.0
         if not np.allclose(g, r, rtol=rtol, atol=atol * scale):

@@ -1063,7 +1063,12 @@ def _apply_forward(f, args, kwargs, top, numpy_call=False):
                 raise
             raise misfit from e
         return _box_forward(y, dy, top)
-    y, dy = call_frule(entry, top.config, (NoTangent(), *tangents), f, values, kwargs)
+    out = call_frule(entry, top.config, (NoTangent(), *tangents), f, values, kwargs)
+    if type(out) is not tuple or len(out) != 2:
+        got = f"{len(out)} values" if type(out) is tuple else f"a {type(out).__name__}"
+        raise TracerError(f"the frule of {entry.name} returned {got}; it must return the pair "
+                          f"(y, ẏ): the output and its tangent.")
+    y, dy = out
     return _box_forward(y, unthunk(dy), top)
 
 
@@ -1107,6 +1112,9 @@ def _box_forward(y, dy, top):
     if is_zero(dy):
         return y
     if np.shape(dy) != np.shape(y):
+        if np.ndim(dy) != 0:  # a number stands for a constant tangent (x + c); an array must fit
+            raise TracerError(f"an frule returned a tangent of shape {np.shape(dy)} for an output "
+                              f"of shape {np.shape(y)}: the tangent has the output's shape.")
         dy = np.broadcast_to(dy, np.shape(y))
     return Traced(y, top, project_like(dy, y))
 

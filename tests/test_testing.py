@@ -561,3 +561,33 @@ def test_jacobian_of_a_primitive_with_an_rrule_only_goes_by_rows():
     np.testing.assert_allclose(ad.jacobian(softmax, x)[0], np.diag(y) - np.outer(y, y), rtol=1e-12)
     with pytest.raises(ad.tracer.NoRuleError, match="no frule"):
         ad.jacobian(softmax, x, mode="fwd")
+
+
+def test_an_frule_returning_three_values_or_a_tangent_of_another_shape_is_named():
+    # a bare "too many values to unpack", and NumPy's "input operand has more dimensions"
+    @ad.primitive
+    def mul(x, y):
+        return x * y
+
+    @ad.frule.register(mul)
+    def _(tangents, x, y):
+        _, dx, dy = tangents
+        return x * y, dx * y, dy * x
+
+    @ad.primitive
+    def twice(x):
+        return 2.0 * x
+
+    @ad.frule.register(twice)
+    def _(tangents, x):
+        return 2.0 * x, (2.0 * tangents[1]).reshape(1, -1)
+
+    x, y = np.array([1.0, 2.0, 3.0]), np.array([3.0, 4.0, 5.0])
+    with pytest.raises(TypeError, match=r"the frule of .*mul returned 3 values; it must return the pair"):
+        ad.jvp(mul, (x, y), (np.ones(3), np.ones(3)))
+    with pytest.raises(AssertionError, match=r"the frule returned 3 values"):
+        check_frule(mul, x, y)
+    with pytest.raises(TypeError, match=r"tangent of shape \(1, 3\) for an output of shape \(3,\)"):
+        ad.jvp(twice, (x,), (np.ones(3),))
+    with pytest.raises(AssertionError, match=r"the output tangent has shape \(1, 3\), but the output has shape \(3,\)"):
+        check_frule(twice, x)
