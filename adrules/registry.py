@@ -161,17 +161,24 @@ def is_primitive(f: object) -> bool:
     return isinstance(getattr(f, "__self__", None), np.ufunc)  # np.add.reduce and friends
 
 
-def _check_key(f: Callable[..., Any], registry_name: str) -> None:
+def _check_key(f: Callable[..., Any], call: str) -> None:
+    """``call``: how the user registered, for the message ("rrule.register", "scalar_rule")."""
     if is_primitive(f):
         return
-    name = function_name(f)
-    if isinstance(f, (types.FunctionType, types.MethodType, functools.partial)):
+    if isinstance(f, functools.partial):
+        name = f"functools.partial({function_name(f.func)}, ...)"
         raise TypeError(
-            f"{registry_name}.register({name}): {name} is a plain Python function, so the tracer "
+            f"{call}({name}): a functools.partial is a new object, not a primitive, and the "
+            f"tracer steps into it. Register the rule for {function_name(f.func)} decorated with "
+            f"@adrules.primitive, and call the partial of that.")
+    name = function_name(f)
+    if isinstance(f, (types.FunctionType, types.MethodType)):
+        raise TypeError(
+            f"{call}({name}): {name} is a plain Python function, so the tracer "
             f"would step into its body and never use this rule. Decorate it with "
             f"@adrules.primitive (above its def) and register the rule for the decorated function.")
     raise TypeError(
-        f"{registry_name}.register({name}): the tracer cannot intercept calls to {name!s} "
+        f"{call}({name}): the tracer cannot intercept calls to {name!s} "
         f"(traced values never reach it). Rules can be registered for NumPy ufuncs, NumPy "
         f"functions and functions decorated with @adrules.primitive.")
 
@@ -205,7 +212,7 @@ class RuleRegistry:
         >>> ad.gradient(cube, 2.0)
         (12.0,)
         """
-        _check_key(f, self.name)
+        _check_key(f, f"{self.name}.register")
 
         def decorate(rule: _F) -> _F:
             self.rules[f] = RuleEntry(rule, RULE, config=config, name=function_name(f))

@@ -679,3 +679,19 @@ def test_scalar_rule_partial_reading_output_gets_it():
     x = np.linspace(-3.0, 3.0, 5000)
     np.testing.assert_allclose(ad.gradient(lambda v: np.sum(softsign(v)), x)[0],
                                1.0 / (1.0 + np.abs(x)) ** 2, rtol=1e-12)
+
+
+def test_registration_errors_name_the_call_the_user_made():
+    # scalar_rule and non_differentiable were reported as "scalar_rule.register(...)", which
+    # does not exist, and a partial as "functools.functools.partial(<function ...>)"
+    import functools
+
+    def plain(x):
+        return x
+
+    with pytest.raises(TypeError, match=r"^scalar_rule\(.*plain\): .* plain Python function"):
+        ad.scalar_rule(plain, lambda x, y: 1.0)
+    with pytest.raises(TypeError, match=r"^non_differentiable\(.*plain\): "):
+        ad.non_differentiable(plain)
+    with pytest.raises(TypeError, match=r"^rrule\.register\(functools\.partial\(.*plain, \.\.\.\)\): a functools\.partial"):
+        ad.rrule.register(functools.partial(plain))
