@@ -591,3 +591,22 @@ def test_an_frule_returning_three_values_or_a_tangent_of_another_shape_is_named(
         ad.jvp(twice, (x,), (np.ones(3),))
     with pytest.raises(AssertionError, match=r"the output tangent has shape \(1, 3\), but the output has shape \(3,\)"):
         check_frule(twice, x)
+
+
+def test_check_rrule_gives_a_namedtuple_output_a_cotangent_of_its_type():
+    # it gave a plain tuple, where the tracer gives the NamedTuple: g.mean failed
+    from typing import NamedTuple
+
+    class Stats(NamedTuple):
+        mean: np.ndarray
+        sq: np.ndarray
+
+    @ad.primitive
+    def stats(x):
+        return Stats(np.mean(x), np.mean(x ** 2))
+
+    @ad.rrule.register(stats)
+    def _(x):
+        return stats(x), lambda g: (ad.NoTangent(), g.mean / x.size + 2 * x * g.sq / x.size)
+
+    check_rrule(stats, np.array([1.0, 2.0, 4.0]))
