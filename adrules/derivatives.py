@@ -23,7 +23,7 @@ from numpy.typing import NDArray
 import executors
 
 from . import _state
-from .api import _Name, _value_and_gradient, gradient, jvp, pullback
+from .api import _leaf_is_differentiable, _Name, _value_and_gradient, gradient, jvp, pullback
 from .pytrees import PyTree, flatten
 from .schedule import run, work_key
 from .tangents import is_float_value, is_zero
@@ -315,6 +315,13 @@ def hvp(f: Callable[..., Any], x: PyTree, v: PyTree) -> Any:
             where = "" if x_tree.kind is None else f" at leaf {k} of x"
             raise TypeError(f"{fname}: v has shape {np.shape(b)} but x has shape {np.shape(a)}"
                             f"{where}; give v the shape of x.")
+        # named here, not by the jvp below, which would name itself
+        where = "x" if x_tree.kind is None else f"leaf {k} of x"
+        if isinstance(a, np.ndarray) and a.dtype.kind in "biu" and not is_zero(b) and np.any(np.asarray(b) != 0):
+            raise TypeError(f"{fname}: {where} is an array of dtype {a.dtype}; Hessians are taken "
+                            f"with respect to float arrays. Pass x.astype(float) to differentiate at "
+                            f"those values, or capture it in a closure if it is data.")
+        _leaf_is_differentiable(a, fname, where)
     try:
         return jvp(_grad_of(f, "hvp"), (x,), (v,))[1]
     except NoFruleError:  # a primitive with an rrule only: the gradient of <gradient f(x), v>

@@ -286,3 +286,19 @@ def test_hessian_at_an_empty_array():
     # np.stack of no columns: "need at least one array to stack"
     h = ad.hessian(lambda x: np.sum(x ** 2), np.zeros((0, 2)))
     assert h.shape == (0, 2, 0, 2)
+
+
+def test_hvp_names_itself_for_an_integer_array_or_a_plain_class():
+    # the errors came from the jvp hvp calls: "jvp(f): argument 0 is an integer ..."
+    class Plain:
+        def __init__(self):
+            self.w = np.ones(2)
+
+    with pytest.raises(TypeError, match=r"^hvp\(<lambda>\): x is an array of dtype int64; .*astype\(float\)"):
+        ad.hvp(lambda x: np.sum(x ** 3), np.array([1, 2]), np.ones(2))
+    with pytest.raises(TypeError, match=r"^hvp\(<lambda>\): x is a Plain, which is neither"):
+        ad.hvp(lambda m: np.sum(m.w), Plain(), Plain())
+    # integer data in a container, held fixed, is fine
+    h = ad.hvp(lambda p: np.sum(p["w"][p["i"]] ** 3), {"w": np.ones(3), "i": np.array([0, 2])},
+               {"w": np.ones(3), "i": np.zeros(2, dtype=int)})
+    np.testing.assert_allclose(h["w"], [6.0, 0.0, 6.0])
