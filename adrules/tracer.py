@@ -561,11 +561,28 @@ def _numbers_as_arrays(args, top):
     compute with their arguments as arrays (``g * b``)."""
     out = None
     for i, a in enumerate(args):
-        if type(a) in _SEQUENCES and a and top_trace(a) is top and all(np.ndim(v) == 0 for v in a):
+        if type(a) in _SEQUENCES and a and _numbers_inside(a, top):
             if out is None:
                 out = list(args)
-            out[i] = apply(np.stack, (list(a),), {}, sequences=True)
+            out[i] = _stacked(a)
     return args if out is None else tuple(out)
+
+
+def _numbers_inside(seq, top):
+    """Whether ``seq`` is a list of numbers, or of such lists (nested as NumPy reads an
+    array), with a box of ``top`` among them."""
+    if all(type(v) in _SEQUENCES for v in seq):
+        return any(_numbers_inside(v, top) for v in seq) and all(v and _only_numbers(v) for v in seq)
+    return top_trace(seq) is top and all(np.ndim(v) == 0 for v in seq)
+
+
+def _only_numbers(seq):
+    return all(_only_numbers(v) if type(v) in _SEQUENCES else np.ndim(v) == 0 for v in seq)
+
+
+def _stacked(seq):
+    return apply(np.stack, ([_stacked(v) if type(v) in _SEQUENCES else v for v in seq],), {},
+                 sequences=True)
 
 
 def _no_rule(f, mode):

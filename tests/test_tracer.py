@@ -955,7 +955,8 @@ def test_in_place_into_a_plain_array_names_the_operator_and_the_fix():
         ad.gradient(loss, np.array([1.0, 2.0]))
 
 
-@pytest.mark.parametrize("name", ["dot", "where", "maximum", "operator", "reflected", "polyval", "tuple"])
+@pytest.mark.parametrize("name", ["dot", "where", "maximum", "operator", "reflected", "polyval", "tuple",
+                                  "nested"])
 def test_lists_of_traced_numbers_where_numpy_takes_an_array(name):
     """NumPy reads [a[0], a[1]] as an array; the reverse rules got the list and failed
     ("can't multiply sequence by non-int", "'>=' not supported between list and int")
@@ -968,6 +969,7 @@ def test_lists_of_traced_numbers_where_numpy_takes_an_array(name):
         "reflected": lambda a: np.sum((a - [a[2], 1.0, a[0]]) ** 2),
         "polyval": lambda a: np.polyval([a[0], a[1], 1.0], a[2]),
         "tuple": lambda a: np.dot((a[0], a[1], a[2]), a),
+        "nested": lambda a: np.sum(np.dot([[a[0], a[1], 0.0], [1.0, a[2], a[0]]], a)),
     }[name]
     ad.testing.check_grads(f, np.array([1.3, 2.0, 0.5]), order=2)
 

@@ -219,9 +219,8 @@ def polymul(a1, a2):
 
 
 def polyder(p, m=1):
-    for _ in range(m):
-        n = np.shape(p)[0]
-        p = p[:-1] * np.arange(n - 1, 0, -1) if n > 1 else 0.0 * p
+    for _ in range(m):  # as NumPy's: a derivative of a constant is empty, not [0.]
+        p = p[:-1] * np.arange(np.shape(p)[0] - 1, 0, -1)
     return p
 
 
