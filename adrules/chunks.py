@@ -75,6 +75,8 @@ def why_not_added(a, b):
     if any(v is None for v in leaves):
         return ("f's value holds None; psum adds f's values, so each must be a number or an "
                 "array, or a container of them (collect other results with pmap)")
+    if type(a) is str or type(b) is str:
+        return "f returned a string, which psum does not add (collect strings with pmap)"
     if any(type(v) is str for v in leaves):
         return ("f's value holds a string, which psum does not add (collect it with pmap, or "
                 "leave it out of f's value)")

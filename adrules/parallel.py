@@ -321,9 +321,12 @@ class Call:
         array or number, else its leaves (the tracer boxes a flat sequence of outputs),
         which ``rebuild`` turns back into ``y``'s structure."""
         if self.plan.kind == "sum" and not is_container(y):
+            _refuse_unsummable(y)
             self.out_tree = None
             return y
         leaves, self.out_tree = flatten(y)
+        if self.plan.kind == "sum":
+            _refuse_unsummable(y, leaves)
         return tuple(leaves)
 
     def rebuild(self, out):
@@ -381,7 +384,10 @@ def _value(call, state, xs, shared):
     ran, _ = call.run_in_one_pass(executor, "forward", chunk_value, len(items), all_inline)
     if not ran:
         call.run(executor, "forward", chunk_value, items, (call.plan, state, shared), take)
-    return values.result()
+    y = values.result()
+    if call.plan.kind == "sum" and (y is None or type(y) not in _PLAIN):
+        _refuse_unsummable(y, flatten(y)[0] if is_container(y) else None)
+    return y
 
 
 @rrule.register(_map_chunks)
@@ -685,8 +691,27 @@ def _map_over_chunks(call, work, elements, shared, phase):
 
 def _reduce_values(call, values):
     if call.plan.kind == "sum":
-        return executors.tree_sum(values, add_values) if values else 0.0
+        try:
+            return executors.tree_sum(values, add_values) if values else 0.0
+        except (ValueError, TypeError) as e:
+            misfit = next((v for v in values[1:] if not _adds(values[0], v)), values[0])
+            raise type(e)(f"psum: f's values do not add: {why_not_added(values[0], misfit)}") from e
     return [v for part in values for v in part]
+
+
+def _refuse_unsummable(y, leaves=None):
+    """psum of one element adds nothing, so nothing has shown yet that f's value cannot be
+    summed: None (a missing return) or a string."""
+    if y is None or type(y) is str or (leaves is not None and any(v is None or type(v) is str for v in leaves)):
+        raise TypeError(f"psum: {why_not_added(y, y)}")
+
+
+def _adds(a, b):
+    try:
+        add_values(a, b)
+    except (ValueError, TypeError):
+        return False
+    return True
 
 
 @frule.register(_map_chunks)

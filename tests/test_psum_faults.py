@@ -208,3 +208,20 @@ def test_the_gradient_of_a_psum_over_no_elements_is_zero(backend):
     g_models, g_x = ad.gradient(total, [], x)
     assert g_models == [] and g_x.shape == x.shape and not g_x.any()
     assert not ad.hvp(lambda x: total([], x), x, x).any()
+
+
+@pytest.mark.parametrize("f, why", [
+    (lambda w: None, r"f returned None: is its return statement missing\?"),
+    (lambda w: (np.sum(w), None), r"f's value holds None"),
+    (lambda w: {"loss": np.sum(w), "tag": "run"}, r"f's value holds a string"),
+])
+def test_values_that_cannot_be_summed_say_why_in_forward_mode_and_for_one_element(f, why):
+    # jvp and hvp raised Python's "unsupported operand type(s) for +", and a psum of one
+    # element returned the None or the string
+    xs = [np.array([1.0, 2.0]), np.array([0.5, 0.1])]
+    with pytest.raises(TypeError, match=why):
+        ad.jvp(lambda ws: ad.psum(f, ws, executor="serial"), (xs,), (xs,))
+    with pytest.raises(TypeError, match=why):
+        ad.psum(f, xs[:1], executor="serial")
+    with pytest.raises(TypeError, match=why):
+        ad.gradient(lambda ws: ad.psum(f, ws, executor="serial"), xs[:1])
