@@ -105,10 +105,6 @@ def _box_args(fname: object, args: tuple[Any, ...], trace: Trace) -> tuple[list[
     """Box the float leaves of ``args`` on ``trace``; returns (boxed args, per-arg leaf plans)."""
     boxed, plans = [], []
     for i, arg in enumerate(args):
-        if isinstance(arg, str):
-            raise TypeError(
-                f"{fname}: argument {i} is a string, which cannot be differentiated. Pass it "
-                f"through a closure or functools.partial(f, ...) instead.")
         if type(arg) is np.ndarray and arg.dtype.kind == "f" or type(arg) is float:
             box = trace.leaf(arg)  # fast path for the common plain-array argument
             boxed.append(box)
