@@ -26,6 +26,7 @@ of open traces, which lets ``@primitive`` functions skip all checks when it is z
 from __future__ import annotations
 
 import dis
+import inspect
 import itertools
 import sys
 import threading
@@ -882,11 +883,27 @@ def _same_sequence(like, items):
 
 def dispatch_primitive(f, args, kwargs):
     """Entry point for ``@primitive`` functions while some trace is open."""
+    entry = _rrule_table.get(f) or _frule_table.get(f)
+    if entry is not None and entry.kind is SCALAR and not kwargs and len(args) < len(entry.partials):
+        args = _with_defaults(f, args, len(entry.partials))
     if top_trace(args) is None and top_trace(kwargs.values()) is None:
         if _top_inside((*args, *kwargs.values())) is None:
             return f.__adrules_primitive__(*args, **kwargs)
         return apply(f, args, kwargs, containers=True)  # boxes only inside a container
     return apply(f, args, kwargs)
+
+
+def _with_defaults(f, args, n):
+    """``args`` and the defaults of ``f``'s next parameters, up to ``n``: a scalar rule's
+    partials are called with every argument (``leaky(x)`` of ``leaky(x, alpha=0.1)``
+    gives ``d(x, 0.1, y)``)."""
+    try:
+        params = list(inspect.signature(f.__adrules_primitive__).parameters.values())[len(args):n]
+    except (TypeError, ValueError):  # no signature to read
+        return args
+    if len(params) != n - len(args) or any(p.default is p.empty for p in params):
+        return args  # scalar_rule_misfit explains it
+    return (*args, *(p.default for p in params))
 
 
 def _top_inside(args):

@@ -695,3 +695,18 @@ def test_registration_errors_name_the_call_the_user_made():
         ad.non_differentiable(plain)
     with pytest.raises(TypeError, match=r"^rrule\.register\(functools\.partial\(.*plain, \.\.\.\)\): a functools\.partial"):
         ad.rrule.register(functools.partial(plain))
+
+
+def test_a_scalar_rule_of_a_primitive_called_with_its_defaults():
+    # the partials were called with the arguments passed only: d(x, y) for leaky(x)
+    @ad.primitive
+    def leaky(x, alpha=0.1):
+        return np.where(x > 0, x, alpha * x)
+
+    ad.scalar_rule(leaky, lambda x, alpha, y: np.where(x > 0, 1.0, alpha),
+                   lambda x, alpha, y: np.where(x > 0, 0.0, x))
+    x = np.array([-2.0, 1.0])
+    np.testing.assert_array_equal(ad.gradient(lambda x: np.sum(leaky(x)), x)[0], [0.1, 1.0])
+    np.testing.assert_array_equal(ad.jvp(leaky, (x,), (np.ones(2),))[1], [0.1, 1.0])
+    np.testing.assert_array_equal(ad.gradient(lambda x: np.sum(leaky(x, 0.3)), x)[0], [0.3, 1.0])
+    np.testing.assert_array_equal(ad.gradient(lambda a: np.sum(leaky(x, a)), 0.3)[0], -2.0)
