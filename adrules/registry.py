@@ -339,15 +339,25 @@ def _make_binding(f: Callable[..., Any]) -> _Binding | None:
     return _Binding(positional, KEYWORD_ALIASES.get(f))
 
 
+def keeps_keywords(f: Callable[..., Any], entry: RuleEntry | None) -> bool:
+    """Whether ``f``'s rule takes constant keyword arguments as keywords: the rrule or
+    frule a user wrote for an ``@primitive`` (ChainRules' convention: ``scale(x,
+    factor=3.0)`` calls ``rrule(x, factor=3.0)`` and its frule gets one tangent per
+    positional argument). NumPy's rules, and scalar rules (whose partials take every
+    argument by position), see keywords at their positions."""
+    return entry is not None and entry.kind is RULE and hasattr(f, "__adrules_primitive__")
+
+
 def bind(f: Callable[..., Any], args: tuple[Any, ...],
-         kwargs: dict[str, Any]) -> tuple[tuple[Any, ...], dict[str, Any]]:
+         kwargs: dict[str, Any], keep_constants: bool = False) -> tuple[tuple[Any, ...], dict[str, Any]]:
     """``(args, kwargs)`` of the call ``f(*args, **kwargs)`` with every keyword argument
     that names a positional parameter of ``f`` moved to its position, so a rule sees
     ``np.take(x, indices=i)`` as ``np.take(x, i)`` and its slots line up with positions.
 
     Intervening positions get the parameters' defaults. Keyword-only arguments, and
     trailing options defaulting to NumPy's "not given" (``keepdims``, ``where``), stay
-    keywords unless they hold a traced value. Callers skip it when ``kwargs`` is empty.
+    keywords unless they hold a traced value; with ``keep_constants`` (``keeps_keywords``)
+    every keyword argument does. Callers skip it when ``kwargs`` is empty.
 
     >>> import numpy as np
     >>> bind(np.take, ("x",), {"mode": "clip", "indices": [0]})
@@ -367,7 +377,7 @@ def bind(f: Callable[..., Any], args: tuple[Any, ...],
     last = -1
     for name, value in kwargs.items():
         i = index.get(name, -1)
-        if i > last and i >= n and (i < b.options or _holds_traced(value)):
+        if i > last and i >= n and ((i < b.options and not keep_constants) or _holds_traced(value)):
             last = i
     if last < 0:
         return args, kwargs
@@ -421,7 +431,7 @@ def call_rrule(entry: RuleEntry, config: Any, f: Callable[..., Any],
     """
     if kwargs:
         n = len(args)
-        args, kwargs = bind(f, args, kwargs)
+        args, kwargs = bind(f, args, kwargs, keeps_keywords(f, entry))
         if len(args) > n:  # the caller passed these by keyword: they get no slot
             y, pullback = call_rrule(entry, config, f, args, kwargs)
             return y, _first_slots(pullback, n + 1)
@@ -453,7 +463,7 @@ def call_frule(entry: RuleEntry, config: Any, tangents: Sequence[Any],
     (np.float64(-2.0), -3.0)
     """
     if kwargs:
-        args, kwargs = bind(f, args, kwargs)
+        args, kwargs = bind(f, args, kwargs, keeps_keywords(f, entry))
         if len(tangents) <= len(args):  # arguments moved from keywords: constants
             tangents = (*tangents, *(ZeroTangent(),) * (len(args) + 1 - len(tangents)))
     kind = entry.kind

@@ -39,7 +39,7 @@ from .callables import Lifted, _Rebuild, split_callable
 from .projection import ProjectionError, Spec, project_like
 from .pytrees import LEAF, LEAF_TYPES, flatten, tangent_leaves, unflatten
 from .registry import (NONDIFF, ONE, SCALAR, bind, call_frule, call_rrule, frule as _frules, function_name,
-                       rrule as _rrules, scalar_rule_misfit)
+                       keeps_keywords, rrule as _rrules, scalar_rule_misfit)
 from .tangents import NoTangent, ZeroTangent, _AbstractZero, is_float_value, is_zero, unthunk
 
 _next_level = itertools.count(1).__next__
@@ -603,7 +603,7 @@ def apply(f, args, kwargs, sequences=False, containers=False):
     traced values are inside containers (a user primitive's dataclass argument).
     """
     if kwargs:  # bound once here, before unboxing, so slots line up with positions
-        args, kwargs = bind(f, args, kwargs)
+        args, kwargs = bind(f, args, kwargs, keeps_keywords(f, _rrule_table.get(f) or _frule_table.get(f)))
         if kwargs:
             _traced_keyword(f, kwargs)
     if containers:

@@ -710,3 +710,27 @@ def test_a_scalar_rule_of_a_primitive_called_with_its_defaults():
     np.testing.assert_array_equal(ad.jvp(leaky, (x,), (np.ones(2),))[1], [0.1, 1.0])
     np.testing.assert_array_equal(ad.gradient(lambda x: np.sum(leaky(x, 0.3)), x)[0], [0.3, 1.0])
     np.testing.assert_array_equal(ad.gradient(lambda a: np.sum(leaky(x, a)), 0.3)[0], -2.0)
+
+
+def test_a_user_rule_gets_constant_keyword_arguments_as_keywords():
+    # they were moved to their positions: an frule unpacking `_, dx = tangents` got three
+    # tangents and a rule with keyword-only options got them positionally
+    @ad.primitive
+    def scale(x, factor=2.0):
+        return factor * x
+
+    @ad.frule.register(scale)
+    def _(tangents, x, factor=2.0):
+        _, dx = tangents
+        return factor * x, factor * dx
+
+    @ad.rrule.register(scale)
+    def _(x, *, factor=2.0):
+        return factor * x, lambda g: (ad.NoTangent(), factor * g)
+
+    x = np.array([1.0, 2.0])
+    np.testing.assert_array_equal(ad.jvp(lambda x: scale(x, factor=3.0), (x,), (np.ones(2),))[1], [3.0, 3.0])
+    np.testing.assert_array_equal(ad.gradient(lambda x: np.sum(scale(x, factor=3.0)), x)[0], [3.0, 3.0])
+    np.testing.assert_array_equal(ad.gradient(lambda x: np.sum(scale(x=x, factor=3.0)), x)[0], [3.0, 3.0])
+    ad.testing.check_rrule(scale, x, fkwargs={"factor": 3.0})
+    ad.testing.check_frule(scale, x, fkwargs={"factor": 3.0})
