@@ -15,7 +15,8 @@ order, and are assembled with NumPy calls the outer differentiation records.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Literal, Union, overload
+import contextlib
+from typing import Any, Callable, Iterator, Literal, Union, overload
 
 import numpy as np
 from numpy.typing import NDArray
@@ -27,10 +28,27 @@ from .api import _leaf_is_differentiable, _Name, _value_and_gradient, gradient, 
 from .pytrees import PyTree, flatten
 from .schedule import run, work_key
 from .tangents import is_float_value, is_zero
-from .tracer import NoFruleError, NoRuleError, Traced
+from .tracer import SECOND_ORDER, NoFruleError, NoRuleError, Traced, TracerError, in_place_write
 
 #: What ``jacobian``, ``hessian`` and ``hvp`` differentiate at: a float array or a number.
 FloatArg = Union[float, np.floating[Any], np.integer[Any], NDArray[np.floating[Any]]]
+
+
+@contextlib.contextmanager
+def _rules_differentiated(fname: str) -> Iterator[None]:
+    """Name an in-place write in a rule's pullback or frule, which a second derivative
+    traces as ordinary code (NumPy's "setting an array element with a sequence" came last)."""
+    try:
+        yield
+    except (TypeError, ValueError) as e:
+        text = in_place_write(e)
+        if text is None:
+            raise
+        raise TracerError(
+            f"{fname}: a second derivative {SECOND_ORDER} (and frules), traced as ordinary "
+            f"code, and one of them writes in place: {text} Write it with out-of-place NumPy "
+            f"calls (return 2 * x * g rather than filling out = np.zeros(...); out[...] = ...); "
+            f"adrules.testing.check_grads(f, x, order=2) finds which.") from e
 
 
 def _as_array_arg(fname: str, i: int, x: Any) -> Any:
@@ -268,6 +286,13 @@ def hessian(
            [0., 2.]])
     """
     fname = f"hessian({getattr(f, '__name__', 'f')})"
+    with _rules_differentiated(fname):
+        return _hessian(fname, f, args, executor, chunk_size)
+
+
+def _hessian(fname: str, f: Callable[..., Any], args: tuple[Any, ...],
+             executor: executors.Executor | str | None,
+             chunk_size: int | None) -> NDArray[np.floating] | tuple[tuple[NDArray[np.floating], ...], ...]:
     if not args:
         raise TypeError(f"{fname}: give the point to differentiate at, hessian(f, x).")
     if len(args) > 1:
@@ -322,10 +347,11 @@ def hvp(f: Callable[..., Any], x: PyTree, v: PyTree) -> Any:
                             f"with respect to float arrays. Pass x.astype(float) to differentiate at "
                             f"those values, or capture it in a closure if it is data.")
         _leaf_is_differentiable(a, fname, where)
-    try:
-        return jvp(_grad_of(f, "hvp"), (x,), (v,))[1]
-    except NoFruleError:  # a primitive with an rrule only: the gradient of <gradient f(x), v>
-        return gradient(lambda x: _inner(_grad_of(f, "hvp")(x), v_leaves), x)[0]
+    with _rules_differentiated(fname):
+        try:
+            return jvp(_grad_of(f, "hvp"), (x,), (v,))[1]
+        except NoFruleError:  # a primitive with an rrule only: the gradient of <gradient f(x), v>
+            return gradient(lambda x: _inner(_grad_of(f, "hvp")(x), v_leaves), x)[0]
 
 
 def _inner(g: Any, v_leaves: list[Any]) -> Any:

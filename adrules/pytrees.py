@@ -234,8 +234,8 @@ def _field_names(tdef: TreeDef) -> tuple[Any, ...] | None:
         return None
     if tdef.kind is dict or (tdef.kind is not None and dataclasses.is_dataclass(tdef.kind)):
         return tuple(tdef.aux)
-    fields = getattr(tdef.kind, "_fields", None)
-    return tuple(fields) if fields is not None and issubclass(tdef.kind, tuple) else None
+    kind, fields = tdef.kind, getattr(tdef.kind, "_fields", None)
+    return tuple(fields) if fields is not None and kind is not None and issubclass(kind, tuple) else None
 
 
 def tangent_leaves(tangent: Any, tdef: TreeDef) -> list[Any] | None:

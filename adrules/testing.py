@@ -25,7 +25,7 @@ from .api import frule, jvp, pullback, rrule
 from .projection import ProjectionError, project_like
 from .pytrees import flatten, tangent_leaves, unflatten
 from .registry import function_name
-from .tracer import TracerError
+from .tracer import SECOND_ORDER, TracerError, in_place_write
 from .tangents import InplaceableThunk, NoTangent, ZeroTangent, is_float_value, is_zero, unthunk
 
 _STEP = 1e-3
@@ -373,8 +373,6 @@ def _compare_tangent(label, what, got, ref, y, rtol, atol):
                 f"  got:      {np.array2string(g, precision=6)}\n  expected: {np.array2string(r, precision=6)}")
 
 
-_IN_PLACE_SIGNS = ("in place", "in-place", "assigning a traced value", "storing it into a NumPy array")
-_SECOND_ORDER = "differentiates the rules' pullbacks themselves"
 
 
 @contextlib.contextmanager
@@ -386,14 +384,12 @@ def _differentiating_rules(label, order, mode):
     try:
         yield
     except (TypeError, ValueError) as e:
-        cause = e if isinstance(e, TracerError) else e.__cause__  # NumPy's "... with a sequence"
-        text = str(cause)
-        if not isinstance(cause, TracerError) or _SECOND_ORDER in text \
-                or not any(sign in text for sign in _IN_PLACE_SIGNS):
+        text = in_place_write(e)
+        if text is None:
             raise
         body = "pullback" if mode == "reverse" else "frule (its pushforward)"
         raise TracerError(
-            f"{label}, order={order}: order {order} {_SECOND_ORDER} (in {mode} mode, a rule's "
+            f"{label}, order={order}: order {order} {SECOND_ORDER} (in {mode} mode, a rule's "
             f"{body} is traced as ordinary code), and one of them writes in place: {text} "
             f"Write the {body} with out-of-place NumPy calls (return 2 * x * g rather than "
             f"filling out = np.zeros(...); out[...] = ... or out += ...), or check with "

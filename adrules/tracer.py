@@ -124,6 +124,23 @@ _ASSIGN = (
     "x.value.")
 
 
+#: Said by errors that explain an in-place write met in a rule traced for a second derivative.
+SECOND_ORDER = "differentiates the rules' pullbacks themselves"
+_IN_PLACE_SIGNS = ("in place", "in-place", "assigning a traced value", "storing it into a NumPy array")
+
+
+def in_place_write(e):
+    """The tracer's message when ``e`` (or NumPy's "setting an array element with a
+    sequence" it caused) is an in-place write into an array of traced values not yet
+    explained as happening in a rule at second order; else None."""
+    cause = e if isinstance(e, TracerError) else e.__cause__
+    text = str(cause)
+    if not isinstance(cause, TracerError) or SECOND_ORDER in text or not any(
+            sign in text for sign in _IN_PLACE_SIGNS):
+        return None
+    return text
+
+
 def _escape(what):
     """The error for float()/int()/complex() of a traced value. NumPy converts the value
     with float() when it is stored into a plain array (y[i] = x) and then replaces our
