@@ -225,3 +225,15 @@ def test_values_that_cannot_be_summed_say_why_in_forward_mode_and_for_one_elemen
         ad.psum(f, xs[:1], executor="serial")
     with pytest.raises(TypeError, match=why):
         ad.gradient(lambda ws: ad.psum(f, ws, executor="serial"), xs[:1])
+
+
+def _with_a_lock(w):
+    return {"loss": np.sum(w), "lock": threading.Lock()}
+
+
+def test_a_value_of_f_that_cannot_come_back_from_a_worker_is_named_as_f_s(processes):
+    # "could not pickle the result of item 0 (a list) ... build them inside fn": a list
+    # and an fn the user never made
+    with pytest.raises(executors.base.SerializationError,
+                       match=r"^f's value in chunks? [0-9.]+ could not be pickled .*_thread.lock.*'threads' executor"):
+        ad.pmap(_with_a_lock, [np.ones(2)] * 4, executor=processes, dispatch="always")
