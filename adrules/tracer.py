@@ -438,7 +438,6 @@ for _name, _f, _make in _METHODS:
     setattr(Traced, _name, _m)
 
 
-
 # NumPy functions computed from NumPy calls that have rules when traced values reach them
 _COMPOSED = {np.block: ops.block}
 
@@ -591,11 +590,12 @@ def _numbers_inside(seq, top):
     array), with a box of ``top`` among them."""
     if all(type(v) in _SEQUENCES for v in seq):
         return any(_numbers_inside(v, top) for v in seq) and all(v and _only_numbers(v) for v in seq)
-    return top_trace(seq) is top and all(np.ndim(v) == 0 for v in seq)
+    return top_trace(seq) is top and all(np.ndim(_primal(v)) == 0 for v in seq)
 
 
 def _only_numbers(seq):
-    return all(_only_numbers(v) if type(v) in _SEQUENCES else np.ndim(v) == 0 for v in seq)
+    # the primal's ndim: np.ndim of a box would be one more traced NumPy call
+    return all(_only_numbers(v) if type(v) in _SEQUENCES else np.ndim(_primal(v)) == 0 for v in seq)
 
 
 def _stacked(seq):
