@@ -16,7 +16,7 @@ order, and are assembled with NumPy calls the outer differentiation records.
 from __future__ import annotations
 
 import contextlib
-from typing import Any, Callable, Iterator, Literal, Union, overload
+from typing import Any, Callable, Literal, Union, overload
 
 import numpy as np
 from numpy.typing import NDArray
@@ -28,27 +28,26 @@ from .api import _leaf_is_differentiable, _Name, _value_and_gradient, gradient, 
 from .pytrees import PyTree, flatten
 from .schedule import run, work_key
 from .tangents import is_float_value, is_zero
-from .tracer import SECOND_ORDER, NoFruleError, NoRuleError, Traced, TracerError, in_place_write
+from .tracer import SECOND_ORDER, NoFruleError, NoRuleError, Traced, in_place_writes_explained
 
 #: What ``jacobian``, ``hessian`` and ``hvp`` differentiate at: a float array or a number.
 FloatArg = Union[float, np.floating[Any], np.integer[Any], NDArray[np.floating[Any]]]
 
 
-@contextlib.contextmanager
-def _rules_differentiated(fname: str) -> Iterator[None]:
+def _rules_differentiated(fname: str) -> contextlib.AbstractContextManager[None]:
     """Name an in-place write in a rule's pullback or frule, which a second derivative
     traces as ordinary code (NumPy's "setting an array element with a sequence" came last)."""
-    try:
-        yield
-    except (TypeError, ValueError) as e:
-        text = in_place_write(e)
-        if text is None:
-            raise
-        raise TracerError(
-            f"{fname}: a second derivative {SECOND_ORDER} (and frules), traced as ordinary "
-            f"code, and one of them writes in place: {text} Write it with out-of-place NumPy "
-            f"calls (return 2 * x * g rather than filling out = np.zeros(...); out[...] = ...); "
-            f"adrules.testing.check_grads(f, x, order=2) finds which.") from e
+    return in_place_writes_explained(lambda text: (
+        f"{fname}: a second derivative {SECOND_ORDER} (and frules), traced as ordinary "
+        f"code, and one of them writes in place: {text} Write it with out-of-place NumPy "
+        f"calls (return 2 * x * g rather than filling out = np.zeros(...); out[...] = ...); "
+        f"adrules.testing.check_grads(f, x, order=2) finds which."))
+
+
+def _int_array(fname: str, where: str, dtype: Any) -> TypeError:
+    return TypeError(f"{fname}: {where} is an array of dtype {dtype}; Jacobians and Hessians are "
+                     f"taken with respect to float arrays. Pass x.astype(float) to differentiate "
+                     f"at those values, or capture it in a closure if it is data.")
 
 
 def _as_array_arg(fname: str, i: int, x: Any) -> Any:
@@ -59,10 +58,7 @@ def _as_array_arg(fname: str, i: int, x: Any) -> Any:
     if isinstance(x, np.ndarray) and is_float_value(x, allow_complex=False):
         return x
     if isinstance(x, np.ndarray):
-        raise TypeError(f"{fname}: argument {i} is an array of dtype {x.dtype}; Jacobians and "
-                        f"Hessians are taken with respect to float arrays. Pass x.astype(float) "
-                        f"to differentiate at those values, or capture it in a closure if it is "
-                        f"data.")
+        raise _int_array(fname, f"argument {i}", x.dtype)
     raise TypeError(f"{fname}: argument {i} is a {type(x).__name__}; Jacobians and Hessians are "
                     f"taken with respect to float arrays or numbers. Use adrules.pullback or "
                     f"adrules.jvp for containers.")
@@ -343,9 +339,7 @@ def hvp(f: Callable[..., Any], x: PyTree, v: PyTree) -> Any:
         # named here, not by the jvp below, which would name itself
         where = "x" if x_tree.kind is None else f"leaf {k} of x"
         if isinstance(a, np.ndarray) and a.dtype.kind in "biu" and not is_zero(b) and np.any(np.asarray(b) != 0):
-            raise TypeError(f"{fname}: {where} is an array of dtype {a.dtype}; Hessians are taken "
-                            f"with respect to float arrays. Pass x.astype(float) to differentiate at "
-                            f"those values, or capture it in a closure if it is data.")
+            raise _int_array(fname, where, a.dtype)
         _leaf_is_differentiable(a, fname, where)
     with _rules_differentiated(fname):
         try:

@@ -211,7 +211,7 @@ class _Values:
 
     def result(self):
         if self.kind == "sum":
-            return 0.0 if self.sum is None else self.sum.result(zero=0.0)
+            return 0.0 if self.sum is None else _summable(self.sum.result(zero=0.0))
         return self.list
 
 
@@ -321,12 +321,9 @@ class Call:
         array or number, else its leaves (the tracer boxes a flat sequence of outputs),
         which ``rebuild`` turns back into ``y``'s structure."""
         if self.plan.kind == "sum" and not is_container(y):
-            _refuse_unsummable(y)
             self.out_tree = None
             return y
         leaves, self.out_tree = flatten(y)
-        if self.plan.kind == "sum":
-            _refuse_unsummable(y, leaves)
         return tuple(leaves)
 
     def rebuild(self, out):
@@ -384,10 +381,7 @@ def _value(call, state, xs, shared):
     ran, _ = call.run_in_one_pass(executor, "forward", chunk_value, len(items), all_inline)
     if not ran:
         call.run(executor, "forward", chunk_value, items, (call.plan, state, shared), take)
-    y = values.result()
-    if call.plan.kind == "sum" and (y is None or type(y) not in _PLAIN):
-        _refuse_unsummable(y, flatten(y)[0] if is_container(y) else None)
-    return y
+    return values.result()
 
 
 @rrule.register(_map_chunks)
@@ -691,19 +685,25 @@ def _map_over_chunks(call, work, elements, shared, phase):
 
 def _reduce_values(call, values):
     if call.plan.kind == "sum":
+        if not values:
+            return 0.0
         try:
-            return executors.tree_sum(values, add_values) if values else 0.0
+            total = executors.tree_sum(values, add_values)
         except (ValueError, TypeError) as e:
             misfit = next((v for v in values[1:] if not _adds(values[0], v)), values[0])
             raise type(e)(f"psum: f's values do not add: {why_not_added(values[0], misfit)}") from e
+        return _summable(total)
     return [v for part in values for v in part]
 
 
-def _refuse_unsummable(y, leaves=None):
-    """psum of one element adds nothing, so nothing has shown yet that f's value cannot be
-    summed: None (a missing return) or a string."""
-    if y is None or type(y) is str or (leaves is not None and any(v is None or type(v) is str for v in leaves)):
+def _summable(y):
+    """The sum ``y``; one element's value has not been added to anything, so nothing has
+    yet shown that it cannot be summed: None (a missing return) or a string."""
+    if type(y) in _PLAIN or type(y) is np.ndarray:
+        return y
+    if y is None or type(y) is str or any(v is None or type(v) is str for v in flatten(y)[0]):
         raise TypeError(f"psum: {why_not_added(y, y)}")
+    return y
 
 
 def _adds(a, b):

@@ -517,15 +517,14 @@ def _map_in_tasks(executor, timed, items, shared, per_task, on_done, on_result):
         parts = executor.map(timed, batches, shared=shared, on_done=batch_done, on_result=batch_result)
     except SerializationError as e:
         task = getattr(e, "executors_item_index", None)
-        if task is None or not str(e).startswith(f"could not pickle the result of item {task} "):
+        if task is None or getattr(e, "what", None) != f"the result of item {task}":
             raise
         # the task's result is a list the user never made: speak of f's values
-        reason = str(e).split(": ", 1)[1].split(". Use the", 1)[0] if ": " in str(e) else str(e)
         first, last = starts[task], starts[task] + len(batches[task]) - 1
         chunks = f"chunk {first}" if first == last else f"chunks {first}..{last}"
         raise SerializationError(
             f"f's value in {chunks} could not be pickled to come back from a "
-            f"worker of the {executor.name!r} executor: {reason}. Return only what pickles "
+            f"worker of the {executor.name!r} executor: {e.reason}. Return only what pickles "
             f"(numbers, arrays, containers of them), or use the 'threads' executor.") from e
     except Exception as e:
         _name_the_chunk(e, starts, len(items))

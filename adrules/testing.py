@@ -15,7 +15,6 @@ raise ``AssertionError`` naming the function, the argument and the size of the e
 
 from __future__ import annotations
 
-import contextlib
 import copy
 from typing import Any, Callable, Collection
 
@@ -25,7 +24,7 @@ from .api import frule, jvp, pullback, rrule
 from .projection import ProjectionError, project_like
 from .pytrees import flatten, tangent_leaves, unflatten
 from .registry import function_name
-from .tracer import SECOND_ORDER, TracerError, in_place_write
+from .tracer import SECOND_ORDER, TracerError, in_place_writes_explained
 from .tangents import InplaceableThunk, NoTangent, ZeroTangent, is_float_value, is_zero, unthunk
 
 _STEP = 1e-3
@@ -373,27 +372,18 @@ def _compare_tangent(label, what, got, ref, y, rtol, atol):
                 f"  got:      {np.array2string(g, precision=6)}\n  expected: {np.array2string(r, precision=6)}")
 
 
-
-
-@contextlib.contextmanager
 def _differentiating_rules(label, order, mode):
     """Re-raise an in-place write met while checking a derivative of a derivative with
     what it means there: order 2 traces each rule's pullback (forward mode: frule body) as
     ordinary code, and that code wrote into an array, which f's own first-order check
     could not have shown."""
-    try:
-        yield
-    except (TypeError, ValueError) as e:
-        text = in_place_write(e)
-        if text is None:
-            raise
-        body = "pullback" if mode == "reverse" else "frule (its pushforward)"
-        raise TracerError(
-            f"{label}, order={order}: order {order} {SECOND_ORDER} (in {mode} mode, a rule's "
-            f"{body} is traced as ordinary code), and one of them writes in place: {text} "
-            f"Write the {body} with out-of-place NumPy calls (return 2 * x * g rather than "
-            f"filling out = np.zeros(...); out[...] = ... or out += ...), or check with "
-            f"order=1 if you only need first derivatives.") from e
+    body = "pullback" if mode == "reverse" else "frule (its pushforward)"
+    return in_place_writes_explained(lambda text: (
+        f"{label}, order={order}: order {order} {SECOND_ORDER} (in {mode} mode, a rule's "
+        f"{body} is traced as ordinary code), and one of them writes in place: {text} "
+        f"Write the {body} with out-of-place NumPy calls (return 2 * x * g rather than "
+        f"filling out = np.zeros(...); out[...] = ... or out += ...), or check with "
+        f"order=1 if you only need first derivatives."))
 
 
 def check_grads(f: Callable[..., Any], *args: Any, modes: Collection[str] = ("fwd", "rev"),

@@ -25,6 +25,7 @@ of open traces, which lets ``@primitive`` functions skip all checks when it is z
 
 from __future__ import annotations
 
+import contextlib
 import dis
 import inspect
 import itertools
@@ -129,16 +130,21 @@ SECOND_ORDER = "differentiates the rules' pullbacks themselves"
 _IN_PLACE_SIGNS = ("in place", "in-place", "assigning a traced value", "storing it into a NumPy array")
 
 
-def in_place_write(e):
-    """The tracer's message when ``e`` (or NumPy's "setting an array element with a
-    sequence" it caused) is an in-place write into an array of traced values not yet
-    explained as happening in a rule at second order; else None."""
-    cause = e if isinstance(e, TracerError) else e.__cause__
-    text = str(cause)
-    if not isinstance(cause, TracerError) or SECOND_ORDER in text or not any(
-            sign in text for sign in _IN_PLACE_SIGNS):
-        return None
-    return text
+@contextlib.contextmanager
+def in_place_writes_explained(explain):
+    """Re-raise an in-place write into an array of traced values (or NumPy's "setting an
+    array element with a sequence" it caused) as ``TracerError(explain(message))``: a
+    second derivative traces the rules' pullbacks and frules as ordinary code, so the
+    write was in a rule. An error explained already passes through."""
+    try:
+        yield
+    except (TypeError, ValueError) as e:
+        cause = e if isinstance(e, TracerError) else e.__cause__
+        text = str(cause)
+        if not isinstance(cause, TracerError) or SECOND_ORDER in text or not any(
+                sign in text for sign in _IN_PLACE_SIGNS):
+            raise
+        raise TracerError(explain(text)) from e
 
 
 def _escape(what):
@@ -749,20 +755,20 @@ def _binary(f, a, b):
         # makes one full-size product where multiply's makes two and adds them
         return _ufunc_call(np.square, (a,))
     ta, tb = type(a), type(b)
-    if ta in _SEQUENCES or tb in _SEQUENCES:  # np.maximum([a[0], 0.7], x): NumPy's array of the list
-        top = a._trace if ta is Traced else b._trace
+    top = a._trace if ta is Traced else b._trace
+    lists = ta in _SEQUENCES or tb in _SEQUENCES
+    if lists:  # np.maximum([a[0], 0.7], x): NumPy's array of the list
         pair = (a, b)
         stacked = _numbers_as_arrays(pair, top)
         if stacked is not pair:
             return _binary(f, *stacked)
-    top = a._trace if ta is Traced else b._trace
     if top.forward or ta is Traced and tb is Traced and a._trace is not b._trace:
         return apply(f, (a, b), {})
     entry = _rrule_table.get(f)
     if entry is None or entry.kind is not SCALAR:
         return apply(f, (a, b), {})
     values = [a.value if ta is Traced else a, b.value if tb is Traced else b]
-    if ta in _SEQUENCES or tb in _SEQUENCES:  # x * [1.0, 2.0]: the partials get the array
+    if lists:  # x * [1.0, 2.0]: the partials get the array
         values = [np.asarray(v) if type(v) in _SEQUENCES else v for v in values]
     slots = [a.slot if ta is Traced else -1, b.slot if tb is Traced else -1]
     return _record_scalar(f, entry, values, slots, _NO_KWARGS, top)

@@ -57,12 +57,15 @@ def dumps(obj: Any, what: str, backend: str) -> bytes:
     try:
         return cloudpickle.dumps(obj, protocol=5)
     except Exception as exc:
-        raise SerializationError(
+        err = SerializationError(
             f"could not pickle {what} (a {type(obj).__name__}), which must cross a "
             f"process boundary on the {backend!r} executor: {type(exc).__name__}: {exc}. "
             "Use the 'serial' or 'threads' executor for objects that cannot be "
             "pickled, or build them inside fn."
-        ) from exc
+        )
+        # for a caller to word its own message (they travel with it from a worker)
+        err.what, err.reason = what, f"{type(exc).__name__}: {exc}"
+        raise err from exc
 
 
 def loads(data: bytes) -> Any:

@@ -64,12 +64,16 @@ class SerializationError(pickle.PicklingError, TypeError):
 
     Subclasses both ``pickle.PicklingError`` and ``TypeError``; the message
     names the culprit: ``fn``, ``item i``, ``shared arg j`` or ``the result of
-    item i``.
+    item i``; ``what`` names it alone and ``reason`` gives the pickler's error, for
+    callers that word their own message.
 
     >>> import pickle
     >>> issubclass(SerializationError, TypeError), issubclass(SerializationError, pickle.PicklingError)
     (True, True)
     """
+
+    what: str | None = None
+    reason: str | None = None
 
 
 class RemoteError(Exception):
