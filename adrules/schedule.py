@@ -43,6 +43,7 @@ import threading
 import time
 
 import executors
+from executors._blas import blas_pinned
 from executors.base import SerializationError, call_inline
 
 from .callables import code_of
@@ -375,9 +376,10 @@ def _inline_watching_chunk_0(site, executor, timed, items, shared, on_done, on_r
     after_one_pass, site.watch_chunk_0 = site.watch_chunk_0, False
     if len(items) < 2 or executor.n_workers < 2 or executors.in_worker():
         return _inline(site, timed, items, shared, on_done, on_result), "inline", why
-    w0, t0 = time.perf_counter(), time.thread_time()
-    done = _SERIAL.map(timed.fn, items[:1], shared=shared, on_done=on_done, on_result=on_result)
-    chunk0 = time.thread_time() - t0
+    with blas_pinned():  # outside the clock (see _inline)
+        w0, t0 = time.perf_counter(), time.thread_time()
+        done = _SERIAL.map(timed.fn, items[:1], shared=shared, on_done=on_done, on_result=on_result)
+        chunk0 = time.thread_time() - t0
     # Counted from 4x one pass's limit up: a chunk timed alone costs tiny work ~10x its
     # share of a one pass (which taught the estimate), and a garbage collection in a tiny
     # chunk is no change of work either.
@@ -475,9 +477,10 @@ def _rest_after_timed_chunks(site, executor, timed, rest, offset, shared, on_don
 
 
 def _inline(site, timed, items, shared, on_done, on_result):
-    w0, t0 = time.perf_counter(), time.thread_time()  # clocks read for the lot, not per item
-    out = _SERIAL.map(timed.fn, items, shared=shared, on_done=on_done, on_result=on_result)
-    site.record_inline(time.thread_time() - t0, len(items), time.perf_counter() - w0)
+    with blas_pinned():  # outside the clocks: pinning may rescan the libraries (1 ms)
+        w0, t0 = time.perf_counter(), time.thread_time()  # read for the lot, not per item
+        out = _SERIAL.map(timed.fn, items, shared=shared, on_done=on_done, on_result=on_result)
+        site.record_inline(time.thread_time() - t0, len(items), time.perf_counter() - w0)
     return out
 
 

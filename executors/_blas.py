@@ -52,7 +52,10 @@ def _get_controller():
         except ImportError:  # pragma: no cover - threadpoolctl is a dependency
             return None
         _controller = ThreadpoolController()
-        _n_modules = n
+        # counted after the scan: the first one imports threadpoolctl's own modules, and
+        # counting before it made the next map scan again (1 ms, timed by the schedule
+        # as the first inline chunks' work: tiny work went to the pool on its next call)
+        _n_modules = len(sys.modules)
     return _controller
 
 

@@ -191,3 +191,28 @@ def test_models_and_results_of_classes_defined_in_main_travel(tmp_path, backend)
     r = run_script(tmp_path, MAIN_CLASSES, {"ADRULES_EXECUTOR": backend, "ADRULES_DISPATCH": "always"})
     assert r.returncode == 0, r.stderr[-3000:]
     assert _lines(r, "ELSEWHERE") == ["True"]
+
+
+TINY_ON_THREADS = textwrap.dedent('''
+    import threading
+    import adrules as ad
+
+    def tiny(i):
+        return threading.current_thread().name
+
+    if __name__ == "__main__":
+        main = threading.current_thread().name
+        for call in range(3):
+            names = ad.pmap(tiny, list(range(8)), chunk_size=1)
+            print("INLINE", call, sum(name == main for name in names))
+''')
+
+
+def test_tiny_work_in_a_fresh_script_stays_on_the_calling_thread(tmp_path):
+    """The first call times chunks 0-1 on the pool and runs the rest inline; the next
+    calls stay inline. The first map in a process scans the loaded BLAS libraries (1 ms,
+    a second time when that scan's own imports were counted as new modules), which had
+    been timed as the tiny chunks' work and sent the second call to the pool."""
+    r = run_script(tmp_path, TINY_ON_THREADS, {"ADRULES_EXECUTOR": "threads:2"})
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert _lines(r, "INLINE") == ["0 6", "1 8", "2 8"]
