@@ -101,7 +101,8 @@ def tree_sum(
             raise ValueError("tree_sum() of an empty sequence: pass zero= to allow it")
         return zero
     while len(level) > 1:
-        nxt = list(map(add, level[0::2], level[1::2]))  # pairs (0, 1), (2, 3), ...
+        pairs = iter(level)  # map takes its two arguments from one iterator: (0, 1), (2, 3), ...
+        nxt = list(map(add, pairs, pairs))  # (no slices: tiny work's sums are 10 numbers)
         if len(level) % 2:
             nxt.append(level[-1])
         level = nxt
