@@ -250,6 +250,46 @@ def test_logdet_gradient_is_inverse_transpose():
     np.testing.assert_allclose(g, np.linalg.inv(a).T)
 
 
+def _central_differences(f, a, h=1e-6):
+    g = np.zeros_like(a)
+    for i in np.ndindex(a.shape):
+        e = np.zeros_like(a)
+        e[i] = h
+        g[i] = (f(a + e) - f(a - e)) / (2 * h)
+    return g
+
+
+@pytest.mark.parametrize("a", [np.eye(3), np.diag([3.0, 1.0, 1.0]), np.zeros((2, 2))],
+                         ids=["identity", "one-pair", "zero"])
+def test_values_of_repeated_eigen_and_singular_values_have_a_gradient(a):
+    """Only the values used: the vectors' term is skipped, not inf · 0 (it was NaN). The
+    second derivative goes through the vectors' derivatives, which do not exist there:
+    NaN, as in JAX."""
+    traces = lambda a: np.sum(np.linalg.eigh(a)[0])
+    squares = lambda a: np.sum(np.linalg.svd(a)[1] ** 2)
+    for f in (traces, squares):
+        (g,) = ad.gradient(f, a)
+        np.testing.assert_allclose(g, _central_differences(f, a), atol=1e-8)
+
+
+@pytest.mark.parametrize("a", [np.array([[1.0, 2.0], [2.0, 4.0]]), np.zeros((3, 3)),
+                               np.diag([0.0, 2.0, 3.0]), np.stack([np.eye(2), [[1.0, 2.0], [2.0, 4.0]]])],
+                         ids=["rank-1", "zero", "diagonal", "batch"])
+def test_det_of_a_singular_matrix_has_its_cofactors_as_gradient(a):
+    """det(a) exactly 0: no inverse, yet a gradient (the cofactors, as JAX and PyTorch
+    give); it raised LinAlgError, also for the regular matrices of a batch."""
+    total = lambda a: np.sum(np.linalg.det(a))
+    (g,) = ad.gradient(total, a)
+    np.testing.assert_allclose(g, _central_differences(total, a), atol=1e-8)
+    direction = np.random.default_rng(3).normal(size=a.shape)
+    np.testing.assert_allclose(ad.jvp(total, (a,), (direction,))[1], np.sum(g * direction), atol=1e-8)
+    if a.shape == (2, 2):  # det = a00 a11 - a01 a10
+        want = np.zeros((2, 2, 2, 2))
+        want[0, 0, 1, 1] = want[1, 1, 0, 0] = 1.0
+        want[0, 1, 1, 0] = want[1, 0, 0, 1] = -1.0
+        np.testing.assert_allclose(ad.hessian(total, a), want, atol=1e-12)
+
+
 def test_norm_gradient_at_zero_is_zero():
     np.testing.assert_array_equal(ad.gradient(np.linalg.norm, np.zeros(3))[0], np.zeros(3))
 

@@ -63,6 +63,14 @@ def _bilinear_tangent(f, a, b, da, db, *args):
     return dy
 
 
+def _unused(g):
+    """Whether the cotangent ``g`` of a factor (eigen- or singular vectors) is zero: the
+    loss read only the values. Its term is then skipped, not multiplied out: at repeated
+    values (an identity, an isotropic covariance) ``_inverse_gaps`` is infinite, and
+    inf · 0 would make the values' gradient NaN (JAX and PyTorch skip it alike)."""
+    return is_zero(g) or (type(g) is np.ndarray and not g.any())
+
+
 def _inverse_gaps(w):
     """F[..., i, j] = 1 / (w_j - w_i) off the diagonal, 0 on it (eigen- and singular-vector
     derivatives). Infinite when two values coincide: those derivatives do not exist."""
@@ -387,14 +395,30 @@ def solve_frule(tangents, a, b):
     return x, dx[..., 0] if vector else dx
 
 
+def _cofactors(a, y):
+    """∂ det(a) / ∂a, the cofactor matrix: det(a) a⁻ᵀ where a has an inverse. Where one
+    matrix has none (rank-deficient input: the gradient still exists), from the SVD
+    a = u diag(s) vh: det(u) det(vh) · u diag(∏_{j≠i} s_j) vh, with no division."""
+    try:
+        return y[..., None, None] * _T(np.linalg.inv(a))
+    except np.linalg.LinAlgError:
+        pass
+    u, s, vh = np.linalg.svd(a)
+    ones = np.ones_like(s[..., :1])
+    before = np.cumprod(np.concatenate([ones, s[..., :-1]], axis=-1), axis=-1)  # ∏_{j<i}
+    after = np.flip(np.cumprod(np.flip(np.concatenate([s[..., 1:], ones], axis=-1), -1), -1), -1)
+    sign = np.linalg.det(u) * np.linalg.det(vh)  # ±1
+    return sign[..., None, None] * (u * (before * after)[..., None, :]) @ vh
+
+
 @rrule.register(np.linalg.det)
 def det_rrule(a):
     _real_only("numpy.linalg.det", a)
     y = np.linalg.det(a)
 
-    def det_pullback(g):  # d det = det · tr(a⁻¹ da); singular a has no inverse: use slogdet then
+    def det_pullback(g):  # d det = tr(cofactorsᵀ da) = det · tr(a⁻¹ da) where a⁻¹ exists
         g = unthunk(g)
-        return NoTangent(), (g * y)[..., None, None] * _T(np.linalg.inv(a))
+        return NoTangent(), _indexable(g)[..., None, None] * _cofactors(a, y)
 
     return y, det_pullback
 
@@ -405,7 +429,7 @@ def det_frule(tangents, a):
     y = np.linalg.det(a)
     if is_zero(da):
         return y, ZeroTangent()
-    return y, y * np.einsum("...ij,...ji->...", np.linalg.inv(a), da)
+    return y, np.einsum("...ij,...ij->...", _cofactors(a, y), da)
 
 
 @rrule.register(np.linalg.slogdet)
@@ -469,7 +493,9 @@ def eigh_rrule(a, UPLO="L"):
 
     def eigh_pullback(g):  # ā = sym(v (diag(w̄) + F ∘ vᵀv̄) vᵀ)
         gw, gv = g
-        inner = gw[..., None] * np.eye(np.shape(w)[-1]) + _inverse_gaps(w) * (_T(v) @ gv)
+        inner = gw[..., None] * np.eye(np.shape(w)[-1])
+        if not _unused(gv):
+            inner = inner + _inverse_gaps(w) * (_T(v) @ gv)
         return NoTangent(), _sym(v @ inner @ _T(v))
 
     return (w, v), eigh_pullback
@@ -553,7 +579,7 @@ def qr_frule(tangents, a, mode="reduced"):
 def _svd_cotangent(u, s, vh, gu, gs, gvh):
     """ā for a = u diag(s) vh (reduced svd); Townsend (2016) for the u and vh terms."""
     ga = (u * gs[..., None, :]) @ vh
-    if is_zero(gu) and is_zero(gvh):
+    if _unused(gu) and _unused(gvh):
         return ga
     v, gv = _T(vh), _T(gvh)
     m, n, k = np.shape(u)[-2], np.shape(v)[-2], np.shape(s)[-1]
