@@ -58,7 +58,7 @@ def _leaf_is_differentiable(leaf: Any, fname: object, where: str) -> bool:
 
 
 def _is_int_point(leaf: Any) -> bool:
-    return (isinstance(leaf, (int, np.integer)) or isinstance(leaf, np.ndarray)) and np.asarray(leaf).dtype.kind in "biu"
+    return isinstance(leaf, (int, np.integer, np.bool_, np.ndarray)) and np.asarray(leaf).dtype.kind in "biu"
 
 
 def _short(leaf: Any) -> str:
@@ -313,7 +313,8 @@ def jvp(f: Callable[..., Any], primals: Iterable[PyTree], tangents: Iterable[PyT
             differentiable = _leaf_is_differentiable(leaf, fname, where)
             if not differentiable and not is_zero(tl) and _is_int_point(leaf) and np.any(np.asarray(tl) != 0):
                 raise TypeError(
-                    f"{fname}: {where} is an integer ({_short(leaf)}), which has no tangent, but "
+                    f"{fname}: {where} is {'a boolean' if np.asarray(leaf).dtype.kind == 'b' else 'an integer'} "
+                    f"({_short(leaf)}), which has no tangent, but "
                     f"its tangent is not zero. Pass a float (np.asarray(x, float)) to "
                     f"differentiate at that point, or ZeroTangent() to hold it fixed.")
             if differentiable and not is_zero(tl):

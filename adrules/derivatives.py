@@ -53,6 +53,10 @@ def _int_array(fname: str, where: str, dtype: Any) -> TypeError:
 def _as_array_arg(fname: str, i: int, x: Any) -> Any:
     if type(x) is Traced:  # nested in another differentiation
         return x
+    if isinstance(x, (bool, np.bool_)):  # (a boolean array: _int_array's message)
+        raise TypeError(f"{fname}: argument {i} is a boolean ({x!r}); Jacobians and Hessians are "
+                        f"taken with respect to every argument, and a flag has no derivative. "
+                        f"Capture it in a closure: {fname.split('(')[0]}(lambda x: f(x, flag), x).")
     if isinstance(x, (float, int, np.floating, np.integer)):  # an integer point too, in float
         return np.asarray(x, dtype=float)
     if isinstance(x, np.ndarray) and is_float_value(x, allow_complex=False):
@@ -126,6 +130,9 @@ def jacobian(
 
     ``mode`` is ``"fwd"`` (one jvp per input element), ``"rev"`` (one pullback per
     output element) or None to pick the cheaper by input and output size.
+
+    Every argument is differentiated: a number is a point (an integer ``3`` as ``3.0``);
+    data and flags go in a closure, ``jacobian(lambda x: f(x, data), x)``.
 
     >>> import numpy as np, adrules as ad
     >>> ad.jacobian(lambda x: x ** 2, np.array([1.0, 2.0]))[0]

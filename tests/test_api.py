@@ -349,6 +349,9 @@ def test_jvp_at_an_integer_with_a_tangent_is_refused_not_a_silent_no_tangent():
         ad.jvp(lambda t: t ** 4, (2,), (1.0,))
     with pytest.raises(TypeError, match=r"an array of dtype int64"):
         ad.jvp(lambda t: t ** 4, (np.array([2]),), (np.array([1.0]),))
+    # NumPy's booleans as Python's (np.bool_ is no int: its tangent 1.0 gave 0.0)
+    with pytest.raises(TypeError, match=r"argument 0 is a boolean \(np.True_\), which has no tangent"):
+        ad.jvp(lambda b: 2.0 * b, (np.True_,), (1.0,))
     # an integer held fixed is fine
     assert ad.jvp(lambda x, k: x * k, (2.0, 3), (1.0, None)) == (6.0, 3.0)
     assert ad.jvp(lambda x, k: x * k, (2.0, 3), (1.0, 0.0)) == (6.0, 3.0)

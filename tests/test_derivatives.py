@@ -288,6 +288,16 @@ def test_hessian_at_an_empty_array():
     assert h.shape == (0, 2, 0, 2)
 
 
+@pytest.mark.parametrize("flag", [True, np.True_], ids=["bool", "np.bool_"])
+def test_jacobian_and_hessian_refuse_a_flag_they_would_differentiate(flag):
+    # every argument is differentiated: a flag passed along got a derivative, as 1.0
+    x = np.array([1.0, 2.0])
+    with pytest.raises(TypeError, match=r"^hessian\(<lambda>\): argument 1 is a boolean .*closure"):
+        ad.hessian(lambda x, b: np.sum(x ** 2) * np.sum(b), x, flag)
+    with pytest.raises(TypeError, match=r"^jacobian\(<lambda>\): argument 1 is a boolean .*closure"):
+        ad.jacobian(lambda x, b: x * np.sum(b), x, flag)
+
+
 def test_hvp_names_itself_for_an_integer_array_or_a_plain_class():
     # the errors came from the jvp hvp calls: "jvp(f): argument 0 is an integer ..."
     class Plain:
