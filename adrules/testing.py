@@ -27,7 +27,7 @@ from .registry import function_name
 from .tracer import SECOND_ORDER, TracerError, in_place_writes_explained
 from .tangents import InplaceableThunk, NoTangent, ZeroTangent, is_float_value, is_zero, unthunk
 
-_STEP = 1e-3
+_STEP = 1e-3  # times each element's scale (_scale): finite differences move x by ~1e-3 |x|
 _MAX_ELEMENTWISE = 64  # beyond this many elements, check along random directions instead
 
 
@@ -57,6 +57,32 @@ def _random_like(x, rng):
 def _random_tangent(tree, rng):
     leaves, tdef = flatten(tree)
     return unflatten(tdef, [_random_like(x, rng) if _is_float_leaf(x) else NoTangent() for x in leaves])
+
+
+def _scale(x):
+    """How far finite differences may move each element of float leaf ``x``, in units of
+    ``_STEP``: its magnitude below 1 (at least 1e-3; float32 and float16, whose rounding
+    needs the longer step, 1), its square root above. A fixed step was too long near zero
+    (log at 0.01 off by 1e-4, sqrt at 1e-3 stepping below 0) and too short at 1e8 (x ** 2
+    rounded to 1e-4 relative); the square root keeps it short enough for curved
+    functions of big arguments."""
+    low = getattr(x, "dtype", np.float64) in (np.float32, np.float16)
+    a = np.abs(np.asarray(x, dtype=np.float64))
+    a = np.where(np.isfinite(a), a, 1.0)
+    return np.where(a < 1.0, 1.0 if low else np.maximum(a, 1e-3), np.sqrt(a))
+
+
+def _random_direction(tree, rng):
+    """A random tangent of the arguments ``tree`` for finite differences to move along,
+    each element scaled to its value (``_scale``)."""
+    leaves, tdef = flatten(tree)
+    return unflatten(tdef, [_scaled(_random_like(x, rng), x) if _is_float_leaf(x) else NoTangent()
+                            for x in leaves])
+
+
+def _scaled(d, x):
+    out = d * _scale(x)
+    return type(d)(out) if isinstance(d, (float, np.floating)) else out.astype(d.dtype)
 
 
 def _inner(a, b):
@@ -125,16 +151,17 @@ def _fd_cotangent(fn, args, i, ybar, rng):
                 grads.append(NoTangent())
                 continue
             g = np.zeros(np.shape(leaf))
+            scale = np.broadcast_to(_scale(leaf), np.shape(leaf))
             for k in np.ndindex(np.shape(leaf)):
                 e = np.zeros(np.shape(leaf))
-                e[k] = 1.0
+                e[k] = scale[k]
                 dirs = [e if jj == j else ZeroTangent() for jj in range(len(leaves))]
-                g[k] = _inner(ybar, _fd_directional(fn, args, i, unflatten(tdef, dirs)))
+                g[k] = _inner(ybar, _fd_directional(fn, args, i, unflatten(tdef, dirs))) / scale[k]
             grads.append(g if np.ndim(leaf) else float(g))
         return "dense", unflatten(tdef, grads)
     probes = []
     for _ in range(3):
-        d = _random_tangent(args[i], rng)
+        d = _random_direction(args[i], rng)
         probes.append((d, _inner(ybar, _fd_directional(fn, args, i, d))))
     return "probes", probes
 
@@ -292,7 +319,7 @@ def check_frule(f: Callable[..., Any], *args: Any, fkwargs: dict[str, Any] | Non
     rtol_given, atol_given = rtol, atol
     rng = np.random.default_rng(seed)
     before = copy.deepcopy(args)
-    tangents = [_random_tangent(a, rng) if any(_is_float_leaf(x) for x in flatten(a)[0])
+    tangents = [_random_direction(a, rng) if any(_is_float_leaf(x) for x in flatten(a)[0])
                 else NoTangent() for a in args]
     result = frule((NoTangent(), *tangents), f, *args, **fkwargs)
     if result is None:
@@ -395,10 +422,15 @@ def check_grads(f: Callable[..., Any], *args: Any, modes: Collection[str] = ("fw
     >>> import numpy as np
     >>> check_grads(lambda x: np.sum(np.tanh(x) ** 2), np.array([0.3, -0.4]), order=2)
     """
-    label = f"check_grads({getattr(f, '__name__', 'f')})"
     rtol, atol = _tolerances(args, rtol, atol)
     if order > 1:  # finite differences of finite differences lose digits
         rtol, atol = rtol * 10, atol * 10
+    _check_grads(f, args, modes, order, rtol, atol, seed, f"check_grads({getattr(f, '__name__', 'f')})", 1)
+
+
+def _check_grads(f, args, modes, order, rtol, atol, seed, name, level):
+    """``check_grads`` at derivative order ``level`` (``f`` is then a derivative of the user's
+    function, which ``name`` names, with ``level``, in every message)."""
     fixed = [i for i, a in enumerate(args) if not any(_is_float_leaf(x) for x in flatten(a)[0])]
     if fixed:  # hold non-float arguments (ints, strings, index arrays) fixed
         moving = [i for i in range(len(args)) if i not in fixed]
@@ -409,39 +441,51 @@ def check_grads(f: Callable[..., Any], *args: Any, modes: Collection[str] = ("fw
                 full[i] = v
             return _f(*full)
 
-        return check_grads(of_floats, *[args[i] for i in moving], modes=modes, order=order,
-                           rtol=rtol, atol=atol, seed=seed)
+        return _check_grads(of_floats, tuple(args[i] for i in moving), modes, order, rtol, atol, seed,
+                            name, level)
     rng = np.random.default_rng(seed)
     if "rev" in modes:
+        label = _order_label(name, level, "reverse")
         y, back = pullback(f, *args)
         ybar = _random_tangent(_to_plain(y), rng)
         grads = back(ybar)
+        plain = _to_plain(y)
+        scalar = type(plain) is float or (isinstance(plain, (np.ndarray, np.generic)) and plain.ndim == 0)
         for i, g in enumerate(grads):
             if any(_is_float_leaf(x) for x in flatten(args[i])[0]):
-                _compare_cotangent(f"{label} (reverse mode)", f"the gradient of argument {i}", g,
-                                   _fd_cotangent(f, args, i, ybar, rng), rtol, atol)
+                what = (f"the gradient of argument {i} (times ȳ = {float(ybar):.6g})" if scalar else
+                        f"the cotangent of argument {i} for a random ȳ")
+                _compare_cotangent(label, what, g, _fd_cotangent(f, args, i, ybar, rng), rtol, atol)
         if order > 1:
-            with _differentiating_rules(label, order, "reverse"):
-                check_grads(lambda *a: pullback(f, *a)[1](ybar), *args, modes=modes, order=order - 1,
-                            rtol=rtol, atol=atol, seed=seed + 1)
+            with _differentiating_rules(name, level + 1, "reverse"):
+                _check_grads(lambda *a: pullback(f, *a)[1](ybar), args, modes, order - 1, rtol, atol,
+                             seed + 1, name, level + 1)
     if "fwd" in modes:
-        tangents = [_random_tangent(a, rng) if any(_is_float_leaf(x) for x in flatten(a)[0])
+        label = _order_label(name, level, "forward")
+        tangents = [_random_direction(a, rng) if any(_is_float_leaf(x) for x in flatten(a)[0])
                     else ZeroTangent() for a in args]
         y, dy = jvp(f, args, tangents)
         try:
-            _compare_tangent(f"{label} (forward mode)", "the output tangent", dy,
-                             _fd_jvp(f, args, tangents), y, rtol, atol)
+            _compare_tangent(label, "the output tangent", dy, _fd_jvp(f, args, tangents), y, rtol, atol)
         except AssertionError as wrong:
             moving = [i for i, a in enumerate(args) if any(_is_float_leaf(x) for x in flatten(a)[0])]
-            culprit = _wrong_argument(f"{label} (forward mode)", lambda t: jvp(f, args, t)[1], f, args,
+            culprit = _wrong_argument(label, lambda t: jvp(f, args, t)[1], f, args,
                                       tangents, moving, y, rtol, atol)
             if culprit is None:
                 raise
             raise culprit from wrong
         if order > 1:
-            with _differentiating_rules(label, order, "forward"):
-                check_grads(lambda *a: jvp(f, a, tangents)[1], *args, modes=modes, order=order - 1,
-                            rtol=rtol, atol=atol, seed=seed + 1)
+            with _differentiating_rules(name, level + 1, "forward"):
+                _check_grads(lambda *a: jvp(f, a, tangents)[1], args, modes, order - 1, rtol, atol,
+                             seed + 1, name, level + 1)
+
+
+def _order_label(name, level, mode):
+    """``check_grads(f) (reverse mode)``; from order 2 on, what is differentiated there."""
+    if level == 1:
+        return f"{name} ({mode} mode)"
+    of = "pullback" if mode == "reverse" else "jvp"
+    return f"{name} ({mode} mode, order {level}: derivatives of the order-{level - 1} {of})"
 
 
 def check_rules(f: Callable[..., Any], *args: Any, fkwargs: dict[str, Any] | None = None,

@@ -294,8 +294,24 @@ def frozen_cube_rrule(x):
 
 def test_check_grads_order_1_passes_order_2_catches_broken_second_derivative():
     check_grads(frozen_cube, X, modes=("rev",), order=1)
-    with pytest.raises(AssertionError, match=r"argument 0"):
+    # named as the user's function at order 2 (it was check_grads(<lambda>), the pullback)
+    with pytest.raises(AssertionError, match=r"^check_grads\(frozen_cube\) \(reverse mode, order 2: "
+                                             r"derivatives of the order-1 pullback\): .*argument 0"):
         check_grads(frozen_cube, X, modes=("rev",), order=2)
+
+
+@pytest.mark.parametrize("f, x", [
+    (np.log, np.array([0.01, 3.0, 200.0])),   # a fixed step of 1e-3: off by 1e-4 relative at 0.01
+    (np.sqrt, np.array([1e-3, 4.0])),          # the stencil reached below 0: expected nan
+    (lambda x: np.sum(x ** 2), np.array([1e8, -3e8])),  # rounding at 1e17
+    (np.arctan, np.array([-1e4, 0.0, 1e4])),
+], ids=["log-near-0", "sqrt-near-0", "square-at-1e8", "arctan-wide"])
+def test_finite_differences_step_with_the_argument_s_magnitude(f, x):
+    """Correct rules pass at small and big arguments alike."""
+    check_grads(f, x, order=2)
+    if f is not np.arctan and getattr(f, "__name__", "") != "<lambda>":
+        check_rrule(f, x)
+        check_frule(f, x)
 
 
 def test_check_grads_failure_message_names_function():
