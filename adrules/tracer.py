@@ -1150,6 +1150,13 @@ def _partials_misfit(entry, values, y, moving):
 _frule_table = _frules.rules
 
 
+def _broadcasts_to(shape, target):
+    try:
+        return np.broadcast_shapes(shape, target) == tuple(target)
+    except ValueError:
+        return False
+
+
 def _box_forward(y, dy, top):
     if type(dy) is _ndarray and type(y) is _ndarray and dy.shape == y.shape and dy.dtype == y.dtype:
         return Traced(y, top, dy)  # the common case: nothing to check or fix
@@ -1169,7 +1176,9 @@ def _box_forward(y, dy, top):
     if is_zero(dy):
         return y
     if np.shape(dy) != np.shape(y):
-        if np.ndim(dy) != 0:  # a number stands for a constant tangent (x + c); an array must fit
+        # a tangent that broadcasts to the output stands for its broadcast (a + b's is
+        # da + db, of b's shape where a is constant); one that would grow it is wrong
+        if not _broadcasts_to(np.shape(dy), np.shape(y)):
             raise TracerError(f"an frule returned a tangent of shape {np.shape(dy)} for an output "
                               f"of shape {np.shape(y)}: the tangent has the output's shape.")
         dy = np.broadcast_to(dy, np.shape(y))

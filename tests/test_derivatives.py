@@ -312,3 +312,21 @@ def test_hvp_names_itself_for_an_integer_array_or_a_plain_class():
     h = ad.hvp(lambda p: np.sum(p["w"][p["i"]] ** 3), {"w": np.ones(3), "i": np.array([0, 2])},
                {"w": np.ones(3), "i": np.zeros(2, dtype=int)})
     np.testing.assert_allclose(h["w"], [6.0, 0.0, 6.0])
+
+
+@pytest.mark.parametrize("f", [
+    lambda p: np.sum((A_ROWS - p) ** 2),
+    lambda p: np.sum((p - A_ROWS) ** 2),
+    lambda p: np.sum((A_ROWS + p[None, :]) ** 2),
+    lambda p: np.sum(np.add(A_ROWS, p) ** 2),
+], ids=["constant-minus", "minus-constant", "plus-row", "np.add"])
+def test_forward_mode_through_a_constant_broadcast_against_a_smaller_traced_operand(f):
+    # the tangent of A - p is -dp, of p's shape: refused as "another shape" (stop 23)
+    p = np.array([0.5, -0.25])
+    want_grad = np.array([(f(p + e) - f(p - e)) / 2e-6 for e in 1e-6 * np.eye(2)])
+    np.testing.assert_allclose(ad.hessian(f, p), 2 * len(A_ROWS) * np.eye(2), rtol=1e-12)
+    np.testing.assert_allclose(ad.jvp(f, (p,), (np.array([1.0, 0.0]),))[1], want_grad[0], rtol=1e-6)
+    np.testing.assert_allclose(ad.jacobian(f, p, mode="fwd")[0], want_grad, rtol=1e-6)
+
+
+A_ROWS = np.array([[0.0, 0.0], [1.0, 0.0], [0.0, 2.0]])
