@@ -20,7 +20,7 @@ import numpy as np
 from executors._plain import plain_record
 
 from .api import jvp, pullback
-from .pytrees import LEAF_TYPES, flatten, tree_map, unflatten
+from .pytrees import LEAF, LEAF_TYPES, flatten, tree_map, unflatten
 from .tangents import NoTangent, ZeroTangent, is_zero
 from .tracer import Traced
 
@@ -88,7 +88,8 @@ def why_not_added(a, b):
 def fold(fn, xs, shared, start, vectorized):
     """Sum of fn(x, *shared) over the chunk, a left fold in index order."""
     if vectorized:
-        return np.sum(fn(xs, *shared))
+        leaves, tdef = _rows(fn(xs, *shared), len(xs), start)
+        return unflatten(tdef, [np.sum(leaf, axis=0) for leaf in leaves])
     total = None
     for k in range(len(xs)):  # _values, inlined: a generator costs more than f on tiny work
         try:
@@ -133,8 +134,26 @@ def what(value):
 
 def map_list(fn, xs, shared, start, vectorized):
     if vectorized:
-        return list(fn(xs, *shared))
+        leaves, tdef = _rows(fn(xs, *shared), len(xs), start)
+        return [unflatten(tdef, [leaf[i] for leaf in leaves]) for i in range(len(xs))]
     return list(_values(fn, xs, shared, start))
+
+
+def _rows(out, n, start):
+    """The leaves and structure of ``f``'s value on a vectorized chunk of ``n`` elements
+    (from ``start``), each leaf holding one row per element; anything else is refused, as
+    summing it whole would be a wrong sum (per-element vectors added into one number, a
+    dict's keys listed)."""
+    leaves, tdef = flatten(out)
+    for leaf in leaves:
+        shape = np.shape(leaf.value if type(leaf) is Traced else leaf)
+        if type(leaf) is str or not shape or shape[0] != n:
+            where = "" if tdef is LEAF else f" holding {what(leaf)}"
+            raise ValueError(
+                f"psum/pmap(vectorized=True): f returned {what(out)}{where} for the chunk of elements "
+                f"{start}..{start + n - 1} ({n} rows of xs); it must return one value per element, "
+                f"stacked along axis 0 (shape ({n}, ...)), or a tuple or dict of such arrays.")
+    return leaves, tdef
 
 
 def _note(exc, text):

@@ -338,6 +338,37 @@ def test_vectorized_mode_matches_elementwise(pools):
         np.testing.assert_allclose(got, want, rtol=1e-12)
 
 
+def test_vectorized_values_of_several_numbers_or_containers_add_per_element(pools):
+    """One row per element, summed over axis 0 only, leaf by leaf (np.sum of the whole
+    value added an element's vector into one number, and a dict's or a tuple's leaves)."""
+    X, w = np.arange(14.0).reshape(7, 2), np.array([1.0, -0.5])
+    pair = lambda c, w: np.stack([c @ w, 2 * (c @ w)], axis=1)  # noqa: E731
+    both = lambda c, w: ((c @ w) ** 2, {"abs": np.abs(c @ w)})  # noqa: E731
+    each = [x @ w for x in X]
+    for ex in pools.values():
+        np.testing.assert_allclose(ad.psum(pair, X, w, executor=ex, vectorized=True, chunk_size=3),
+                                   [sum(each), 2 * sum(each)])
+        loss, metrics = ad.psum(both, X, w, executor=ex, vectorized=True, chunk_size=3)
+        assert np.isclose(loss, sum(v ** 2 for v in each)) and np.isclose(metrics["abs"], sum(map(abs, each)))
+        rows = ad.pmap(both, X, w, executor=ex, vectorized=True, chunk_size=3)
+        assert len(rows) == 7 and all(np.isclose(r[1]["abs"], abs(v)) for r, v in zip(rows, each))
+        g, = ad.gradient(lambda w: ad.psum(both, X, w, executor=ex, vectorized=True, chunk_size=3)[0], w)
+        np.testing.assert_allclose(g, sum(2 * (x @ w) * x for x in X))
+        jac, = ad.jacobian(lambda w: ad.psum(pair, X, w, executor=ex, vectorized=True, chunk_size=3), w)
+        np.testing.assert_allclose(jac, [X.sum(0), 2 * X.sum(0)])
+
+
+@pytest.mark.parametrize("f", [lambda c, w: (c @ w)[:1], lambda c, w: {"a": np.sum(c @ w)}],
+                         ids=["one-row", "chunk-total"])
+def test_a_vectorized_f_without_one_row_per_element_is_named(f):
+    X, w = np.arange(14.0).reshape(7, 2), np.array([1.0, -0.5])
+    for call in (ad.psum, ad.pmap):
+        with pytest.raises(ValueError, match=r"vectorized=True\): f returned .* for the chunk of "
+                                             r"elements 0..2 \(3 rows of xs\); it must return one "
+                                             r"value per element"):
+            call(f, X, w, vectorized=True, chunk_size=3, executor="serial")
+
+
 def test_vectorized_mode_differentiates_with_respect_to_xs(pools, dask_pool):
     """The array of rows itself differentiated (its check once refused a traced array):
     the gradient against the closed form on every backend, the Hessian against the
@@ -457,6 +488,8 @@ def test_bad_arguments_are_named():
         ad.psum(np.sin, 3.0)
     with pytest.raises(TypeError, match="vectorized=True"):
         ad.psum(np.sin, [1.0, 2.0], vectorized=True)
+    with pytest.raises(TypeError, match=r"psum: vectorized must be True or False, got 'no'"):
+        ad.psum(np.sin, np.ones(2), vectorized="no")
 
 
 def test_progress_bar_runs(data):
