@@ -216,6 +216,7 @@ class RuleRegistry:
 
         def decorate(rule: _F) -> _F:
             self.rules[f] = RuleEntry(rule, RULE, config=config, name=function_name(f))
+            _note_registration(f, sys._getframe(1))
             return rule
 
         return decorate
@@ -494,6 +495,7 @@ def scalar_rule(f: Callable[..., Any], *partials: Callable[..., Any] | None) -> 
     entry = RuleEntry(None, SCALAR, partials=tuple(partials), name=function_name(f))
     rrule.rules[f] = entry
     frule.rules[f] = entry
+    _note_registration(f, sys._getframe(1))
 
 
 def scalar_rule_misfit(entry: RuleEntry, n_args: int, exc: BaseException) -> TypeError:
@@ -531,6 +533,7 @@ def non_differentiable(*fs: Callable[..., Any]) -> None:
         entry = RuleEntry(None, NONDIFF, name=function_name(f))
         rrule.rules[f] = entry
         frule.rules[f] = entry
+        _note_registration(f, sys._getframe(1))
 
 
 def primitive(fn: _F) -> _F:
@@ -593,3 +596,96 @@ def _adopt_rules(f: Callable[..., Any], reverse: RuleEntry | None,
     if forward is not None:
         frule.rules[f] = forward
     return _RulesTravel(f)
+
+
+# ---- users' rules, sent to worker processes ----------------------------------------
+# A worker process has adrules's own rules (it imports adrules), and the rules of a
+# __main__ primitive travel with it (_RulesTravel). Not so a user's rule for a NumPy
+# function (a straight-through np.clip), nor one registered by a module the worker never
+# imports for a primitive it does (rules.py registering for ops.py's functions): without
+# them a worker used NumPy's built-in rule, or none, and the gradient was silently other
+# than in the parent. Every rule registered from outside adrules is therefore sent with
+# every map of chunk work (schedule._Timed) and registered on the worker first.
+_user_keys: dict = {}  # the primitives users registered rules for, in order
+_user_version = 0
+
+
+def _note_registration(f: Callable[..., Any], caller: types.FrameType) -> None:
+    global _user_version
+    if str(caller.f_globals.get("__name__", "")).partition(".")[0] == "adrules":
+        return  # adrules's own library (also when loaded late, as its SciPy rules are)
+    _user_keys[f] = None
+    _user_version += 1
+
+
+class UserRules:
+    """The rules users registered (outside adrules), captured when pickled and
+    registered again where unpickled: a worker process then differentiates with the
+    rules the caller does. ``travelling_rules()`` gives it, or None when there are none.
+    A rule that cannot be pickled arrives as one that raises, naming it, if used.
+    """
+
+    __slots__ = ()
+
+    def __reduce__(self) -> tuple[Callable[[tuple[bytes, ...]], None], tuple[tuple[bytes, ...]]]:
+        global _user_snapshot
+        version, data = _user_snapshot
+        if version != _user_version or data is None:
+            data = tuple(b for b in map(_entry_bytes, list(_user_keys)) if b is not None)
+            _user_snapshot = (_user_version, data)
+        return (_adopt_user_rules, (data,))
+
+
+_user_snapshot: tuple[int, tuple[bytes, ...] | None] = (-1, None)
+_USER_RULES = UserRules()
+
+
+def _entry_bytes(f: Callable[..., Any]) -> bytes | None:
+    import cloudpickle  # rules may be lambdas, or defined in __main__
+
+    rules = (rrule.rules.get(f), frule.rules.get(f))
+    try:
+        return cloudpickle.dumps((f, *rules), protocol=5)
+    except Exception as e:
+        reason = f"{type(e).__name__}: {e}"
+    unsent = RuleEntry(_Unsent(function_name(f), reason), RULE, name=function_name(f))
+    try:
+        return cloudpickle.dumps((f, *(None if r is None else unsent for r in rules)), protocol=5)
+    except Exception:  # f itself does not pickle: nor does any work that calls it
+        return None
+
+
+class _Unsent:
+    """Stands on a worker for a rule that could not be pickled: raises if used."""
+
+    def __init__(self, name: str, reason: str) -> None:
+        self.name, self.reason = name, reason
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        raise TypeError(
+            f"the rule registered for {self.name} could not be sent to this worker process "
+            f"({self.reason}): define it at module level, make what it captures picklable, or "
+            f"use the 'serial' or 'threads' executor.")
+
+
+def travelling_rules() -> UserRules | None:
+    """What to pickle with work sent to worker processes so that they use the rules
+    users registered; None when users registered none.
+
+    >>> travelling_rules() is None or isinstance(travelling_rules(), UserRules)
+    True
+    """
+    return _USER_RULES if _user_keys else None
+
+
+def _adopt_user_rules(data: tuple[bytes, ...]) -> None:
+    import pickle
+
+    for blob in data:
+        try:
+            f, reverse, forward = pickle.loads(blob)
+        except Exception:  # f's module is not importable here: nothing here can call f
+            continue
+        for table, entry in ((rrule.rules, reverse), (frule.rules, forward)):
+            if entry is not None:
+                table[f] = entry

@@ -47,6 +47,7 @@ from executors._blas import blas_pinned
 from executors.base import SerializationError, call_inline
 
 from .callables import code_of
+from .registry import travelling_rules
 
 logger = logging.getLogger("adrules.schedule")
 
@@ -107,7 +108,12 @@ class _Timed:
         return out
 
     def __reduce__(self):
-        return (_Timed, (self.fn,))
+        # the rules users registered go with the work, registered on the worker first
+        return (_timed_with_rules, (self.fn, travelling_rules()))
+
+
+def _timed_with_rules(fn, rules):
+    return _Timed(fn)  # (``rules`` registered them as it was unpickled)
 
 
 def _tasks(n, n_workers, chunk_seconds, dispatch_cost, shares_memory=False):

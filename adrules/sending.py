@@ -15,7 +15,8 @@ the user's object::
       xs[i] ─────── "element i of xs"
 
 Rules registered for primitives defined in ``__main__`` travel with the primitives
-themselves (see ``registry._RulesTravel``).
+themselves (see ``registry._RulesTravel``); every rule registered from outside adrules
+travels with each map's work (``registry.UserRules``, pickled by ``schedule._Timed``).
 
 ``as_received`` gives the arrays psum runs chunks on inline the memory layout a worker
 unpickles them in, so that a chunk gives the same bits wherever it runs.

@@ -62,6 +62,33 @@ def test_an_unpicklable_capture_of_f_is_named_before_any_work(remote):
     assert "executor='threads'" in str(info.value)
 
 
+@ad.primitive
+def _guarded_square(w):
+    return w * w
+
+
+def test_a_rule_that_cannot_be_sent_is_named_on_the_worker_that_needs_it(processes):
+    """Users' rules go with the work (a worker would otherwise use another or none); one
+    that does not pickle arrives as a rule that raises, naming it, only where it is used."""
+    lock = threading.Lock()
+
+    @ad.rrule.register(_guarded_square)
+    def guarded_rrule(w):
+        with lock:
+            return _guarded_square(w), lambda g: (ad.NoTangent(), 2 * g * w)
+
+    loss = lambda ms: ad.psum(lambda w: np.sum(_guarded_square(w)), ms, executor=processes,  # noqa: E731
+                              dispatch="always")
+    with pytest.raises(TypeError, match=r"the rule registered for .*_guarded_square could not be "
+                                        r"sent to this worker process \(TypeError: cannot pickle "
+                                        r"'_thread.lock' object\)"):
+        ad.gradient(loss, _models())
+    assert processes.map(abs, [-1, 2]) == [1, 2]  # usable afterwards; other rules still travel
+    (g,) = ad.gradient(lambda ms: ad.psum(lambda w: np.sum(np.sin(w)), ms, executor=processes,
+                                          dispatch="always"), _models())
+    np.testing.assert_allclose(g, [np.cos(m) for m in _models()])
+
+
 class _Holder:
     pass
 

@@ -105,6 +105,71 @@ def test_rules_registered_in_main_reach_the_workers(tmp_path, backend, serial_bi
     assert _lines(r, "BITS") == serial_bits
 
 
+OVERRIDES = textwrap.dedent('''
+    import os
+    import numpy as np
+    import adrules as ad
+    from ops import scaled  # a primitive; its rules are registered by rules.py, imported here only
+    import rules  # noqa: F401
+
+    def loss(w, x):
+        return np.sum(np.clip(x * w, -1.0, 1.0)) + np.sum(np.sin(scaled(x @ w)))
+
+    def where(w, x):
+        return float(os.getpid())
+
+    if __name__ == "__main__":
+        @ad.rrule.register(np.clip)  # straight-through: NumPy's own rule replaced, in __main__
+        def clip_ste(x, lo, hi):
+            return np.clip(x, lo, hi), lambda g: (ad.NoTangent(), g, ad.NoTangent(), ad.NoTangent())
+
+        @ad.frule.register(np.clip)
+        def clip_ste_frule(tangents, x, lo, hi):
+            return np.clip(x, lo, hi), tangents[1]
+
+        x = np.array([0.5, 2.0, -3.0])
+        ws = [np.ones(3), 2 * np.ones(3), -np.ones(3)]
+        (g,) = ad.gradient(lambda ws: ad.psum(loss, ws, x, chunk_size=1), ws)
+        want = [x + np.cos(2.0 * (x @ w)) * 3.0 * x for w in ws]  # clip passes g; the rule: scaled. = 3
+        assert all(np.allclose(a, b) for a, b in zip(g, want)), (g, want)
+        v = [np.ones(3)] * 3
+        _, dy = ad.jvp(lambda ws: ad.psum(loss, ws, x, chunk_size=1), (ws,), (v,))
+        assert np.isclose(dy, sum(np.sum(b) for b in want)), dy
+        print("ELSEWHERE", os.getpid() not in set(ad.pmap(where, ws, x, chunk_size=1)))
+''')
+
+OPS = "import adrules as ad\n\n@ad.primitive\ndef scaled(y):\n    return 2.0 * y\n"
+# the rule says 3 y, not NumPy's 2 y: a worker that lacks it gives another number
+RULES = textwrap.dedent('''
+    import adrules as ad
+    from ops import scaled
+
+    @ad.rrule.register(scaled)
+    def scaled_rrule(y):
+        return scaled(y), lambda g: (ad.NoTangent(), 3.0 * g)
+
+    @ad.frule.register(scaled)
+    def scaled_frule(tangents, y):
+        return scaled(y), 3.0 * tangents[1]
+''')
+
+
+@pytest.mark.parametrize("backend", ["processes:2", "dask:2"])
+def test_rules_replacing_numpy_s_or_registered_by_another_module_reach_the_workers(tmp_path, backend):
+    """A straight-through np.clip registered in __main__, and rules for ops.scaled that only
+    rules.py registers (a worker imports ops, never rules): workers used NumPy's own rule,
+    or none, and the gradient was silently other than in the parent."""
+    if backend.startswith("dask"):
+        pytest.importorskip("distributed")
+    (tmp_path / "ops.py").write_text(OPS)
+    (tmp_path / "rules.py").write_text(RULES)
+    env = {"ADRULES_EXECUTOR": backend, "ADRULES_DISPATCH": "always",
+           "PYTHONPATH": str(tmp_path) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    r = run_script(tmp_path, OVERRIDES, env)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert _lines(r, "ELSEWHERE") == ["True"]
+
+
 CLOSE_AFTER_FAILURE = textwrap.dedent('''
     import time
     import executors
