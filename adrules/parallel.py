@@ -721,7 +721,9 @@ def _psum_frule(tangents, call, *leaves):
         [_dense_tangent(t, v) for t, v in zip(tangents[2:], leaves)]))
     items = _chunks(xs, call.chunk_size)
     d_items = _chunks(dxs, call.chunk_size)
-    if any(type(v) is Traced for v in leaves):  # under another differentiation: see _nested_rrule
+    # under another differentiation, of the primals or of the tangents (the gradient of a
+    # jvp with respect to its direction): see _nested_rrule
+    if any(type(v) is Traced for v in leaves) or _has_traced(tangents[2:]):
         elements = [(item, tree_map(zero_to_none, d[0])) for item, d in zip(items, d_items)]
         tangents = tree_map(zero_to_none, (dstate, *dshared))
         results = _map_over_chunks(call, ChunkJVP(call.plan, call.active), elements,

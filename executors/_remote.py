@@ -59,7 +59,7 @@ def dumps(obj: Any, what: str, backend: str) -> bytes:
     except Exception as exc:
         err = SerializationError(
             f"could not pickle {what} (a {type(obj).__name__}), which must cross a "
-            f"process boundary on the {backend!r} executor: {type(exc).__name__}: {exc}. "
+            f"process boundary on the {backend!r} executor: {type(exc).__name__}: {str(exc).rstrip('.')}. "
             "Use the 'serial' or 'threads' executor for objects that cannot be "
             "pickled, or build them inside fn."
         )

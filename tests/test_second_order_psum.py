@@ -76,6 +76,11 @@ CASES = {
         lambda x: ad.jvp(lambda x: S(loss, ms, x), (x,), (v,))[1], (x,), (v,))[1],
     "gradient of a jvp": lambda S, ms, x, v: ad.gradient(
         lambda x: ad.jvp(lambda x: S(loss, ms, x), (x,), (v,))[1], x)[0],
+    # the tangents traced, the primals not: they went to worker processes and failed to pickle
+    "gradient of a jvp wrt its direction": lambda S, ms, x, v: ad.gradient(
+        lambda v: ad.jvp(lambda x: S(loss, ms, x), (x,), (v,))[1], v)[0],
+    "jvp of a jvp along its direction": lambda S, ms, x, v: ad.jvp(
+        lambda v: ad.jvp(lambda x: S(loss, ms, x), (x,), (v,))[1], (v,), (x,))[1],
 }
 
 
@@ -114,7 +119,8 @@ def pools():
 
 @pytest.mark.parametrize("case", ["hvp wrt shared", "hvp wrt elements", "hvp wrt array elements",
                                   "hvp, array-valued sum",
-                                  "gradient of a gradient", "jvp of a jvp", "gradient of a jvp"])
+                                  "gradient of a gradient", "jvp of a jvp", "gradient of a jvp",
+                                  "gradient of a jvp wrt its direction", "jvp of a jvp along its direction"])
 def test_bitwise_identical_across_backends_and_worker_counts(case, data, pools):
     models, x, v = data
     results = [CASES[case](psum_via(ex), models, x, v) for ex in pools]
