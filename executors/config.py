@@ -137,19 +137,25 @@ def _valid_forms() -> str:
     return f"NAME or NAME:N with NAME one of {names} and N a positive integer (e.g. 'processes:4')"
 
 
-def _check_executor(executor: Executor | str | None, where: str = "executor") -> Executor | str | None:
+def _check_executor(executor: Executor | str | None, n_workers: int | None,
+                    where: str = "executor") -> tuple[Executor | str | None, int | None]:
+    """``(executor, n_workers)`` checked; a name may carry its worker count, "processes:4"
+    (as ``ADRULES_EXECUTOR`` does), which ``n_workers`` must then not contradict."""
+    n_workers = check_positive_int(n_workers, "n_workers")
     if executor is None or isinstance(executor, Executor):
-        return executor
-    if isinstance(executor, str):
-        if executor in backend_names():
-            return executor
-        raise ValueError(
-            f"{where}={executor!r} is not a known executor: use an Executor instance or "
-            f"one of {', '.join(repr(n) for n in backend_names())}"
-        )
-    raise TypeError(
-        f"{where} must be an Executor instance or a name, got {type(executor).__name__}"
-    )
+        if isinstance(executor, Executor) and n_workers is not None:
+            raise ValueError("give n_workers only with an executor name, not with an Executor instance")
+        return executor, n_workers
+    if not isinstance(executor, str):
+        raise TypeError(f"{where} must be an Executor instance or a name, got {type(executor).__name__}")
+    name, sep, count = executor.partition(":")
+    if name in backend_names() and (not sep or (count.isdigit() and int(count) >= 1)):
+        if sep and n_workers is not None and n_workers != int(count):
+            raise ValueError(f"{where}={executor!r} and n_workers={n_workers} disagree: give the "
+                             f"worker count once")
+        return name, int(count) if sep else n_workers
+    raise ValueError(f"{where}={executor!r} is not a known executor: use an Executor instance or "
+                     f"{_valid_forms()}")
 
 
 def _check_dispatch(dispatch: _S, where: str = "dispatch") -> _S:
@@ -188,13 +194,10 @@ def config(
     serial 2 always
     8 auto
     """
-    executor = _check_executor(executor)
-    n_workers = check_positive_int(n_workers, "n_workers")
+    executor, n_workers = _check_executor(executor, n_workers)
     chunk_size = check_positive_int(chunk_size, "chunk_size")
     dispatch = _check_dispatch(dispatch)
-    if isinstance(executor, Executor) and n_workers is not None:
-        raise ValueError("give n_workers only with an executor name, not with an Executor instance")
-    outer = _context.SETTINGS.get()
+    outer = _context.SETTINGS.get()  # (an outer block's Executor instance ignores n_workers)
     new = _context.Settings(
         executor=executor if executor is not None else outer.executor,
         n_workers=n_workers if n_workers is not None else outer.n_workers,
@@ -316,16 +319,13 @@ def resolve(executor: Executor | str | None = None, n_workers: int | None = None
     >>> import executors
     >>> executors.resolve("serial").name
     'serial'
-    >>> executors.resolve("threads", 2) is executors.resolve("threads", 2)
+    >>> executors.resolve("threads", 2) is executors.resolve("threads:2")
     True
     >>> with executors.config(executor="threads", n_workers=2):
     ...     executors.resolve().n_workers
     2
     """
-    executor = _check_executor(executor)
-    n_workers = check_positive_int(n_workers, "n_workers")
-    if isinstance(executor, Executor) and n_workers is not None:
-        raise ValueError("give n_workers only with an executor name, not with an Executor instance")
+    executor, n_workers = _check_executor(executor, n_workers)
     if _context.in_worker():
         return _serial()
     ctx = _context.SETTINGS.get()

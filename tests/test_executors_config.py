@@ -106,6 +106,21 @@ def test_instances_are_used_as_is():
         mine.close()
 
 
+def test_a_name_carries_its_worker_count_everywhere_as_in_the_variable():
+    # 'threads:2' worked only in ADRULES_EXECUTOR: per call and in config it was unknown
+    assert resolve("threads:2") is resolve("threads", 2)
+    with config(executor="threads:2"):
+        assert resolve().n_workers == 2
+        with config(executor="serial"):
+            assert resolve().name == "serial"
+    assert resolve("threads:2", n_workers=2).n_workers == 2
+    with pytest.raises(ValueError, match=r"executor='threads:2' and n_workers=3 disagree"):
+        resolve("threads:2", n_workers=3)
+    for bad in ("threads:0", "threads:x", "thread:2"):
+        with pytest.raises(ValueError, match=r"is not a known executor: .*NAME:N"):
+            resolve(bad)
+
+
 def test_bad_names_and_values():
     with pytest.raises(ValueError, match="'proceses'"):
         resolve("proceses")
