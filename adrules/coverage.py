@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from .gaps import LEFT_OUT, reason
 from .registry import frule, is_primitive, rrule
 from .tracer import _COMPOSED
 
@@ -47,22 +48,6 @@ AUTOGRAD = {
         "yn").split(),
 }
 
-_ASARRAY = ("a Python function that converts its input with np.asarray, so the tracer never "
-            "sees the call")
-
-# Functions left out on purpose, and why (shown in the table's note column).
-LEFT_OUT = {
-    "numpy.full": "dispatches only on like=, so a traced fill value never reaches a rule: "
-                  "write fill_value * np.ones(shape)",
-    "numpy.linalg.eig": "complex eigenvalues and eigenvectors: complex values are not supported yet",
-    "numpy.linalg.eigvals": "complex eigenvalues: complex values are not supported yet",
-    "scipy.special.logsumexp": _ASARRAY + ": write m + np.log(np.sum(np.exp(x - m)))",
-    "scipy.special.softmax": _ASARRAY + ": write np.exp(x - logsumexp) with NumPy",
-    "scipy.special.log_softmax": _ASARRAY + ": write x - logsumexp with NumPy",
-    "scipy.special.polygamma": _ASARRAY + "; digamma's rules use the Hurwitz zeta ufunc instead",
-    "scipy.special.multigammaln": _ASARRAY + ": sum gammaln terms with NumPy",
-}
-
 # Functions that have both rules with a restriction worth knowing.
 NOTES = {
     "numpy.block": "traced as the np.reshape and np.concatenate calls that build it",
@@ -84,6 +69,7 @@ NOTES = {
     "numpy.cov": "without fweights/aweights",
     "numpy.polyint": "w.r.t. k when p is traced too (NumPy dispatches on p alone)",
     "numpy.frexp": "w.r.t. the mantissa; the exponent is an integer",
+    "numpy.bincount": "w.r.t. weights: a sum by index, for what np.add.at would write in place",
     "scipy.special.gammainc": "w.r.t. x (not a)",
     "scipy.special.gammaincc": "w.r.t. x (not a)",
     "scipy.special.betainc": "w.r.t. x (not a, b)",
@@ -107,21 +93,10 @@ def _float_loops(ufunc):
     return any(c in "efdg" for t in ufunc.types for c in t.split("->")[0])
 
 
-_IN_PLACE = ("writes into an existing array in place, which cannot be differentiated: build a new "
-             "array with np.where, np.concatenate or indexing")
-_FILES = "writes a file: nothing to differentiate"
-REASON_GROUPS = {
-    **dict.fromkeys(("copyto", "fill_diagonal", "place", "put", "put_along_axis", "putmask"), _IN_PLACE),
-    **dict.fromkeys(("save", "savetxt", "savez", "savez_compressed"), _FILES),
-}
-
-
 def _reason(qualified, f):
-    if qualified in LEFT_OUT:
-        return LEFT_OUT[qualified]
-    space, _, name = qualified.rpartition(".")
-    if space == "numpy" and name in REASON_GROUPS:
-        return REASON_GROUPS[name]
+    known = reason(qualified)
+    if known is not None:
+        return known
     if isinstance(f, np.ufunc) and not _float_loops(f):
         return "integer or boolean inputs only"
     if not is_primitive(f):

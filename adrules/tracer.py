@@ -34,7 +34,7 @@ import threading
 
 import numpy as np
 
-from . import _state, ops
+from . import _state, gaps, ops
 from ._state import TracedValue
 from .callables import Lifted, _Rebuild, split_callable
 from .projection import ProjectionError, Spec, project_like
@@ -612,7 +612,12 @@ def _stacked(seq):
 def _no_rule(f, mode):
     name = function_name(f)
     registry = "rrule" if mode == "reverse" else "frule"
-    return (NoRuleError if mode == "reverse" else NoFruleError)(
+    error = NoRuleError if mode == "reverse" else NoFruleError
+    why = gaps.reason(name)
+    if why is not None:  # a known gap: its reason and the way around it, not a registration
+        return error(f"no {registry} for {name}: it {why}." if why.startswith("writes") else
+                     f"no {registry} for {name}: {why}.")
+    return error(
         f"no {registry} for {name}: a traced value reached it, but it has no derivative rule. "
         f"Register one with @adrules.{registry}.register({name}), or mark it with "
         f"adrules.non_differentiable({name}) if its output carries no derivative.")

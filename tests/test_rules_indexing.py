@@ -110,6 +110,34 @@ def test_traced_second_order(f, args):
     check_grads(f, *args, order=2)
 
 
+def test_bincount_sums_weights_by_index_in_both_modes_and_second_order():
+    idx, w = np.array([0, 2, 2, 1, 4]), np.array([0.5, -1.0, 2.0, 0.3, 1.5])
+    check_rrule(np.bincount, idx, w)
+    check_frule(np.bincount, idx, w)
+    check_rrule(np.bincount, idx, w, 7)
+    check_grads(lambda w: np.sum(np.bincount(idx, weights=w, minlength=6) ** 2), w, order=2)
+    (g,) = ad.gradient(lambda w: np.sum(np.bincount(idx, weights=w) ** 2), w)
+    np.testing.assert_allclose(g, 2 * np.bincount(idx, weights=w)[idx])
+
+
+@pytest.mark.parametrize("write, reason", [
+    (lambda out, x: np.add.at(out, np.array([0, 1, 1]), x), r"numpy.add.at: it writes into its first "
+                                                            r"argument in place.*np.bincount\(idx, weights=x"),
+    (lambda out, x: np.put(out, [0, 1, 1], x), r"numpy.put: it writes into an existing array in place"),
+    (lambda out, x: np.putmask(out, out == 0, x), r"numpy.putmask: it writes into an existing array"),
+])
+def test_a_function_that_writes_in_place_says_so_not_to_mark_it_non_differentiable(write, reason):
+    # the generic advice (non_differentiable) would have made the gradient silently zero
+    def f(x):
+        out = np.zeros(3)
+        write(out, x)
+        return np.sum(out ** 2)
+
+    with pytest.raises(ad.tracer.NoRuleError, match=reason) as info:
+        ad.gradient(f, np.array([1.0, 2.0, 3.0]))
+    assert "non_differentiable" not in str(info.value)
+
+
 def test_repeated_indices_accumulate():
     """The hand-computed pullback of x[[0, 0, 1]] sends ȳ = (1, 10, 100) to (11, 100, 0)."""
     _, back = ad.pullback(lambda x: x[[0, 0, 1]], np.zeros(3))

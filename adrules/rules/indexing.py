@@ -133,6 +133,24 @@ def take_frule(tangents, a, indices, axis=None, out=None, mode="raise"):
     return y, ZeroTangent() if is_zero(da) else np.take(da, indices, axis, mode=mode)
 
 
+@reverse_rule(np.bincount)
+def bincount_rrule(x, weights=None, minlength=0):
+    """A sum by index (np.add.at's out-of-place form): linear in ``weights``."""
+    y = np.bincount(x, weights, minlength)
+
+    def bincount_pullback(g):
+        return NoTangent(), NoTangent(), NoTangent() if weights is None else g[x], NoTangent()
+
+    return y, bincount_pullback
+
+
+@forward_rule(np.bincount)
+def bincount_frule(tangents, x, weights=None, minlength=0):
+    dw = tangent_at(tangents, 1)
+    y = np.bincount(x, weights, minlength)
+    return y, ZeroTangent() if weights is None or is_zero(dw) else np.bincount(x, dw, minlength)
+
+
 @reverse_rule(np.take_along_axis)
 def take_along_axis_rrule(arr, indices, axis=-1):
     shape, index = np.shape(arr), _along_axis_index(np.shape(arr), indices, axis)
