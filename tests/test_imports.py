@@ -22,7 +22,7 @@ LAYERS = {
         ["executors"],
     ],
     "adrules": [
-        ["adrules._state", "adrules.tangents", "adrules.pytrees"],
+        ["adrules._state", "adrules.tangents", "adrules.pytrees", "adrules.gaps"],
         ["adrules.projection", "adrules.callables"],
         ["adrules.registry"],
         ["adrules.ops"],

@@ -48,6 +48,7 @@ CASES = [
     (np.convolve, (R(4), R(2, seed=1), "same")), (np.correlate, (R(4), R(2, seed=1), "full")),
     (np.cross, (R(2, 3), R(3, seed=1))), (np.clip, (R(2, 3), 0.7, 1.2)),
     (np.where, (R(2, 3) > 1.0, R(2, 3, seed=1), R(3, seed=2))),
+    (np.bincount, (np.array([0, 2, 2, 1]), R(4), 5)),
     (np.take, (R(2, 3), np.array([0, 2, 0]), 1)), (np.take_along_axis, (R(2, 3), np.array([[0, 2], [1, 1]]), 1)),
     (np.choose, (np.array([0, 1, 0]), [R(3), R(3, seed=1)])),
     (np.select, ([R(3) > 1.0], [R(3, seed=1)], 0.5)),
