@@ -627,7 +627,7 @@ class UserRules:
 
     __slots__ = ()
 
-    def __reduce__(self) -> tuple[Callable[[tuple[bytes, ...]], None], tuple[tuple[bytes, ...]]]:
+    def __reduce__(self) -> tuple[Callable[..., None], tuple[Any, ...]]:
         global _user_snapshot
         version, data = _user_snapshot
         if version != _user_version or data is None:
@@ -636,36 +636,41 @@ class UserRules:
         return (_adopt_user_rules, (data,))
 
 
-_user_snapshot: tuple[int, tuple[bytes, ...] | None] = (-1, None)
+_user_snapshot: tuple[int, tuple[tuple[bytes, bytes], ...] | None] = (-1, None)
 _USER_RULES = UserRules()
 
 
-def _entry_bytes(f: Callable[..., Any]) -> bytes | None:
+def _entry_bytes(f: Callable[..., Any]) -> tuple[bytes, bytes] | None:
+    """``f`` and its rules, pickled apart: a worker that cannot load the rules (their
+    module is not importable there) must still learn that ``f`` has them."""
     import cloudpickle  # rules may be lambdas, or defined in __main__
 
-    rules = (rrule.rules.get(f), frule.rules.get(f))
     try:
-        return cloudpickle.dumps((f, *rules), protocol=5)
-    except Exception as e:
-        reason = f"{type(e).__name__}: {e}"
-    unsent = RuleEntry(_Unsent(function_name(f), reason), RULE, name=function_name(f))
-    try:
-        return cloudpickle.dumps((f, *(None if r is None else unsent for r in rules)), protocol=5)
+        key = cloudpickle.dumps(f, protocol=5)
     except Exception:  # f itself does not pickle: nor does any work that calls it
         return None
+    rules = (rrule.rules.get(f), frule.rules.get(f))
+    try:
+        return key, cloudpickle.dumps(rules, protocol=5)
+    except Exception as e:
+        unsent = RuleEntry(_Unsent(function_name(f), f"{type(e).__name__}: {e}"), RULE, name=function_name(f))
+        return key, cloudpickle.dumps(tuple(None if r is None else unsent for r in rules), protocol=5)
 
 
 class _Unsent:
-    """Stands on a worker for a rule that could not be pickled: raises if used."""
+    """Stands on a worker for a rule that could not be pickled, or loaded there: raises
+    if used (the built-in rule, or none, would silently give another derivative)."""
 
-    def __init__(self, name: str, reason: str) -> None:
-        self.name, self.reason = name, reason
+    def __init__(self, name: str, reason: str, failed: str = "sent to") -> None:
+        self.name, self.reason, self.failed = name, reason, failed
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        where = "this worker process" if self.failed == "sent to" else "on this worker process"
         raise TypeError(
-            f"the rule registered for {self.name} could not be sent to this worker process "
-            f"({self.reason}): define it at module level, make what it captures picklable, or "
-            f"use the 'serial' or 'threads' executor.")
+            f"the rule registered for {self.name} could not be {self.failed} {where} "
+            f"({self.reason}): define it at module level in a module the workers can import "
+            f"(on their sys.path), make what it captures picklable, or use the 'serial' or "
+            f"'threads' executor.")
 
 
 def travelling_rules() -> UserRules | None:
@@ -678,14 +683,20 @@ def travelling_rules() -> UserRules | None:
     return _USER_RULES if _user_keys else None
 
 
-def _adopt_user_rules(data: tuple[bytes, ...]) -> None:
+def _adopt_user_rules(data: tuple[tuple[bytes, bytes], ...]) -> None:
     import pickle
 
-    for blob in data:
+    for key, rules in data:
         try:
-            f, reverse, forward = pickle.loads(blob)
+            f = pickle.loads(key)
         except Exception:  # f's module is not importable here: nothing here can call f
             continue
+        try:
+            reverse, forward = pickle.loads(rules)
+        except Exception as e:  # (a rule's module the caller imported from a path of its own)
+            unsent = RuleEntry(_Unsent(function_name(f), f"{type(e).__name__}: {e}", "loaded"), RULE,
+                               name=function_name(f))
+            reverse, forward = unsent, unsent
         for table, entry in ((rrule.rules, reverse), (frule.rules, forward)):
             if entry is not None:
                 table[f] = entry

@@ -281,3 +281,48 @@ def test_tiny_work_in_a_fresh_script_stays_on_the_calling_thread(tmp_path):
     r = run_script(tmp_path, TINY_ON_THREADS, {"ADRULES_EXECUTOR": "threads:2"})
     assert r.returncode == 0, r.stderr[-3000:]
     assert _lines(r, "INLINE") == ["0 6", "1 8", "2 8"]
+
+
+UNLOADABLE = textwrap.dedent('''
+    import importlib.util
+    import sys
+    import numpy as np
+    import adrules as ad
+
+    def loss(w):
+        return np.sum(np.clip(w, -0.5, 0.5) ** 2)
+
+    if __name__ == "__main__":
+        # a rules module loaded from a path of the script's own: workers cannot import it
+        spec = importlib.util.spec_from_file_location("myrules", "plugins/myrules.py")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules["myrules"] = module
+        spec.loader.exec_module(module)
+        try:
+            ad.gradient(lambda ms: ad.psum(loss, ms, chunk_size=1), [np.ones(3), np.ones(3)])
+        except TypeError as e:
+            print("ERROR", str(e).splitlines()[0])
+''')
+
+STRAIGHT_THROUGH = textwrap.dedent('''
+    import numpy as np
+    import adrules as ad
+
+    @ad.rrule.register(np.clip)
+    def clip_ste(x, lo, hi):
+        return np.clip(x, lo, hi), lambda g: (ad.NoTangent(), g, ad.NoTangent(), ad.NoTangent())
+''')
+
+
+def test_a_rule_the_workers_cannot_load_is_named_not_replaced_by_numpy_s(tmp_path):
+    """Its module was importable here only: the worker dropped it and used NumPy's own
+    rule, silently (another gradient than serial's)."""
+    (tmp_path / "plugins").mkdir()
+    (tmp_path / "plugins" / "myrules.py").write_text(STRAIGHT_THROUGH)
+    r = run_script(tmp_path, UNLOADABLE, {"ADRULES_EXECUTOR": "processes:2", "ADRULES_DISPATCH": "always"})
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert _lines(r, "ERROR") == [
+        "the rule registered for numpy.clip could not be loaded on this worker process "
+        "(ModuleNotFoundError: No module named 'myrules'): define it at module level in a module "
+        "the workers can import (on their sys.path), make what it captures picklable, or use "
+        "the 'serial' or 'threads' executor."]
