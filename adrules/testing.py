@@ -27,7 +27,7 @@ from .registry import function_name
 from .tracer import SECOND_ORDER, TracerError, in_place_writes_explained
 from .tangents import InplaceableThunk, NoTangent, ZeroTangent, is_float_value, is_zero, unthunk
 
-_STEP = 1e-3  # times each element's scale (_scale): finite differences move x by ~1e-3 |x|
+_STEP = 1e-3  # finite differences' step; then, if they disagree, one fitted to x (_steps)
 _MAX_ELEMENTWISE = 64  # beyond this many elements, check along random directions instead
 
 
@@ -59,30 +59,36 @@ def _random_tangent(tree, rng):
     return unflatten(tdef, [_random_like(x, rng) if _is_float_leaf(x) else NoTangent() for x in leaves])
 
 
-def _scale(x):
-    """How far finite differences may move each element of float leaf ``x``, in units of
-    ``_STEP``: its magnitude below 1 (at least 1e-3; float32 and float16, whose rounding
-    needs the longer step, 1), its square root above. A fixed step was too long near zero
-    (log at 0.01 off by 1e-4, sqrt at 1e-3 stepping below 0) and too short at 1e8 (x ** 2
-    rounded to 1e-4 relative); the square root keeps it short enough for curved
-    functions of big arguments."""
-    low = getattr(x, "dtype", np.float64) in (np.float32, np.float16)
-    a = np.abs(np.asarray(x, dtype=np.float64))
-    a = np.where(np.isfinite(a), a, 1.0)
-    return np.where(a < 1.0, 1.0 if low else np.maximum(a, 1e-3), np.sqrt(a))
+def _steps(*trees):
+    """The finite-difference steps to try, in order: ``_STEP``, then one fitted to the
+    magnitude of the arguments ``trees`` moved (1e-3 of the smallest, counted from 1e-3 up
+    below 1, by its square root above), where that is shorter or longer. The fixed step
+    alone failed correct rules near zero (log at 0.01 off by 1e-4, sqrt at 1e-3 stepping
+    below 0) and at 1e8 (x ** 2 lost to rounding); the fitted one alone failed others (a
+    big constant added near zero, sin of 1e4). A rule passes when either agrees; each is
+    an estimate of the same derivative, so a wrong rule agrees with neither."""
+    scales = []
+    for tree in trees:
+        for x in flatten(tree)[0]:
+            if _is_float_leaf(x) and np.size(x):
+                a = np.abs(np.asarray(x, dtype=np.float64))
+                a = a[np.isfinite(a)]
+                if a.size:
+                    scales.append(np.min(np.where(a < 1.0, np.maximum(a, 1e-3), np.sqrt(a))))
+    fitted = _STEP * float(min(scales)) if scales else _STEP
+    return (_STEP,) if fitted == _STEP else (_STEP, fitted)
 
 
-def _random_direction(tree, rng):
-    """A random tangent of the arguments ``tree`` for finite differences to move along,
-    each element scaled to its value (``_scale``)."""
-    leaves, tdef = flatten(tree)
-    return unflatten(tdef, [_scaled(_random_like(x, rng), x) if _is_float_leaf(x) else NoTangent()
-                            for x in leaves])
-
-
-def _scaled(d, x):
-    out = d * _scale(x)
-    return type(d)(out) if isinstance(d, (float, np.floating)) else out.astype(d.dtype)
+def _agreeing(compare, estimate, steps):
+    """``compare(estimate(step))`` for each of ``steps`` until one passes; else the first
+    failure is raised."""
+    first = None
+    for step in steps:
+        try:
+            return compare(estimate(step))
+        except AssertionError as e:
+            first = first or e
+    raise first
 
 
 def _inner(a, b):
@@ -118,12 +124,13 @@ def _shifted(args, i, direction, h):
     return out
 
 
-def _fd_directional(fn, args, i, direction):
+def _fd_directional(fn, args, i, direction, step):
     """Five-point central difference of ``fn(*args)`` along ``direction`` in argument i."""
-    return _stencil([fn(*_shifted(args, i, direction, k * _STEP)) for k in (-2, -1, 1, 2)])
+    with np.errstate(invalid="ignore", divide="ignore"):  # a step out of f's domain: nan, then the next step
+        return _stencil([fn(*_shifted(args, i, direction, k * step)) for k in (-2, -1, 1, 2)], step)
 
 
-def _stencil(vals):
+def _stencil(vals, step):
     """The five-point central difference from outputs at steps -2h, -h, h, 2h (leaf by leaf)."""
     leaves = [flatten(_to_plain(v))[0] for v in vals]
     tdef = flatten(_to_plain(vals[0]))[1]
@@ -133,37 +140,39 @@ def _stencil(vals):
             out.append(NoTangent())
             continue
         m2, m1, p1, p2 = (np.asarray(v, dtype=np.float64) for v in (m2, m1, p1, p2))
-        out.append((m2 - 8 * m1 + 8 * p1 - p2) / (12 * _STEP))
+        out.append((m2 - 8 * m1 + 8 * p1 - p2) / (12 * step))
     return unflatten(tdef, out)
 
 
 def _fd_cotangent(fn, args, i, ybar, rng):
-    """Finite-difference cotangent of argument i for output cotangent ``ybar``.
+    """Finite-difference cotangent of argument i for output cotangent ``ybar``, as a
+    function of the step.
 
     Elementwise for small arguments (so errors are located), else along random
-    directions (returns a list of (direction, <ȳ, J·direction>) pairs instead)."""
+    directions (a list of (direction, <ȳ, J·direction>) pairs instead)."""
     leaves, tdef = flatten(args[i])
     size = sum(np.size(x) for x in leaves if _is_float_leaf(x))
-    if size <= _MAX_ELEMENTWISE:
+    if size > _MAX_ELEMENTWISE:
+        directions = [_random_tangent(args[i], rng) for _ in range(3)]
+        return lambda step: ("probes", [(d, _inner(ybar, _fd_directional(fn, args, i, d, step)))
+                                        for d in directions])
+
+    def dense(step):
         grads = []
         for j, leaf in enumerate(leaves):
             if not _is_float_leaf(leaf):
                 grads.append(NoTangent())
                 continue
             g = np.zeros(np.shape(leaf))
-            scale = np.broadcast_to(_scale(leaf), np.shape(leaf))
             for k in np.ndindex(np.shape(leaf)):
                 e = np.zeros(np.shape(leaf))
-                e[k] = scale[k]
+                e[k] = 1.0
                 dirs = [e if jj == j else ZeroTangent() for jj in range(len(leaves))]
-                g[k] = _inner(ybar, _fd_directional(fn, args, i, unflatten(tdef, dirs))) / scale[k]
+                g[k] = _inner(ybar, _fd_directional(fn, args, i, unflatten(tdef, dirs), step))
             grads.append(g if np.ndim(leaf) else float(g))
         return "dense", unflatten(tdef, grads)
-    probes = []
-    for _ in range(3):
-        d = _random_direction(args[i], rng)
-        probes.append((d, _inner(ybar, _fd_directional(fn, args, i, d))))
-    return "probes", probes
+
+    return dense
 
 
 def _compare_cotangent(label, what, got, fd, rtol, atol):
@@ -248,8 +257,8 @@ def check_rrule(f: Callable[..., Any], *args: Any, fkwargs: dict[str, Any] | Non
                                      f"cotangent {g!r}; return NoTangent().")
             continue
         g = _project_tree(label, i, g, arg)
-        _compare_cotangent(label, f"the cotangent of argument {i}", g,
-                           _fd_cotangent(fn, before, i, ybar, rng), rtol, atol)
+        _agreeing(lambda fd: _compare_cotangent(label, f"the cotangent of argument {i}", g, fd, rtol, atol),
+                  _fd_cotangent(fn, before, i, ybar, rng), _steps(before[i]))
         g2 = _project_tree(label, i, unthunk(again[i + 1]), arg)
         _compare_cotangent(label, f"the cotangent of argument {i} on a second call", g2,
                            ("dense", g), rtol, atol)
@@ -319,7 +328,7 @@ def check_frule(f: Callable[..., Any], *args: Any, fkwargs: dict[str, Any] | Non
     rtol_given, atol_given = rtol, atol
     rng = np.random.default_rng(seed)
     before = copy.deepcopy(args)
-    tangents = [_random_direction(a, rng) if any(_is_float_leaf(x) for x in flatten(a)[0])
+    tangents = [_random_tangent(a, rng) if any(_is_float_leaf(x) for x in flatten(a)[0])
                 else NoTangent() for a in args]
     result = frule((NoTangent(), *tangents), f, *args, **fkwargs)
     if result is None:
@@ -335,7 +344,8 @@ def check_frule(f: Callable[..., Any], *args: Any, fkwargs: dict[str, Any] | Non
     _compare_primal(label, y, f(*before, **fkwargs), rtol, atol)
     fn = _call_fn(f, fkwargs)
     try:
-        _compare_tangent(label, "the output tangent", dy, _fd_jvp(fn, before, tangents), y, rtol, atol)
+        _agreeing(lambda fd: _compare_tangent(label, "the output tangent", dy, fd, y, rtol, atol),
+                  _fd_jvp(fn, before, tangents), _steps(*_moved(before, tangents)))
     except AssertionError as wrong:
         # along every argument at once, as ChainRules' test_frule: now find whose part is wrong
         moving = [i for i, t in enumerate(tangents) if not isinstance(t, NoTangent)]
@@ -360,16 +370,19 @@ def _wrong_argument(label, tangent_along, fn, args, tangents, moving, y, rtol, a
         return None
     for i in moving:
         alone = [t if k == i or k not in moving else ZeroTangent() for k, t in enumerate(tangents)]
+        dy = tangent_along(alone)
+        what = f"the output tangent along argument {i} (the others held fixed)"
         try:
-            _compare_tangent(label, f"the output tangent along argument {i} (the others held "
-                             f"fixed)", tangent_along(alone), _fd_jvp(fn, args, alone), y, rtol, atol)
+            _agreeing(lambda fd: _compare_tangent(label, what, dy, fd, y, rtol, atol),
+                      _fd_jvp(fn, args, alone), _steps(*_moved(args, alone)))
         except AssertionError as e:
             return e
     return None
 
 
 def _fd_jvp(fn, args, tangents):
-    """Finite-difference directional derivative along all argument tangents at once."""
+    """Finite-difference directional derivative along all argument tangents at once, as
+    a function of the step."""
     packed = lambda t: fn(*args_at(t))  # noqa: E731
     args64 = [_as_float64(a) for a in args]
 
@@ -377,7 +390,16 @@ def _fd_jvp(fn, args, tangents):
         return [_shifted(args64, i, tangents[i], t)[i] if not is_zero(tangents[i]) else args64[i]
                 for i in range(len(args))]
 
-    return _stencil([packed(k * _STEP) for k in (-2, -1, 1, 2)])
+    def at(step):
+        with np.errstate(invalid="ignore", divide="ignore"):  # (as in _fd_directional)
+            return _stencil([packed(k * step) for k in (-2, -1, 1, 2)], step)
+
+    return at
+
+
+def _moved(args, tangents):
+    """The arguments whose tangent is not zero: those finite differences move."""
+    return [a for a, t in zip(args, tangents) if not is_zero(t) and not isinstance(t, NoTangent)]
 
 
 def _compare_tangent(label, what, got, ref, y, rtol, atol):
@@ -455,18 +477,20 @@ def _check_grads(f, args, modes, order, rtol, atol, seed, name, level):
             if any(_is_float_leaf(x) for x in flatten(args[i])[0]):
                 what = (f"the gradient of argument {i} (times ȳ = {float(ybar):.6g})" if scalar else
                         f"the cotangent of argument {i} for a random ȳ")
-                _compare_cotangent(label, what, g, _fd_cotangent(f, args, i, ybar, rng), rtol, atol)
+                _agreeing(lambda fd: _compare_cotangent(label, what, g, fd, rtol, atol),
+                          _fd_cotangent(f, args, i, ybar, rng), _steps(args[i]))
         if order > 1:
             with _differentiating_rules(name, level + 1, "reverse"):
                 _check_grads(lambda *a: pullback(f, *a)[1](ybar), args, modes, order - 1, rtol, atol,
                              seed + 1, name, level + 1)
     if "fwd" in modes:
         label = _order_label(name, level, "forward")
-        tangents = [_random_direction(a, rng) if any(_is_float_leaf(x) for x in flatten(a)[0])
+        tangents = [_random_tangent(a, rng) if any(_is_float_leaf(x) for x in flatten(a)[0])
                     else ZeroTangent() for a in args]
         y, dy = jvp(f, args, tangents)
         try:
-            _compare_tangent(label, "the output tangent", dy, _fd_jvp(f, args, tangents), y, rtol, atol)
+            _agreeing(lambda fd: _compare_tangent(label, "the output tangent", dy, fd, y, rtol, atol),
+                      _fd_jvp(f, args, tangents), _steps(*_moved(args, tangents)))
         except AssertionError as wrong:
             moving = [i for i, a in enumerate(args) if any(_is_float_leaf(x) for x in flatten(a)[0])]
             culprit = _wrong_argument(label, lambda t: jvp(f, args, t)[1], f, args,

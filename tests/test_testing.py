@@ -305,10 +305,14 @@ def test_check_grads_order_1_passes_order_2_catches_broken_second_derivative():
     (np.sqrt, np.array([1e-3, 4.0])),          # the stencil reached below 0: expected nan
     (lambda x: np.sum(x ** 2), np.array([1e8, -3e8])),  # rounding at 1e17
     (np.arctan, np.array([-1e4, 0.0, 1e4])),
-], ids=["log-near-0", "sqrt-near-0", "square-at-1e8", "arctan-wide"])
+    (lambda x: 1e5 + np.sum(np.sin(x)), np.array([0.0, 0.0])),   # a step fitted to 0 alone: rounding
+    (lambda x: np.sum(np.sin(x)), np.array([1e4, 2e4])),         # one fitted to 1e4 alone: truncation
+    (lambda x: np.sum(np.sqrt(x)), np.array([1e-4, 5e-4], np.float32)),
+], ids=["log-near-0", "sqrt-near-0", "square-at-1e8", "arctan-wide", "offset-at-0", "sin-of-1e4",
+        "sqrt-float32"])
 def test_finite_differences_step_with_the_argument_s_magnitude(f, x):
     """Correct rules pass at small and big arguments alike."""
-    check_grads(f, x, order=2)
+    check_grads(f, x, order=1 if x.dtype == np.float32 else 2)
     if f is not np.arctan and getattr(f, "__name__", "") != "<lambda>":
         check_rrule(f, x)
         check_frule(f, x)
@@ -626,3 +630,20 @@ def test_check_rrule_gives_a_namedtuple_output_a_cotangent_of_its_type():
         return stats(x), lambda g: (ad.NoTangent(), g.mean / x.size + 2 * x * g.sq / x.size)
 
     check_rrule(stats, np.array([1.0, 2.0, 4.0]))
+
+
+@ad.primitive
+def _exp_off_by_1e4(x):
+    return np.exp(x)
+
+
+@ad.frule.register(_exp_off_by_1e4)
+def _exp_off_by_1e4_frule(tangents, x):
+    return np.exp(x), tangents[1] * np.exp(x) * (1 + 1e-4)
+
+
+@pytest.mark.parametrize("x", [np.array([0.0, 0.0]), np.array([1e-4, -2e-4]), np.array([0.5, -0.3])])
+def test_a_rule_off_by_1e4_relative_is_caught_near_zero_too(x):
+    # tangents scaled down to a small x's size hid it under the absolute tolerance
+    with pytest.raises(AssertionError, match="differs from finite differences"):
+        check_frule(_exp_off_by_1e4, x)
