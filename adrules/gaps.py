@@ -20,9 +20,11 @@ IN_PLACE = ("writes into an existing array in place, which cannot be differentia
 
 # a ufunc's .at method (np.add.at(out, idx, x)): a scatter into ``out``
 UFUNC_AT = ("writes into its first argument in place, which cannot be differentiated: build the "
-            "result as a new array, e.g. a sum by index with np.bincount(idx, weights=x, "
-            "minlength=n) (1-D), or np.zeros(n) + onehot.T @ x with onehot = (idx[:, None] == "
-            "np.arange(n))")
+            "result as a new array, with indexing, np.where or a one-hot matrix onehot = "
+            "(idx[:, None] == np.arange(n))")
+ADD_AT = ("writes into its first argument in place, which cannot be differentiated: build the "
+          "sum by index as a new array, np.bincount(idx, weights=x, minlength=n) (1-D), or "
+          "onehot.T @ x with onehot = (idx[:, None] == np.arange(n))")
 
 FILES = "writes a file: nothing to differentiate"
 
@@ -54,5 +56,5 @@ def reason(qualified: str) -> str | None:
     if space == "numpy" and name in REASON_GROUPS:
         return REASON_GROUPS[name]
     if space.startswith("numpy.") and name == "at":
-        return UFUNC_AT
+        return ADD_AT if space in ("numpy.add", "numpy.subtract") else UFUNC_AT
     return None

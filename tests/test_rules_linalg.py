@@ -283,11 +283,21 @@ def test_det_of_a_singular_matrix_has_its_cofactors_as_gradient(a):
     np.testing.assert_allclose(g, _central_differences(total, a), atol=1e-8)
     direction = np.random.default_rng(3).normal(size=a.shape)
     np.testing.assert_allclose(ad.jvp(total, (a,), (direction,))[1], np.sum(g * direction), atol=1e-8)
-    if a.shape == (2, 2):  # det = a00 a11 - a01 a10
-        want = np.zeros((2, 2, 2, 2))
-        want[0, 0, 1, 1] = want[1, 1, 0, 0] = 1.0
-        want[0, 1, 1, 0] = want[1, 0, 0, 1] = -1.0
-        np.testing.assert_allclose(ad.hessian(total, a), want, atol=1e-12)
+    # the second derivative too: of a 2x2 (det = a00 a11 - a01 a10) and, in a batch, of the
+    # regular matrix beside a singular one (the batch's SVD path made both NaN)
+    want = np.zeros((2, 2, 2, 2))
+    want[0, 0, 1, 1] = want[1, 1, 0, 0] = 1.0
+    want[0, 1, 1, 0] = want[1, 0, 0, 1] = -1.0
+    h = ad.hessian(total, a)
+    if a.shape == (2, 2):
+        np.testing.assert_allclose(h, want, atol=1e-12)
+    elif a.ndim == 3:
+        np.testing.assert_allclose(h[0, :, :, 0], want, atol=1e-12)
+        np.testing.assert_allclose(h[1, :, :, 1], want, atol=1e-12)
+    else:  # 3x3: central differences of the gradient, exact for det's quadratic cofactors
+        step = np.eye(9).reshape(9, 3, 3) * 1e-3
+        fd = [(ad.gradient(total, a + e)[0] - ad.gradient(total, a - e)[0]) / 2e-3 for e in step]
+        np.testing.assert_allclose(h.reshape(9, 9), np.reshape(fd, (9, 9)).T, atol=1e-9)
 
 
 def test_norm_gradient_at_zero_is_zero():

@@ -396,13 +396,36 @@ def solve_frule(tangents, a, b):
 
 
 def _cofactors(a, y):
-    """∂ det(a) / ∂a, the cofactor matrix: det(a) a⁻ᵀ where a has an inverse. Where one
+    """∂ det(a) / ∂a, the cofactor matrix: det(a) a⁻ᵀ where a has an inverse. Where a
     matrix has none (rank-deficient input: the gradient still exists), from the SVD
-    a = u diag(s) vh: det(u) det(vh) · u diag(∏_{j≠i} s_j) vh, with no division."""
+    a = u diag(s) vh: det(u) det(vh) · u diag(∏_{j≠i} s_j) vh, with no division; in a
+    batch, for those matrices only (the others' second derivatives stay those of a⁻¹)."""
     try:
         return y[..., None, None] * _T(np.linalg.inv(a))
     except np.linalg.LinAlgError:
         pass
+    singular = np.equal(y, 0)  # what LAPACK's LU found no inverse for: an exact zero pivot
+    if np.ndim(y) == 0:
+        return _cofactors_by_svd(a)
+    n = np.shape(a)[-1]
+    where = singular[..., None, None]
+    # each half computed on harmless stand-ins for the other half's matrices (an identity
+    # has an inverse; distinct singular values keep the SVD's derivatives finite)
+    regular = np.where(where, np.eye(n), a)
+    spread = np.where(where, a, np.diag(np.arange(1.0, n + 1)))
+    by_inverse = np.where(singular, 1.0, y)[..., None, None] * _T(np.linalg.inv(regular))
+    return np.where(where, _cofactors_by_svd(spread), by_inverse)
+
+
+def _cofactors_by_svd(a):
+    n = np.shape(a)[-1]
+    if n == 2:  # polynomials in a's entries: derivatives of every order exist, also at 0
+        return np.stack([np.stack([a[..., 1, 1], -a[..., 1, 0]], -1),
+                         np.stack([-a[..., 0, 1], a[..., 0, 0]], -1)], -2)
+    if n == 3:  # each row the cross product of the other two
+        r0, r1, r2 = a[..., 0, :], a[..., 1, :], a[..., 2, :]
+        return np.stack([np.cross(r1, r2), np.cross(r2, r0), np.cross(r0, r1)], -2)
+    # larger: the SVD's, whose second derivatives are NaN where singular values repeat
     u, s, vh = np.linalg.svd(a)
     ones = np.ones_like(s[..., :1])
     before = np.cumprod(np.concatenate([ones, s[..., :-1]], axis=-1), axis=-1)  # ∏_{j<i}
