@@ -24,14 +24,17 @@ def test_unchanged_shared_data_is_sent_once_and_a_changed_array_again():
     data, models = rng.normal(size=(4096, 4)), [rng.normal(size=3) for _ in range(4)]
     want = ad.gradient(lambda ms: ad.psum(_fit, ms, data, executor="serial", chunk_size=2), models)[0]
     with executors.DaskExecutor(n_workers=2) as ex, executors.DaskExecutor(n_workers=1, reuse_shared=False) as fresh:
-        for _ in range(3):
+        for step in range(3):
             got = ad.gradient(lambda ms: ad.psum(_fit, ms, data, executor=ex, chunk_size=2), models)[0]
             assert all(a.tobytes() == b.tobytes() for a, b in zip(got, want))
-        assert ex._n_scatters == 1  # three steps, one transfer of the data set
+            if step == 0:  # the data set, and the work's code if big (users' rules go with it)
+                sent = ex._n_scatters
+                assert sent >= 1
+        assert ex._n_scatters == sent  # three steps, one transfer of the data set
         data[0, 0] += 1.0  # changed in place: must be sent again, never used stale
         got = ad.gradient(lambda ms: ad.psum(_fit, ms, data, executor=ex, chunk_size=2), models)[0]
         want = ad.gradient(lambda ms: ad.psum(_fit, ms, data, executor="serial", chunk_size=2), models)[0]
-        assert ex._n_scatters == 2 and all(a.tobytes() == b.tobytes() for a, b in zip(got, want))
+        assert ex._n_scatters == sent + 1 and all(a.tobytes() == b.tobytes() for a, b in zip(got, want))
         got = ad.gradient(lambda ms: ad.psum(_fit, ms, data, executor=fresh, chunk_size=2), models)[0]
         assert all(a.tobytes() == b.tobytes() for a, b in zip(got, want))
 
