@@ -200,6 +200,9 @@ def _value_and_gradient(fname: _Name, f: Callable[..., Any],
             raise TracerError(
                 f"{fname}: f returned an array of shape {np.shape(value)}, but {fname.api} needs "
                 f"a scalar. Reduce it (np.sum, np.mean), or use adrules.pullback / adrules.jacobian.")
+        if np.iscomplexobj(value):  # its gradient would silently be the real part's
+            raise TracerError(f"{fname}: f returned a complex number; complex outputs are not "
+                              f"supported yet: return a real loss (np.real(z), np.abs(z) ** 2).")
         cot = backprop(trace, [(out.slot, _one_like(value))])
     else:
         value = out
@@ -243,7 +246,16 @@ def pullback(f: Callable[..., Any], *args: PyTree) -> tuple[PyTree, Pullback]:
     """
     fname = _Name("pullback", f)
     trace, plans, out = traced_call(fname, f, args)
+    if out is None or type(out) is str:  # a zero pullback would hide it
+        raise TracerError(f"{fname}: f returned {'None' if out is None else 'a string'}; "
+                          f"{'is its return statement missing?' if out is None else 'it has no derivative.'}")
     return pullback_of(fname, trace, plans, out)
+
+
+def chunk_pullback(f: Callable[..., Any], *args: PyTree) -> tuple[PyTree, Pullback]:
+    """``pullback`` of psum's chunk work, whose caller names what ``f`` returned."""
+    fname = _Name("pullback", f)
+    return pullback_of(fname, *traced_call(fname, f, args))
 
 
 def traced_call(fname: object, f: Callable[..., Any], args: tuple[Any, ...]) -> tuple[Trace, list[_Plan], Any]:
@@ -277,6 +289,9 @@ def pullback_of(fname: object, trace: Trace, plans: list[_Plan], out: Any) -> tu
                     f"has shape {np.shape(leaf.value)}.")
             if type(bar) in (list, tuple) and type(leaf.value) is np.ndarray:  # [1.0, 1.0] for an array
                 bar = np.asarray(bar, dtype=leaf.value.dtype)
+            if np.iscomplexobj(bar) and not np.iscomplexobj(leaf.value):
+                raise TracerError(f"{fname}: cotangent leaf {i} is complex, but the output is real; "
+                                  f"complex values are not supported yet.")
             if isinstance(bar, (int, float)):  # rules may index their cotangent: give a NumPy scalar
                 bar = np.asarray(bar, dtype=getattr(leaf.value, "dtype", np.float64))[()]
             seeds.append((slot, bar))
@@ -294,6 +309,10 @@ def jvp(f: Callable[..., Any], primals: Iterable[PyTree], tangents: Iterable[PyT
     (np.float64(0.0), np.float64(2.0))
     """
     fname = _Name("jvp", f)
+    for name, given in (("primals", primals), ("tangents", tangents)):
+        if type(given) not in (tuple, list):  # an array would be taken as its rows
+            raise TypeError(f"{fname}: {name} must be a tuple with one entry per argument of f, "
+                            f"got {type(given).__name__}: write jvp(f, (x,), (dx,)).")
     primals, tangents = tuple(primals), tuple(tangents)
     if len(primals) != len(tangents):
         raise TypeError(f"{fname}: got {len(primals)} primals but {len(tangents)} tangents; "
@@ -322,6 +341,9 @@ def jvp(f: Callable[..., Any], primals: Iterable[PyTree], tangents: Iterable[PyT
                 if np.shape(tl) != shape_p:
                     raise TypeError(f"{fname}: the tangent of {where} has shape {np.shape(tl)} "
                                     f"but the primal has shape {shape_p}.")
+                if np.iscomplexobj(tl) and type(tl) is not Traced:  # it would be cut to its real part
+                    raise TypeError(f"{fname}: the tangent of {where} is complex, but the primal is "
+                                    f"real; complex values are not supported yet.")
                 new.append(trace.leaf(leaf, tl))
             else:
                 new.append(leaf)

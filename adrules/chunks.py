@@ -19,7 +19,7 @@ import enum
 import numpy as np
 from executors._plain import plain_record
 
-from .api import jvp, pullback
+from .api import chunk_pullback as pullback, jvp
 from .pytrees import LEAF, LEAF_TYPES, flatten, tree_map, unflatten
 from .tangents import NoTangent, ZeroTangent, is_zero
 from .tracer import Traced

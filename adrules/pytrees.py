@@ -136,14 +136,24 @@ def _children(x: Any) -> tuple[type, Any, list[Any]] | None:
         keys = tuple(x)
         return dict, keys, [x[k] for k in keys]
     if t in _NODES:
-        children, aux = _NODES[t][0](x)
-        return t, aux, list(children)
+        out = _NODES[t][0](x)
+        if type(out) is not tuple or len(out) != 2 or type(out[0]) not in (tuple, list):
+            # (m.w, m.b) would be taken as children m.w, aux m.b: silently wrong
+            raise TypeError(f"register_node({t.__name__}): flatten returned {_what(out)}; it must return "
+                            f"(children, aux), children a tuple or list: lambda m: ((m.w, m.b), None).")
+        return t, out[1], list(out[0])
     if _is_namedtuple(x):
         return t, None, list(x)
     if dataclasses.is_dataclass(x) and not isinstance(x, type):
         names = tuple(f.name for f in dataclasses.fields(x))
         return t, names, [getattr(x, n) for n in names]
     return None
+
+
+def _what(out: Any) -> str:
+    if type(out) is tuple:
+        return f"a tuple of {len(out)} ({', '.join(type(v).__name__ for v in out)})"
+    return f"a {type(out).__name__}"
 
 
 def flatten(tree: PyTree) -> tuple[list[Any], TreeDef]:

@@ -609,6 +609,18 @@ def _stacked(seq):
                  sequences=True)
 
 
+def _rrule_misfit(entry, out):
+    """The error for an rrule that returned other than ``(y, pullback)``."""
+    if type(out) is tuple and len(out) == 2 and callable(out[0]):
+        got = "(pullback, y): the pair the other way round"
+    elif type(out) is tuple:
+        got = f"a tuple of {len(out)}" if len(out) != 2 else "a pair whose second value is not callable"
+    else:
+        got = f"a {type(out).__name__}"
+    return TracerError(f"the rrule of {entry.name} returned {got}; it must return (y, pullback): "
+                       f"the output, then the function from ȳ to the cotangents.")
+
+
 def _no_rule(f, mode):
     name = function_name(f)
     registry = "rrule" if mode == "reverse" else "frule"
@@ -669,7 +681,10 @@ def apply(f, args, kwargs, sequences=False, containers=False):
     if entry.config:  # a higher-order rule: functions it receives may carry traced state
         _lift_callables(args, values, slots, top)
     _open_containers(values, slots, top)
-    y, pullback = call_rrule(entry, top.config, f, values, kwargs)
+    out = call_rrule(entry, top.config, f, values, kwargs)
+    if type(out) is not tuple or len(out) != 2 or not callable(out[1]):
+        raise _rrule_misfit(entry, out)
+    y, pullback = out
     i = 0
     for v in values:  # the pullback keeps what it reads; the tape, shapes
         if type(v) is _ndarray and v.size >= _BIG:
@@ -1131,6 +1146,12 @@ def _apply_forward(f, args, kwargs, top, numpy_call=False):
         raise TracerError(f"the frule of {entry.name} returned {got}; it must return the pair "
                           f"(y, ẏ): the output and its tangent.")
     y, dy = out
+    if type(y) in (tuple, list) and y and isinstance(y[0], (NoTangent, _AbstractZero)) \
+            and not entry.name.startswith("adrules."):
+        # def g_frule(x, dx): it received the tangents as x, and returned them as its output
+        raise TracerError(f"the frule of {entry.name} returned an output holding {type(y[0]).__name__}"
+                          f"s: an frule takes the tuple of tangents first, def rule(tangents, *args), "
+                          f"tangents[0] the function's own and tangents[i] argument i's.")
     return _box_forward(y, unthunk(dy), top)
 
 
