@@ -270,7 +270,6 @@ def _parse_env() -> tuple[str, int | None] | None:
 
 _cache: dict = {}
 _cache_lock = threading.Lock()
-_atexit_registered = False
 _SERIAL = SerialExecutor()
 
 
@@ -279,7 +278,6 @@ def _serial() -> SerialExecutor:
 
 
 def _cached(name: str, n_workers: int | None) -> Executor:
-    global _atexit_registered
     if name == "serial":
         return _serial()
     key = (name, n_workers if n_workers is not None else usable_cpu_count())
@@ -288,11 +286,12 @@ def _cached(name: str, n_workers: int | None) -> Executor:
         if ex is None:
             ex = create_backend(name, key[1])
             _cache[key] = ex
-            if not _atexit_registered:
-                # registered after the first backend exists, so it runs before the
-                # atexit hooks of libraries imported to build it (loky, distributed)
-                atexit.register(_close_cached)
-                _atexit_registered = True
+            # registered again after each new backend exists, so that it runs before the
+            # atexit hooks of the libraries imported to build it (loky, distributed: Dask
+            # chosen after threads had its cluster torn down under its scattered data,
+            # "Removing worker ... caused the cluster to lose scattered data")
+            atexit.unregister(_close_cached)
+            atexit.register(_close_cached)
         return ex
 
 

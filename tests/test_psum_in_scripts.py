@@ -326,3 +326,27 @@ def test_a_rule_the_workers_cannot_load_is_named_not_replaced_by_numpy_s(tmp_pat
         "(ModuleNotFoundError: No module named 'myrules'): define it at module level in a module "
         "the workers can import (on their sys.path), make what it captures picklable, or use "
         "the 'serial' or 'threads' executor."]
+
+
+THREADS_THEN_DASK = textwrap.dedent('''
+    import numpy as np
+    import adrules as ad
+
+    def f(w, x):
+        return np.sum(np.tanh(x @ w))
+
+    if __name__ == "__main__":
+        x, ws = np.ones((4096, 3)), [np.full(3, 0.1 * i) for i in range(8)]
+        for name in ("threads:2", "dask:2"):  # the data scattered to the cluster
+            ad.gradient(lambda ws: ad.psum(f, ws, x, executor=name, dispatch="always"), ws)
+        print("DONE")
+''')
+
+
+def test_a_script_that_chose_dask_after_another_backend_exits_cleanly(tmp_path):
+    """The executors are closed before Dask's own exit hooks, whichever came first."""
+    pytest.importorskip("distributed")
+    r = run_script(tmp_path, THREADS_THEN_DASK, {})
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "DONE" in r.stdout
+    assert "lose scattered data" not in r.stderr and "ERROR" not in r.stderr, r.stderr[-2000:]
