@@ -347,7 +347,13 @@ def run_in_one_pass(executor, fn, n, work, *, key=None, dispatch="auto", progres
         return False, None
     site.calls += 1
     t0, c0 = time.perf_counter(), time.thread_time()
-    out = call_inline(work)  # as an inline map of one item runs it, for less
+    try:
+        out = call_inline(work)  # as an inline map of one item runs it, for less
+    except Exception as e:  # its note spoke of "item 0 of 1": the one pass's chunks are all
+        notes = getattr(e, "__notes__", None)
+        if isinstance(notes, list) and notes and str(notes[-1]).startswith("executors: raised by item 0 of 1"):
+            notes[-1] = f"executors: raised while the call's {n} chunks ran inline, in one pass"
+        raise
     cpu, wall = time.thread_time() - c0, time.perf_counter() - t0
     # A one pass cannot stop half-way when the work grew (the same f on bigger data): the
     # next call times its chunk 0 alone and sends the rest to the workers if so. Not at
@@ -381,10 +387,10 @@ def _inline_watching_chunk_0(site, executor, timed, items, shared, on_done, on_r
     record: chunk by chunk is not what a one pass costs."""
     after_one_pass, site.watch_chunk_0 = site.watch_chunk_0, False
     if len(items) < 2 or executor.n_workers < 2 or executors.in_worker():
-        return _inline(site, timed, items, shared, on_done, on_result), "inline", why
+        return _inline(site, timed, items, shared, on_done, on_result, 0, len(items)), "inline", why
     with blas_pinned():  # outside the clock (see _inline)
         w0, t0 = time.perf_counter(), time.thread_time()
-        done = _SERIAL.map(timed.fn, items[:1], shared=shared, on_done=on_done, on_result=on_result)
+        done = _serial_map(timed.fn, items[:1], 0, len(items), shared, on_done, on_result)
         chunk0 = time.thread_time() - t0
     # Counted from 4x one pass's limit up: a chunk timed alone costs tiny work ~10x its
     # share of a one pass (which taught the estimate), and a garbage collection in a tiny
@@ -395,8 +401,8 @@ def _inline_watching_chunk_0(site, executor, timed, items, shared, on_done, on_r
                                                     on_result)
         return done + rest, f"chunk 0 inline ({_seconds(chunk0)}: the work grew), then {where}", why
     t1 = time.thread_time()
-    rest = _SERIAL.map(timed.fn, items[1:], shared=shared, on_done=_shift(on_done, 1),
-                       on_result=_shift_result(on_result, 1))
+    rest = _serial_map(timed.fn, items[1:], 1, len(items), shared, _shift(on_done, 1),
+                       _shift_result(on_result, 1))
     if not after_one_pass:  # chunk by chunk, tiny work costs several times its one pass
         site.record_inline(chunk0 + time.thread_time() - t1, len(items), time.perf_counter() - w0)
     return done + rest, "inline", why
@@ -416,7 +422,7 @@ def _first_call(site, executor, timed, items, shared, on_done, on_result):
         return _first_call_on_threads(site, executor, timed, items, shared, on_done, on_result)
     probe = _Probe.start(executor, timed, items[1:], shared, on_done, on_result)
     try:
-        (first_pair,), = _SERIAL.map(timed, [items[:1]], shared=shared)  # timed around fn alone
+        (first_pair,), = _serial_map(timed, [items[:1]], 0, len(items), shared)  # timed around fn alone
     except BaseException:
         if probe is not None:
             probe.abandon()
@@ -477,35 +483,51 @@ def _rest_after_timed_chunks(site, executor, timed, rest, offset, shared, on_don
     parallel, why = _wants_parallel(site, executor, len(rest))
     on_done, on_result = _shift(on_done, offset), _shift_result(on_result, offset)
     if not parallel:
-        return _inline(site, timed, rest, shared, on_done, on_result), "inline", why
-    out, n_tasks = _parallel(site, executor, timed, rest, shared, on_done, on_result)
+        return _inline(site, timed, rest, shared, on_done, on_result, offset, offset + len(rest)), "inline", why
+    out, n_tasks = _parallel(site, executor, timed, rest, shared, on_done, on_result, offset)
     return out, _placement(executor, len(rest), n_tasks), why
 
 
-def _inline(site, timed, items, shared, on_done, on_result):
+def _inline(site, timed, items, shared, on_done, on_result, first, total):
+    """Chunks ``first..`` of the call's ``total``, inline; their time teaches the site."""
     with blas_pinned():  # outside the clocks: pinning may rescan the libraries (1 ms)
         w0, t0 = time.perf_counter(), time.thread_time()  # read for the lot, not per item
-        out = _SERIAL.map(timed.fn, items, shared=shared, on_done=on_done, on_result=on_result)
+        out = _serial_map(timed.fn, items, first, total, shared, on_done, on_result)
         site.record_inline(time.thread_time() - t0, len(items), time.perf_counter() - w0)
     return out
 
 
-def _parallel(site, executor, timed, items, shared, on_done, on_result):
-    """``(results, tasks)`` of ``items`` on the executor, grouped in tasks of consecutive
-    chunks; the run teaches the site."""
+def _serial_map(fn, items, first, total, shared, on_done=None, on_result=None):
+    """``_SERIAL.map`` of chunks ``first..`` of a call's ``total``; an error's note names
+    the chunk among them all, run inline (the serial map's own named its item among
+    these only, "on the 'serial' executor", whatever executor the user chose)."""
+    try:
+        return _SERIAL.map(fn, items, shared=shared, on_done=on_done, on_result=on_result)
+    except Exception as e:
+        notes, k = getattr(e, "__notes__", None), getattr(e, "executors_item_index", None)
+        if isinstance(notes, list) and k is not None and notes and str(notes[-1]).startswith(
+                "executors: raised by item "):
+            notes[-1] = f"executors: raised by chunk {first + k} of {total}, run inline"
+            e.executors_item_index = first + k
+        raise
+
+
+def _parallel(site, executor, timed, items, shared, on_done, on_result, first=0):
+    """``(results, tasks)`` of ``items`` (chunks ``first..`` of the call) on the executor,
+    grouped in tasks of consecutive chunks; the run teaches the site."""
     per_task = _tasks(len(items), executor.n_workers, site.chunk_seconds or 0.0, executor.dispatch_cost,
                       executor.shares_memory)
     first_on_workers = site.parallel_runs == 0 and not executor.shares_memory
     t0 = time.perf_counter()
-    out, n_tasks, cpu = _map_in_tasks(executor, timed, items, shared, per_task, on_done, on_result)
+    out, n_tasks, cpu = _map_in_tasks(executor, timed, items, shared, per_task, on_done, on_result, first)
     site.record_parallel(time.perf_counter() - t0, cpu, len(items), first_on_workers, executor.n_workers)
     return out, n_tasks
 
 
-def _map_in_tasks(executor, timed, items, shared, per_task, on_done, on_result):
-    """``(results, tasks, CPU seconds)`` of ``timed`` over ``items`` on the executor, in
-    tasks of consecutive chunks (``_batches``); ``on_done(i)`` and ``on_result(i, r)``
-    per chunk, ``i`` counted in ``items``."""
+def _map_in_tasks(executor, timed, items, shared, per_task, on_done, on_result, first=0):
+    """``(results, tasks, CPU seconds)`` of ``timed`` over ``items`` (chunks ``first..``
+    of the call) on the executor, in tasks of consecutive chunks (``_batches``);
+    ``on_done(i)`` and ``on_result(i, r)`` per chunk, ``i`` counted in ``items``."""
     batches = _batches(items, per_task, executor.n_workers)
     starts = list(itertools.accumulate(map(len, batches[:-1]), initial=0))
     cpu = [0.0]
@@ -536,7 +558,7 @@ def _map_in_tasks(executor, timed, items, shared, per_task, on_done, on_result):
             f"worker of the {executor.name!r} executor: {e.reason}. Return only what pickles "
             f"(numbers, arrays, containers of them), or use the 'threads' executor.") from e
     except Exception as e:
-        _name_the_chunk(e, starts, len(items))
+        _name_the_chunk(e, [first + start for start in starts], first + len(items))
         raise
     return [r for part in parts for r in part], len(batches), cpu[0]
 
@@ -619,7 +641,7 @@ class _Probe:
         ex = self.executor
         per_task = _tasks(n, ex.n_workers, lower, ex.dispatch_cost, ex.shares_memory)
         _, self.n_tasks, self.cpu_seconds = _map_in_tasks(ex, self.timed, self.items, self.shared, per_task,
-                                                          _shift(self.on_done, 1), self._arrived)
+                                                          _shift(self.on_done, 1), self._arrived, 1)
 
     def _arrived(self, j, result):
         """Chunk ``1 + j``'s result, in chunk order, in the helper thread (kept in

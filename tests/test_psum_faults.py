@@ -212,6 +212,24 @@ def test_an_error_names_the_element_and_its_chunk_on_every_backend(backend):
     assert info.value.executors_item_index == 10
 
 
+@pytest.mark.parametrize("backend", ["serial", "threads", "processes"])
+def test_an_error_in_chunks_run_inline_names_the_chunk_among_all(backend):
+    # tiny work runs inline: the note named its item among the chunks of one inline
+    # sub-run ("item 4 of 15") "on the 'serial' executor", then "item 0 of 1"
+    xs = [np.array([float(i), 1.0]) for i in range(32)]
+    ex = executors.resolve(backend, 2)
+    notes = []
+    for _ in range(3):
+        with pytest.raises(ValueError, match="bad element") as info:
+            ad.psum(_bad_at_20, xs, executor=ex)
+        notes.append(info.value.__notes__)
+    assert all(n[0] == "psum/pmap: raised by f at element 20" for n in notes)
+    for n in notes:
+        assert n[1] in ("executors: raised by chunk 10 of 16, run inline",
+                        "executors: raised while the call's 16 chunks ran inline, in one pass",
+                        f"executors: raised by chunk 10 of 16 in a map on the {backend!r} executor"), n
+
+
 @pytest.mark.parametrize("f, why", [
     (lambda w: print(w), r"f returned None: is its return statement missing\?"),
     (lambda w: (np.sum(w), None), r"f's value holds None"),
