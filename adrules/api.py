@@ -397,6 +397,9 @@ class ForwardRules(RuleRegistry):
 
     def __call__(self, tangents: Sequence[Any], f: Callable[..., Any], *args: Any,
                  **kwargs: Any) -> tuple[Any, Any] | None:
+        if callable(tangents) and not callable(f) and type(f) in (tuple, list):
+            raise TypeError(f"frule(tangents, f, *args): the tangents come first, then "
+                            f"{function_name(tangents)}: frule((NoTangent(), ẋ), f, x).")
         entry = self.lookup(f)
         if entry is not None and len(tangents) != len(args) + 1:
             raise TypeError(

@@ -772,8 +772,9 @@ def _call(kind, f, xs, shared, executor, chunk_size, vectorized, progress, dispa
     if not hasattr(xs, "__len__") or not hasattr(xs, "__getitem__") or isinstance(xs, (str, dict)):
         raise TypeError(f"{kind}: xs must be a list, tuple or array of elements, got "
                         f"{type(xs).__name__}.")
-    if not isinstance(vectorized, (bool, np.bool_)):
-        raise TypeError(f"{kind}: vectorized must be True or False, got {vectorized!r}.")
+    for name, flag in (("vectorized", vectorized), ("progress", progress)):
+        if not isinstance(flag, (bool, np.bool_)):
+            raise TypeError(f"{kind}: {name} must be True or False, got {flag!r}.")
     if vectorized and not isinstance(_primal(xs), np.ndarray):
         raise TypeError(f"{kind}(vectorized=True): xs must be a NumPy array whose chunks "
                         f"(slices along the first axis) f receives; got {type(xs).__name__}.")

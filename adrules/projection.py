@@ -96,11 +96,12 @@ class ProjectTo:
     NoTangent()
     """
 
-    __slots__ = ("shape", "dtype", "children", "kind")
+    __slots__ = ("shape", "dtype", "children", "kind", "constant")
     shape: tuple[int, ...]
     dtype: np.dtype[Any] | None
     children: Any  # a list or dict of ProjectTo for a container, else None
     kind: type | None  # the container type, None for a leaf
+    constant: bool  # None or a string
 
     def __init__(self, x: Any) -> None:
         if isinstance(x, (list, tuple)):
@@ -110,15 +111,29 @@ class ProjectTo:
         else:
             self.kind, self.children = None, None
         self.shape, self.dtype = _shape(x), _dtype(x)
+        self.constant = x is None or isinstance(x, str)
 
     def __call__(self, dx: Any) -> Any:
         dx = unthunk(dx)
         if self.kind is dict:
-            return {k: p(dx[k]) if k in dx else ZeroTangent() for k, p in self.children.items()}
+            if not is_zero(dx):
+                extra = sorted(map(repr, set(dx) - set(self.children)))
+                if extra:  # dropping them would hide a misspelt key
+                    raise ProjectionError(f"ProjectTo: the cotangent has keys {', '.join(extra)} that "
+                                          f"the primal dict has not ({', '.join(map(repr, self.children))}).")
+            return {k: p(dx[k]) if not is_zero(dx) and k in dx else ZeroTangent()
+                    for k, p in self.children.items()}
         if self.kind is not None:
+            if is_zero(dx):
+                return self.kind(ZeroTangent() for _ in self.children)
+            if len(dx) != len(self.children):  # zip would cut the longer one short
+                raise ProjectionError(f"ProjectTo: a cotangent of {len(dx)} entries for a "
+                                      f"{self.kind.__name__} of {len(self.children)}.")
             return self.kind(p(d) for p, d in zip(self.children, dx))
         if is_zero(dx):
             return dx
+        if self.constant:  # None, a string: no tangent space, as everywhere else
+            return NoTangent()
         if self.dtype is None:  # an unknown type: leave its tangent alone
             return dx
         if self.dtype.kind not in "fc":

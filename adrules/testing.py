@@ -444,10 +444,19 @@ def check_grads(f: Callable[..., Any], *args: Any, modes: Collection[str] = ("fw
     >>> import numpy as np
     >>> check_grads(lambda x: np.sum(np.tanh(x) ** 2), np.array([0.3, -0.4]), order=2)
     """
+    label = f"check_grads({getattr(f, '__name__', 'f')})"
+    # a misspelt mode, or nothing to differentiate, would pass without checking anything
+    if isinstance(modes, str) or not modes or not set(modes) <= {"fwd", "rev"}:
+        raise ValueError(f"{label}: modes must be a collection of 'fwd' and 'rev', got {modes!r}.")
+    if type(order) is not int or order < 1:
+        raise ValueError(f"{label}: order must be 1 or more, got {order!r}.")
+    if not any(_is_float_leaf(x) for a in args for x in flatten(a)[0]):
+        raise ValueError(f"{label}: no argument holds floats, so there is nothing to check; pass "
+                         f"float arrays (x.astype(float)).")
     rtol, atol = _tolerances(args, rtol, atol)
     if order > 1:  # finite differences of finite differences lose digits
         rtol, atol = rtol * 10, atol * 10
-    _check_grads(f, args, modes, order, rtol, atol, seed, f"check_grads({getattr(f, '__name__', 'f')})", 1)
+    _check_grads(f, args, modes, order, rtol, atol, seed, label, 1)
 
 
 def _check_grads(f, args, modes, order, rtol, atol, seed, name, level):

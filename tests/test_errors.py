@@ -637,3 +637,65 @@ def test_a_second_derivative_names_a_pullback_that_writes_in_place(call):
     # NumPy's "setting an array element with a sequence" came last, ours only as its cause
     with pytest.raises(TypeError, match=r"a second derivative differentiates the rules' pullbacks .*writes in place"):
         call(lambda x: np.sum(square_filled(x)), X)
+
+
+# ---- mistakes that passed silently (a wrong value, a zero gradient, a check of nothing) ----
+
+@ad.primitive
+def _doubled(v):
+    return v * 2.0
+
+
+class _Affine:
+    def __init__(self, w, b):
+        self.w, self.b = w, b
+
+
+def _swapped_rrule_gradient():
+    ad.rrule.register(_doubled)(lambda v: ((lambda g: (ad.NoTangent(), 2.0 * g)), _doubled(v)))
+    return ad.value_and_gradient(lambda v: np.sum(_doubled(v)), X)
+
+
+def _tangents_last_frule_jvp():
+    ad.frule.register(_doubled)(lambda v, dv: (v * 2, 2 * dv))  # v is the tangents tuple
+    return ad.jvp(_doubled, (X,), (np.ones(3),))
+
+
+def _flatten_without_aux():
+    ad.register_node(_Affine, lambda m: (m.w, m.b), lambda aux, c: _Affine(*c))
+    return ad.value_and_gradient(lambda m: np.sum(m.w * 3.0) + m.b, _Affine(np.array([1.0, 2.0]), 10.0))
+
+
+@pytest.mark.parametrize("call, error, message", [
+    (_swapped_rrule_gradient, TracerError, r"rrule of .*_doubled returned \(pullback, y\)"),
+    (_tangents_last_frule_jvp, TracerError, r"frule of .*_doubled .*takes the tuple of tangents first"),
+    (_flatten_without_aux, TypeError, r"register_node\(_Affine\): flatten returned a tuple of 2 "
+                                      r"\(ndarray, float\); it must return \(children, aux\)"),
+    (lambda: ad.gradient(lambda x: np.sum(x) * 1j, X), TracerError, r"gradient.*complex outputs"),
+    (lambda: ad.pullback(lambda x: x * 3.0, X)[1](X * 1j), TracerError, r"cotangent leaf 0 is complex"),
+    (lambda: ad.jvp(lambda x: np.sum(x ** 2), (X,), (X * 1j,)), TypeError, r"tangent of argument 0 is complex"),
+    (lambda: ad.pullback(lambda x: None, X), TracerError, r"pullback.*returned None"),
+    (lambda: ad.jvp(lambda x: np.sum(x ** 2), X, np.ones(3)), TypeError, r"primals must be a tuple"),
+    (lambda: ad.frule(np.exp, (ad.NoTangent(), 3.0), 0.0), TypeError, r"the tangents come first"),
+    (lambda: ad.ProjectTo([1.0, 2.0])([1.0, 2.0, 3.0]), ad.projection.ProjectionError, r"3 entries for a list of 2"),
+    (lambda: ad.ProjectTo({"a": 1.0})({"b": 1.0}), ad.projection.ProjectionError, r"keys 'b'"),
+    (lambda: ad.testing.check_grads(np.sum, X, modes=("forward",)), ValueError, r"modes must be"),
+    (lambda: ad.testing.check_grads(np.sum, np.array([1, 2])), ValueError, r"nothing to check"),
+    (lambda: ad.testing.check_grads(np.sum, X, order=0), ValueError, r"order must be 1 or more"),
+    (lambda: ad.psum(np.sum, [X], progress="no"), TypeError, r"progress must be True or False"),
+], ids=["rrule-swapped", "frule-tangents-last", "flatten-without-aux", "complex-loss", "complex-cotangent",
+        "complex-tangent", "pullback-of-None", "jvp-array-primals", "frule-swapped", "project-list",
+        "project-dict", "check-modes", "check-ints", "check-order", "psum-progress"])
+def test_a_mistake_that_passed_silently_is_named(call, error, message):
+    try:
+        with pytest.raises(error, match=message):
+            call()
+    finally:
+        ad.rrule.rules.pop(_doubled, None)
+        ad.frule.rules.pop(_doubled, None)
+        ad.pytrees._NODES.pop(_Affine, None)
+
+
+def test_projecting_onto_none_or_a_string_gives_no_tangent():
+    assert ad.ProjectTo(None)(np.ones(2)) == ad.NoTangent()
+    assert ad.ProjectTo("abc")(np.ones(2)) == ad.NoTangent()
