@@ -331,13 +331,32 @@ def _make_binding(f: Callable[..., Any]) -> _Binding | None:
     if isinstance(f, np.ufunc) or isinstance(getattr(f, "__self__", None), np.ufunc):
         return None  # ufunc inputs are positional-only; NumPy normalizes reduce's options
     try:
-        params = list(inspect.signature(f).parameters.values())
+        params: list[inspect.Parameter] | None = list(inspect.signature(f).parameters.values())
     except (TypeError, ValueError):
+        params = _documented_parameters(f)
+    if params is None:
         return None
     positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
     if not any(p.kind is p.POSITIONAL_OR_KEYWORD for p in positional):
         return None
     return _Binding(positional, KEYWORD_ALIASES.get(f))
+
+
+def _documented_parameters(f: Callable[..., Any]) -> list[inspect.Parameter] | None:
+    """The parameters a C function without an introspectable signature gives in its
+    docstring's first line (NumPy 2.2's ``bincount(x, /, weights=None, minlength=0)``)."""
+    if not str(getattr(f, "__module__", "")).startswith("numpy"):  # NumPy's own text only
+        return None
+    name, doc = getattr(f, "__name__", None), getattr(f, "__doc__", None) or ""
+    line = next((ln.strip() for ln in doc.splitlines() if ln.strip()), "")
+    if not name or not line.startswith(name + "(") or not line.endswith(")"):
+        return None
+    try:
+        space: dict[str, Any] = {}
+        exec(f"def {name}{line[len(name):]}: pass", {"np": np, "numpy": np}, space)
+        return list(inspect.signature(space[name]).parameters.values())
+    except Exception:  # a default that is not plain Python (a sentinel's repr)
+        return None
 
 
 def keeps_keywords(f: Callable[..., Any], entry: RuleEntry | None) -> bool:
