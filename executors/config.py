@@ -148,14 +148,29 @@ def _check_executor(executor: Executor | str | None, n_workers: int | None,
         return executor, n_workers
     if not isinstance(executor, str):
         raise TypeError(f"{where} must be an Executor instance or a name, got {type(executor).__name__}")
-    name, sep, count = executor.partition(":")
-    if name in backend_names() and (not sep or (count.isdigit() and int(count) >= 1)):
-        if sep and n_workers is not None and n_workers != int(count):
-            raise ValueError(f"{where}={executor!r} and n_workers={n_workers} disagree: give the "
-                             f"worker count once")
-        return name, int(count) if sep else n_workers
-    raise ValueError(f"{where}={executor!r} is not a known executor: use an Executor instance or "
-                     f"{_valid_forms()}")
+    parsed = _name_and_count(executor)
+    if parsed is None:
+        raise ValueError(f"{where}={executor!r} is not a known executor: use an Executor instance or "
+                         f"{_valid_forms()}")
+    name, count = parsed
+    if count is not None and n_workers is not None and n_workers != count:
+        raise ValueError(f"{where}={executor!r} and n_workers={n_workers} disagree: give the "
+                         f"worker count once")
+    return name, count if count is not None else n_workers
+
+
+def _name_and_count(text: str) -> tuple[str, int | None] | None:
+    """``(name, worker count or None)`` of ``"NAME"`` or ``"NAME:N"``, None if it is neither.
+
+    >>> _name_and_count("processes:4"), _name_and_count("threads"), _name_and_count("gpu")
+    (('processes', 4), ('threads', None), None)
+    """
+    name, sep, count = text.partition(":")
+    if name not in backend_names():
+        return None
+    if not sep:
+        return name, None
+    return (name, int(count)) if count.isdigit() and int(count) >= 1 else None
 
 
 def _check_dispatch(dispatch: _S, where: str = "dispatch") -> _S:
@@ -254,18 +269,10 @@ def _parse_env() -> tuple[str, int | None] | None:
     raw = _getenv(ENV_VAR)
     if raw is None or not raw.strip():
         return None
-    text = raw.strip().lower()
-    name, sep, count = text.partition(":")
-    name = name.strip()
-    n = None
-    ok = name in backend_names()
-    if ok and sep:
-        count = count.strip()
-        ok = count.isdigit() and int(count) >= 1
-        n = int(count) if ok else None
-    if not ok:
+    parsed = _name_and_count(":".join(part.strip() for part in raw.strip().lower().split(":", 1)))
+    if parsed is None:
         raise ValueError(f"{ENV_VAR}={raw!r} is not valid: expected {_valid_forms()}")
-    return name, n
+    return parsed
 
 
 _cache: dict = {}
