@@ -29,6 +29,7 @@ from __future__ import annotations
 import collections
 import contextvars
 import hashlib
+import logging
 import os
 import pickle
 import threading
@@ -165,12 +166,33 @@ def run_task(index, item_data, fn_blob, shared_blobs, origin_pid, chunk_size, ba
     """
     if flag is not None and flag.is_set():
         return [None]  # nobody reads it
+    if backend == "dask" and not _failures_quiet:
+        _quiet_failures_of_our_tasks()
     if os.getpid() != origin_pid:
         _context.mark_process_worker()
         pin_for_process()
         return [_run(index, item_data, fn_blob, shared_blobs, chunk_size, backend, flag)]
     with blas_pinned():  # in-process worker (e.g. LocalCluster(processes=False))
         return [_run(index, item_data, fn_blob, shared_blobs, chunk_size, backend, flag)]
+
+
+_failures_quiet = False
+
+
+class _OurTaskFailures(logging.Filter):
+    """Drops a Dask worker's "Compute Failed" record (20 lines on stderr: the task's key,
+    its traceback through this module) for the tasks of an executors map: the caller gets
+    the original exception, naming the element, and would read every error twice."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (str(record.msg).startswith("Compute Failed") and isinstance(record.args, tuple)
+                    and bool(record.args) and str(record.args[0]).startswith("executors-"))
+
+
+def _quiet_failures_of_our_tasks() -> None:
+    global _failures_quiet
+    logging.getLogger("distributed.worker").addFilter(_OurTaskFailures())
+    _failures_quiet = True
 
 
 def _load_on_worker(loader, blob, what, backend):

@@ -350,3 +350,31 @@ def test_a_script_that_chose_dask_after_another_backend_exits_cleanly(tmp_path):
     assert r.returncode == 0, r.stderr[-3000:]
     assert "DONE" in r.stdout
     assert "lose scattered data" not in r.stderr and "ERROR" not in r.stderr, r.stderr[-2000:]
+
+
+FAILING_ON_DASK = textwrap.dedent('''
+    import numpy as np
+    import adrules as ad
+
+    def f(x):
+        if x > 2:
+            raise ValueError("x too big")
+        return x * x
+
+    if __name__ == "__main__":
+        try:
+            ad.psum(f, [1.0, 2.0, 3.0, 4.0], dispatch="always", chunk_size=1)
+        except ValueError as e:
+            print("CAUGHT", e, "|", " ".join(getattr(e, "__notes__", [])))
+        print("AFTER", ad.psum(f, [1.0, 2.0], dispatch="always", chunk_size=1))
+''')
+
+
+def test_an_error_on_a_dask_worker_is_reported_once_to_the_caller_not_logged_by_the_worker(tmp_path):
+    pytest.importorskip("distributed")
+    r = run_script(tmp_path, FAILING_ON_DASK, {"ADRULES_EXECUTOR": "dask:2"})
+    assert r.returncode == 0, r.stderr
+    (caught,) = _lines(r, "CAUGHT")
+    assert caught.startswith("x too big |") and "element 2" in caught, caught
+    assert _lines(r, "AFTER") == ["5.0"]
+    assert "Compute Failed" not in r.stderr, r.stderr  # 20 lines a failed task, before
