@@ -78,6 +78,13 @@ RULES = [
     case(np.select, [np.array([True, False, False]), np.array([True, True, False])], [R(3), R(3)], R(3)),
     case(np.select, [np.array([True, False, False]), np.array([False, True, True])], [R(3), R(1)]),
     case(np.select, [np.array([[True], [False]])], [R(2, 3)], 2.5),
+    # overlapping windows: each element gathers the cotangents of every window it is in
+    case(np.lib.stride_tricks.sliding_window_view, R(7), 3),
+    case(np.lib.stride_tricks.sliding_window_view, R(5, 6), (2, 3)),
+    case(np.lib.stride_tricks.sliding_window_view, R(5, 6), 4, 1),
+    case(np.lib.stride_tricks.sliding_window_view, R(3, 4, 5), (2, 2), axis=(2, 0)),
+    case(np.lib.stride_tricks.sliding_window_view, R(8, 2), (2, 3), (0, 0)),  # one axis twice
+    case(np.lib.stride_tricks.sliding_window_view, R(6, dtype=np.float32), 6),
 ]
 
 
@@ -102,6 +109,8 @@ TRACED = [
     pytest.param(lambda x: np.sort(x, axis=0) ** 3, (R(3, 2),), id="sort"),
     pytest.param(lambda x: x.diagonal(1) ** 3, (R(3, 4),), id="diagonal-method"),
     pytest.param(lambda a, b: np.choose([1, 0, 1], [a, b]) ** 3, (R(3), R(3)), id="choose"),
+    pytest.param(lambda x, k: (np.lib.stride_tricks.sliding_window_view(x, 3) @ k) ** 2, (R(6), R(3)),
+                 id="windows"),
 ]
 
 
@@ -136,6 +145,20 @@ def test_a_function_that_writes_in_place_says_so_not_to_mark_it_non_differentiab
     with pytest.raises(ad.tracer.NoRuleError, match=reason) as info:
         ad.gradient(f, np.array([1.0, 2.0, 3.0]))
     assert "non_differentiable" not in str(info.value)
+
+
+def test_sliding_windows_convolution_has_np_convolve_s_gradient():
+    """y = windows(x, 3) @ r is np.convolve(x, r[::-1], 'valid'): its pullback sends ȳ to
+    x̄ = np.convolve(ȳ, r, 'full') and r̄ = windows(x, 3).T @ ȳ, worked out by hand."""
+    windows = np.lib.stride_tricks.sliding_window_view
+    x, r, gy = R(9), R(3), R(7)
+    y, back = ad.pullback(lambda x, r: windows(x, 3) @ r, x, r)
+    np.testing.assert_allclose(y, np.convolve(x, r[::-1], mode="valid"))
+    gx, gr = back(gy)
+    np.testing.assert_allclose(gx, np.convolve(gy, r, mode="full"))
+    np.testing.assert_allclose(gr, windows(x, 3).T @ gy)
+    image, filters = R(6, 5), R(2, 3, 3)  # a 2-D filter bank over 3x3 patches
+    check_grads(lambda f, im: np.einsum("hwij,cij->chw", windows(im, (3, 3)), f) ** 2, filters, image)
 
 
 def test_repeated_indices_accumulate():

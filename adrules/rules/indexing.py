@@ -2,8 +2,9 @@
 
 Every function here reads ``x[index]`` for some index it can name (``take``,
 ``take_along_axis``, ``sort``, ``diagonal`` only compute that index), so every pullback
-is the same scatter, ``scatter_add(x.shape, index, g)``. The scatter is a primitive of
-its own, with the gather as its pullback, so second derivatives trace through it.
+is the same scatter, ``scatter_add(x.shape, index, g)``; the overlapping windows of
+``sliding_window_view`` scatter one slice per position in the window. The scatter is a
+primitive of its own, with the gather as its pullback, so second derivatives trace through it.
 
     x --getitem(·, index)--> y          ȳ --scatter_add(shape, index, ·)--> x̄
 
@@ -206,6 +207,45 @@ def diagonal_frule(tangents, a, offset=0, axis1=0, axis2=1):
     da = tangents[1]
     y = np.diagonal(a, offset, axis1, axis2)
     return y, ZeroTangent() if is_zero(da) else np.diagonal(da, offset, axis1, axis2)
+
+
+# ---- sliding windows ------------------------------------------------------------------
+def _window_slices(shape, window_shape, axis):
+    """For each position in the window, (its index in the windows' last axes, the slice of
+    ``x`` that position reads across all windows). An axis may be windowed twice."""
+    ndim = len(shape)
+    axes = list(range(ndim)) if axis is None else [a % ndim for a in np.atleast_1d(axis).tolist()]
+    window = [int(w) for w in np.atleast_1d(window_shape).tolist()]
+    lengths = list(shape)
+    for a, w in zip(axes, window):
+        lengths[a] -= w - 1  # the number of windows along a
+    for offset in np.ndindex(*window):
+        starts = [0] * ndim
+        for a, o in zip(axes, offset):
+            starts[a] += o
+        yield (Ellipsis, *offset), tuple(slice(s, s + n) for s, n in zip(starts, lengths))
+
+
+@reverse_rule(np.lib.stride_tricks.sliding_window_view)
+def sliding_window_view_rrule(x, window_shape, axis=None, **kwargs):
+    shape = np.shape(x)
+
+    def sliding_window_view_pullback(g):
+        # one slice per window position: np.add.at over all the windows cost 2-3x more
+        dx = ZeroTangent()
+        for position, part in _window_slices(shape, window_shape, axis):
+            dx = dx + scatter_add(shape, part, ops.getitem(g, position))
+        return NoTangent(), dx
+
+    # always read-only (writeable=True would let an in-place write reach x through the view)
+    return np.lib.stride_tricks.sliding_window_view(x, window_shape, axis), sliding_window_view_pullback
+
+
+@forward_rule(np.lib.stride_tricks.sliding_window_view)
+def sliding_window_view_frule(tangents, x, window_shape, axis=None, **kwargs):
+    dx = tangents[1]
+    y = np.lib.stride_tricks.sliding_window_view(x, window_shape, axis)
+    return y, ZeroTangent() if is_zero(dx) else np.lib.stride_tricks.sliding_window_view(dx, window_shape, axis)
 
 
 # ---- picks among several arrays ----------------------------------------------------
