@@ -19,7 +19,7 @@ from . import registry
 from .pytrees import LEAF, PyTree, TreeDef, _children, flatten, tangent_leaves as _match_structure, unflatten
 from .registry import Pullback, RuleRegistry, call_frule, call_rrule, function_name
 from .tangents import NoTangent, Tangent, ZeroTangent, is_float_value, is_zero, unthunk
-from .tracer import _F64_SCALARS, Trace, Traced, TracerError, backprop, tracing
+from .tracer import _F64_SCALARS, Trace, Traced, TracerError, _rrule_misfit, backprop, tracing
 
 _CONST_TYPES = (bool, int, str, bytes, type(None), np.integer, np.bool_)
 
@@ -82,15 +82,17 @@ def _float_fields(obj: Any) -> list[str]:
 
 
 class _Name:
-    """``"gradient(f)"`` for error messages, formatted only if an error needs it."""
+    """``"gradient(f)"`` for error messages, formatted only if an error needs it.
+    ``shown``: the function the user passed, where ``f`` is a wrapper of it
+    (``rrule_via_ad`` traces ``_Call``, which calls the user's function)."""
 
-    __slots__ = ("api", "f")
+    __slots__ = ("api", "f", "shown")
 
-    def __init__(self, api: str, f: Callable[..., Any]) -> None:
-        self.api, self.f = api, f
+    def __init__(self, api: str, f: Callable[..., Any], shown: object = None) -> None:
+        self.api, self.f, self.shown = api, f, f if shown is None else shown
 
     def __str__(self) -> str:
-        return f"{self.api}({getattr(self.f, '__name__', 'f')})"
+        return f"{self.api}({getattr(self.shown, '__name__', 'f')})"
 
     def __format__(self, spec: str) -> str:
         return format(str(self), spec)
@@ -121,6 +123,15 @@ def _box_args(fname: object, args: tuple[Any, ...], trace: Trace) -> tuple[list[
         boxed.append(new[0] if tdef is LEAF else unflatten(tdef, new))
         plans.append((tdef, leaves, [b.slot if type(b) is Traced and b is not leaf else -1 for b in new]))
     return boxed, plans
+
+
+def _check_callable(api: str, f: object, call: str = "f, x") -> None:
+    """Name ``f`` when it cannot be called (NumPy's "object is not callable" named neither
+    the derivative nor the argument; ``gradient(x, f)`` is the usual slip)."""
+    if not callable(f):
+        raise TypeError(f"{api}({call}): f must be the function to differentiate, got "
+                        f"{'an array' if isinstance(f, np.ndarray) else f'a {type(f).__name__}'}: "
+                        f"write {api}({call}).")
 
 
 def _zero_like(leaf: Any) -> Any:
@@ -183,7 +194,8 @@ def value_and_gradient(f: Callable[..., Any], *args: PyTree) -> tuple[Any, tuple
     >>> ad.value_and_gradient(lambda x: np.sum(x ** 2), np.array([1.0, 2.0]))
     (np.float64(5.0), (array([2., 4.]),))
     """
-    return _value_and_gradient(_Name("gradient", f), f, args)
+    _check_callable("value_and_gradient", f)
+    return _value_and_gradient(_Name("value_and_gradient", f), f, args)
 
 
 def _value_and_gradient(fname: _Name, f: Callable[..., Any],
@@ -229,7 +241,8 @@ def gradient(f: Callable[..., Any], *args: PyTree) -> tuple[PyTree, ...]:
     >>> ad.gradient(lambda p, k: k * np.sum(p["w"] ** 2), {"w": np.array([1.0, 3.0])}, 2)
     ({'w': array([ 4., 12.])}, NoTangent())
     """
-    return value_and_gradient(f, *args)[1]
+    _check_callable("gradient", f)
+    return _value_and_gradient(_Name("gradient", f), f, args)[1]
 
 
 def pullback(f: Callable[..., Any], *args: PyTree) -> tuple[PyTree, Pullback]:
@@ -244,7 +257,13 @@ def pullback(f: Callable[..., Any], *args: PyTree) -> tuple[PyTree, Pullback]:
     >>> y, back(np.array([1.0, 10.0]))
     (array([3., 6.]), (array([ 3., 30.]),))
     """
-    fname = _Name("pullback", f)
+    _check_callable("pullback", f)
+    return _pullback(_Name("pullback", f), f, args)
+
+
+def _pullback(fname: _Name, f: Callable[..., Any], args: tuple[Any, ...]) -> tuple[PyTree, Pullback]:
+    """``pullback`` for the function ``fname`` names in errors (``rrule_via_ad``,
+    ``check_grads``: their users wrote no ``pullback`` call)."""
     trace, plans, out = traced_call(fname, f, args)
     if out is None or type(out) is str:  # a zero pullback would hide it
         raise TracerError(f"{fname}: f returned {'None' if out is None else 'a string'}; "
@@ -308,11 +327,17 @@ def jvp(f: Callable[..., Any], primals: Iterable[PyTree], tangents: Iterable[PyT
     >>> ad.jvp(lambda x: np.sin(x) * 2.0, (0.0,), (1.0,))
     (np.float64(0.0), np.float64(2.0))
     """
-    fname = _Name("jvp", f)
+    _check_callable("jvp", f, "f, (x,), (dx,)")
+    return _jvp(_Name("jvp", f), f, primals, tangents)
+
+
+def _jvp(fname: _Name, f: Callable[..., Any], primals: Iterable[PyTree],
+         tangents: Iterable[PyTree]) -> tuple[PyTree, PyTree]:
+    """``jvp`` for the function ``fname`` names in errors (``frule_via_ad``, ``check_grads``)."""
     for name, given in (("primals", primals), ("tangents", tangents)):
         if type(given) not in (tuple, list):  # an array would be taken as its rows
             raise TypeError(f"{fname}: {name} must be a tuple with one entry per argument of f, "
-                            f"got {type(given).__name__}: write jvp(f, (x,), (dx,)).")
+                            f"got {type(given).__name__}: write {fname.api}(f, (x,), (dx,)).")
     primals, tangents = tuple(primals), tuple(tangents)
     if len(primals) != len(tangents):
         raise TypeError(f"{fname}: got {len(primals)} primals but {len(tangents)} tangents; "
@@ -350,6 +375,8 @@ def jvp(f: Callable[..., Any], primals: Iterable[PyTree], tangents: Iterable[PyT
         boxed.append(new[0] if tdef is LEAF else unflatten(tdef, new))
     with tracing():
         out = f(*boxed)
+    if out is None:  # (None, NoTangent()) would hide it, as a zero gradient would
+        raise TracerError(f"{fname}: f returned None; is its return statement missing?")
     leaves, tdef = flatten(out)
     ys, dys = [], []
     for leaf in leaves:
@@ -381,8 +408,20 @@ class ReverseRules(RuleRegistry):
     """
 
     def __call__(self, f: Callable[..., Any], *args: Any, **kwargs: Any) -> tuple[Any, Pullback] | None:
-        entry = self.lookup(f)
-        return None if entry is None else call_rrule(entry, DEFAULT_CONFIG, f, args, kwargs)
+        return _rrule_call("rrule", f, args, kwargs)
+
+
+def _rrule_call(api: str, f: Callable[..., Any], args: tuple[Any, ...],
+                kwargs: dict[str, Any]) -> tuple[Any, Pullback] | None:
+    """``rrule(f, *args)`` for the function ``api`` the user called, in errors."""
+    entry = rrule.lookup(f)
+    if entry is None:
+        return None
+    out = call_rrule(entry, DEFAULT_CONFIG, f, args, kwargs)
+    if type(out) is not tuple or len(out) != 2 or not callable(out[1]):
+        # the tracer refuses it; a direct call returned it, and None meant "no rule"
+        raise TracerError(f"{api}({function_name(f)}, *args): {_rrule_misfit(entry, out)}")
+    return out
 
 
 class ForwardRules(RuleRegistry):
@@ -400,14 +439,36 @@ class ForwardRules(RuleRegistry):
         if callable(tangents) and not callable(f) and type(f) in (tuple, list):
             raise TypeError(f"frule(tangents, f, *args): the tangents come first, then "
                             f"{function_name(tangents)}: frule((NoTangent(), ẋ), f, x).")
-        entry = self.lookup(f)
-        if entry is not None and len(tangents) != len(args) + 1:
-            raise TypeError(
-                f"frule(tangents, {function_name(f)}, *args): {len(tangents)} tangents for "
-                f"{len(args)} argument{'s' if len(args) != 1 else ''}; give the self slot first, "
-                f"then one per argument: (NoTangent(), "
-                f"{', '.join(f'ẋ{i + 1}' for i in range(len(args))) if len(args) > 1 else 'ẋ'}).")
-        return None if entry is None else call_frule(entry, DEFAULT_CONFIG, tangents, f, args, kwargs)
+        return _frule_call("frule", tangents, f, args, kwargs)
+
+
+def _frule_call(api: str, tangents: Sequence[Any], f: Callable[..., Any], args: tuple[Any, ...],
+                kwargs: dict[str, Any]) -> tuple[Any, Any] | None:
+    """``frule(tangents, f, *args)`` for the function ``api`` the user called, in errors."""
+    entry = frule.lookup(f)
+    if entry is None:
+        return None
+    _check_tangents(api, tangents, f, args)
+    out = call_frule(entry, DEFAULT_CONFIG, tangents, f, args, kwargs)
+    if type(out) is not tuple or len(out) != 2:  # the tracer refuses it: so does a direct call
+        got = f"{len(out)} values" if type(out) is tuple else f"a {type(out).__name__}"
+        raise TracerError(f"{api}(tangents, {function_name(f)}, *args): the frule of {entry.name} "
+                          f"returned {got}; it must return the pair (y, ẏ): the output and its tangent.")
+    return out
+
+
+def _check_tangents(api: str, tangents: object, f: object, args: tuple[Any, ...]) -> None:
+    """``tangents`` must be the tuple ``(ḟ, ẋ1, ..., ẋn)`` for ``f(*args)``."""
+    slots = "(NoTangent(), " + (", ".join(f"ẋ{i + 1}" for i in range(len(args))) if len(args) > 1 else "ẋ") + ")"
+    if type(tangents) not in (tuple, list):  # an array would be taken as its rows
+        raise TypeError(f"{api}(tangents, {function_name(f)}, *args): tangents must be a tuple, "
+                        f"got {type(tangents).__name__}; give the self slot first, then one per "
+                        f"argument: {slots}.")
+    if len(tangents) != len(args) + 1:  # type: ignore[arg-type]  # a tuple or list, just checked
+        raise TypeError(
+            f"{api}(tangents, {function_name(f)}, *args): {len(tangents)} tangents for "  # type: ignore[arg-type]
+            f"{len(args)} argument{'s' if len(args) != 1 else ''}; give the self slot first, "
+            f"then one per argument: {slots}.")
 
 
 # The same tables the rule files register into (``registry.rrule.register``), callable.
@@ -453,12 +514,14 @@ def rrule_via_ad(f: Callable[..., Any], *args: Any, **kwargs: Any) -> tuple[Any,
     >>> back(1.0)
     (Scale(w=array([3.])), array([2.]))
     """
-    rule = rrule(f, *args, **kwargs)
+    _check_callable("rrule_via_ad", f, "f, x")
+    rule = _rrule_call("rrule_via_ad", f, args, kwargs)
     if rule is not None:
         return rule
     # keywords in the call, not in a wrapper: f stays an argument, its parameters get
     # their cotangent (a lambda around f had NoTangent(): a model's gradient lost)
-    return pullback(_Call(kwargs) if kwargs else _call, f, *args)
+    call = _Call(kwargs) if kwargs else _call
+    return _pullback(_Name("rrule_via_ad", call, shown=f), call, (f, *args))
 
 
 def frule_via_ad(tangents: Sequence[Any], f: Callable[..., Any], *args: Any,
@@ -470,11 +533,15 @@ def frule_via_ad(tangents: Sequence[Any], f: Callable[..., Any], *args: Any,
     >>> float(y), float(dy)
     (9.0, 6.0)
     """
-    rule = frule(tangents, f, *args, **kwargs)
+    _check_callable("frule_via_ad", f, "(NoTangent(), dx), f, x")
+    _check_tangents("frule_via_ad", tangents, f, args)
+    rule = _frule_call("frule_via_ad", tangents, f, args, kwargs)
     if rule is not None:
         return rule
     tf, *targs = tangents
-    return jvp(_Call(kwargs) if kwargs else _call, (f, *args), (ZeroTangent() if is_zero(tf) else tf, *targs))
+    call = _Call(kwargs) if kwargs else _call
+    return _jvp(_Name("frule_via_ad", call, shown=f), call, (f, *args),
+                (ZeroTangent() if is_zero(tf) else tf, *targs))
 
 
 class RuleConfig:

@@ -24,7 +24,7 @@ from numpy.typing import NDArray
 import executors
 
 from . import _state
-from .api import _leaf_is_differentiable, _Name, _value_and_gradient, gradient, jvp, pullback
+from .api import _check_callable, _leaf_is_differentiable, _Name, _value_and_gradient, gradient, jvp, pullback
 from .pytrees import PyTree, flatten
 from .schedule import run, work_key
 from .tangents import is_float_value, is_zero
@@ -145,6 +145,7 @@ def jacobian(
     array([[ 0.,  3.],
            [ 3., 12.]])
     """
+    _check_callable("jacobian", f)
     fname = f"jacobian({getattr(f, '__name__', 'f')})"
     args = tuple(_as_array_arg(fname, i, a) for i, a in enumerate(args))
     out = f(*args)
@@ -288,6 +289,7 @@ def hessian(
     array([[2., 0.],
            [0., 2.]])
     """
+    _check_callable("hessian", f)
     fname = f"hessian({getattr(f, '__name__', 'f')})"
     with _rules_differentiated(fname):
         return _hessian(fname, f, args, executor, chunk_size)
@@ -331,6 +333,7 @@ def hvp(f: Callable[..., Any], x: PyTree, v: PyTree) -> Any:
     >>> float(h["a"]), float(h["b"])
     (6.0, 2.0)
     """
+    _check_callable("hvp", f, "f, x, v")
     fname = f"hvp({getattr(f, '__name__', 'f')})"
     if isinstance(x, (int, np.integer)) and not isinstance(x, (bool, np.bool_)):
         x = float(x)  # an integer point, in float, as hessian takes it

@@ -20,11 +20,11 @@ from typing import Any, Callable, Collection
 
 import numpy as np
 
-from .api import frule, jvp, pullback, rrule
+from .api import DEFAULT_CONFIG, frule, jvp, pullback, rrule
 from .projection import ProjectionError, project_like
 from .pytrees import flatten, tangent_leaves, unflatten
-from .registry import function_name
-from .tracer import SECOND_ORDER, TracerError, in_place_writes_explained
+from .registry import call_frule, call_rrule, function_name, is_primitive
+from .tracer import SECOND_ORDER, TracerError, _rrule_misfit, in_place_writes_explained
 from .tangents import InplaceableThunk, NoTangent, ZeroTangent, is_float_value, is_zero, unthunk
 
 _STEP = 1e-3  # finite differences' step; then, if they disagree, one fitted to x (_steps)
@@ -225,10 +225,12 @@ def check_rrule(f: Callable[..., Any], *args: Any, fkwargs: dict[str, Any] | Non
     rtol, atol = _tolerances(args, rtol, atol)
     rng = np.random.default_rng(seed)
     before = copy.deepcopy(args)
-    result = rrule(f, *args, **fkwargs)
-    if result is None:
-        raise AssertionError(f"{label}: no rrule registered; register one with "
-                             f"@adrules.rrule.register({function_name(f)}).")
+    entry = rrule.lookup(f)
+    if entry is None:
+        raise AssertionError(_no_rule(label, "rrule", f))
+    result = call_rrule(entry, DEFAULT_CONFIG, f, args, fkwargs)
+    if type(result) is not tuple or len(result) != 2 or not callable(result[1]):
+        raise AssertionError(f"{label}: {_rrule_misfit(entry, result)}")
     y, back = result
     expected = f(*before, **fkwargs)
     _compare_primal(label, y, expected, rtol, atol)
@@ -263,6 +265,16 @@ def check_rrule(f: Callable[..., Any], *args: Any, fkwargs: dict[str, Any] | Non
         _compare_cotangent(label, f"the cotangent of argument {i} on a second call", g2,
                            ("dense", g), rtol, atol)
         _check_inplaceable(label, i, grads[i + 1], g, rtol, atol)
+
+
+def _no_rule(label, kind, f):
+    name = function_name(f)
+    if not is_primitive(f):  # registering for it would be refused: say what would work
+        return (f"{label}: {name} has no {kind}, and it is not a primitive, so the tracer steps "
+                f"into its body: check that with check_grads({getattr(f, '__name__', 'f')}, *args), "
+                f"or decorate it with @adrules.primitive and register a rule with "
+                f"@adrules.{kind}.register.")
+    return f"{label}: no {kind} registered; register one with @adrules.{kind}.register({name})."
 
 
 def _check_inplaceable(label, i, raw, dense, rtol, atol):
@@ -330,10 +342,10 @@ def check_frule(f: Callable[..., Any], *args: Any, fkwargs: dict[str, Any] | Non
     before = copy.deepcopy(args)
     tangents = [_random_tangent(a, rng) if any(_is_float_leaf(x) for x in flatten(a)[0])
                 else NoTangent() for a in args]
-    result = frule((NoTangent(), *tangents), f, *args, **fkwargs)
-    if result is None:
-        raise AssertionError(f"{label}: no frule registered; register one with "
-                             f"@adrules.frule.register({function_name(f)}).")
+    entry = frule.lookup(f)
+    if entry is None:
+        raise AssertionError(_no_rule(label, "frule", f))
+    result = call_frule(entry, DEFAULT_CONFIG, (NoTangent(), *tangents), f, args, fkwargs)
     if type(result) is not tuple or len(result) != 2:
         got = f"{len(result)} values" if type(result) is tuple else f"a {type(result).__name__}"
         raise AssertionError(f"{label}: the frule returned {got}; it must return the pair (y, ẏ): "
