@@ -62,6 +62,13 @@ CASES = [
     # traces
     case(np.trace, M), case(np.trace, M, 1), case(np.trace, M, -2), case(np.trace, T, 0, -1, 0),
     case(np.trace, T, 1, 2, 1),
+    # ufunc methods: log-sum-exp reductions, running extrema, segment sums
+    case(np.logaddexp.reduce, V), case(np.logaddexp.reduce, M, 1), case(np.logaddexp.reduce, M, axis=None),
+    case(np.logaddexp.reduce, T, -1, keepdims=True), case(np.logaddexp2.reduce, M, 0),
+    case(np.logaddexp.reduce, M, 1, initial=0.5), case(np.logaddexp.reduce, M, 1, where=MASK, initial=-1.0),
+    case(np.maximum.accumulate, V), case(np.maximum.accumulate, M, 1), case(np.minimum.accumulate, T, axis=-1),
+    case(np.add.reduceat, V, [0, 2, 3]), case(np.add.reduceat, M, [0, 3, 1], 1),
+    case(np.add.reduceat, T, [2, 2, 0], axis=-1), case(np.add.reduceat, T, indices=[1, 0]),
 ]
 
 
@@ -77,6 +84,8 @@ SECOND_ORDER = [
     case(np.max, M, 0), case(np.min, T, (0, 2)), case(np.var, M, 1, ddof=1), case(np.std, M),
     case(np.cumsum, M, 0), case(np.cumprod, V), case(np.cumprod, WITH_ZEROS), case(np.cumprod, WITH_ZEROS, 1),
     case(np.average, M, 1, W4), case(np.average, M, 0, M + 1, True), case(np.trace, T, 1, 0, 2),
+    case(np.logaddexp.reduce, M, 1), case(np.logaddexp2.reduce, T, 0, keepdims=True),
+    case(np.maximum.accumulate, M, 1), case(np.minimum.accumulate, V), case(np.add.reduceat, M, [0, 3, 1], 1),
 ]
 
 
@@ -92,7 +101,8 @@ def _float32(args):
 FLOAT32 = [case(np.sum, M, 1), case(np.mean, M, keepdims=True), case(np.prod, WITH_ZEROS, 1),
            case(np.max, M, 0), case(np.var, M, 0), case(np.std, M, 1), case(np.cumsum, M, 1),
            case(np.cumprod, WITH_ZEROS, 0), case(np.average, M, 1, W4), case(np.trace, M),
-           case(np.nansum, WITH_NAN), case(np.nanmean, WITH_NAN, 1)]
+           case(np.nansum, WITH_NAN), case(np.nanmean, WITH_NAN, 1), case(np.logaddexp.reduce, M, 1),
+           case(np.maximum.accumulate, M, 0), case(np.add.reduceat, M, [0, 2], 1)]
 
 
 @pytest.mark.parametrize("f, args, kwargs", FLOAT32)
@@ -171,3 +181,33 @@ def test_weighted_average_with_keyword_weights():
     x, w = np.array([1.0, 2.0, 3.0]), np.array([0.2, 0.3, 0.5])
     gx, gw = ad.gradient(lambda x, w: np.average(x, weights=w), x, w)
     np.testing.assert_allclose(gw, (x - np.average(x, weights=w)) / w.sum())
+
+
+def test_logsumexp_by_logaddexp_reduce_is_the_softmax():
+    """d/dx log(sum(exp(x))) = softmax(x), also where exp(x) overflows float64."""
+    x = np.array([1000.0, 999.0, 990.0])
+    (g,) = ad.gradient(np.logaddexp.reduce, x)
+    np.testing.assert_allclose(g, np.exp(x - 1000.0) / np.sum(np.exp(x - 1000.0)))
+    m = np.array([[0.0, np.log2(3.0)], [1.0, 1.0]])
+    (g,) = ad.gradient(lambda m: np.sum(np.logaddexp2.reduce(m, axis=1) * [1.0, 10.0]), m)
+    np.testing.assert_allclose(g, [[0.25, 0.75], [5.0, 5.0]])  # 2**m / sum(2**m) per row
+
+
+def test_running_maximum_by_hand():
+    """A drawdown, sum(cummax(x) - x): each running maximum's cotangent goes to the element
+    it reads; on a tie, to the latest one that equals it."""
+    x = np.array([1.0, 3.0, 2.0, 3.0, 0.5, 4.0])
+    (g,) = ad.gradient(lambda x: np.sum(np.maximum.accumulate(x) - x), x)
+    np.testing.assert_array_equal(g, np.array([1.0, 2.0, 0.0, 2.0, 0.0, 1.0]) - 1.0)
+    (g,) = ad.gradient(lambda x: np.sum(np.minimum.accumulate(x) * np.arange(6.0)), -x)
+    np.testing.assert_array_equal(g, [0.0, 1.0 + 2.0, 0.0, 3.0 + 4.0, 0.0, 5.0])
+    dy = ad.jvp(np.maximum.accumulate, (x,), (np.arange(6.0),))[1]
+    np.testing.assert_array_equal(dy, [0.0, 1.0, 1.0, 3.0, 3.0, 5.0])
+
+
+def test_segment_sums_by_hand():
+    """np.add.reduceat sums x[i_k:i_k+1] per segment, x[i_k] alone where the next index is not
+    larger: each element's gradient counts the segments it is in."""
+    x = np.arange(1.0, 7.0)
+    (g,) = ad.gradient(lambda x: np.sum(np.add.reduceat(x, [0, 3, 1, 5]) * [1.0, 10.0, 100.0, 1000.0]), x)
+    np.testing.assert_array_equal(g, [1.0, 101.0, 101.0, 110.0, 100.0, 1000.0])

@@ -1,4 +1,6 @@
-"""Rules: reductions (sums, means, products, extrema, moments, traces) and cumulative ops.
+"""Rules: reductions (sums, means, products, extrema, moments, traces), cumulative ops,
+and the ufunc methods ``logaddexp.reduce`` (log-sum-exp), ``maximum.accumulate`` (running
+extrema) and ``add.reduceat`` (segment sums).
 
 A reduction's pullback spreads the output cotangent back over the reduced axes
 (``_expand``) and weights it by each element's share of the result; its frule reduces
@@ -13,6 +15,7 @@ import numpy as np
 
 from ..tangents import NoTangent, ZeroTangent, is_zero
 from ._utils import forward_rule, normalize_axes, reverse_rule, tangent_at
+from .indexing import _along_axis_index, scatter_add
 
 _EXACT_ZEROS = 2  # zeros per group split off exactly in prod/cumprod rules; see _product_of_others
 
@@ -450,6 +453,107 @@ def multiply_accumulate_rrule(array, axis=0, dtype=None, out=None):
 @forward_rule(np.multiply.accumulate)
 def multiply_accumulate_frule(tangents, array, axis=0, dtype=None, out=None):
     return cumprod_frule(tangents, array, axis, dtype)
+
+
+# ---- log-sum-exp reductions: each element's share is exp(x - y) -----------------------------
+def _register_logaddexp_reduce(ufunc, exp):
+    @reverse_rule(ufunc.reduce)
+    def logaddexp_reduce_rrule(array, axis=0, dtype=None, out=None, keepdims=False, **kwargs):
+        y = ufunc.reduce(array, axis, dtype, None, keepdims, **kwargs)
+
+        def logaddexp_reduce_pullback(g):
+            share = exp(array - _kept(y, array, axis, keepdims))  # in (0, 1]: no overflow
+            return NoTangent(), _masked(_expand(g, array, axis, keepdims) * share, kwargs.get("where", True))
+
+        return y, logaddexp_reduce_pullback
+
+    @forward_rule(ufunc.reduce)
+    def logaddexp_reduce_frule(tangents, array, axis=0, dtype=None, out=None, keepdims=False, **kwargs):
+        y = ufunc.reduce(array, axis, dtype, None, keepdims, **kwargs)
+        share = exp(array - _kept(y, array, axis, keepdims))
+        dy = np.sum(_masked(tangents[1] * share, kwargs.get("where", True)), axis, keepdims=keepdims)
+        return y, dy
+
+
+def _kept(y, x, axis, keepdims):
+    """A reduction's output ``y`` with the reduced axes of ``x`` back as length-1 axes."""
+    return y if keepdims or axis is None else np.expand_dims(y, normalize_axes(axis, np.ndim(x)))
+
+
+_register_logaddexp_reduce(np.logaddexp, np.exp)
+_register_logaddexp_reduce(np.logaddexp2, np.exp2)
+
+
+# ---- running extrema: each output is one element of x, picked by comparisons -------------------
+def _running_pick(x, y, axis):
+    """Where ``y = np.maximum.accumulate(x, axis)`` (or minimum) reads each output: the last
+    element so far equal to the running extremum (a tie's cotangent goes to the latest)."""
+    positions = np.reshape(np.arange(np.shape(x)[axis]), [-1 if d == axis % np.ndim(x) else 1
+                                                         for d in range(np.ndim(x))])
+    return np.maximum.accumulate(np.where(x == y, positions, 0), axis)  # plain ints: no derivative
+
+
+def _register_running_extremum(ufunc):
+    @reverse_rule(ufunc.accumulate)
+    def running_extremum_rrule(array, axis=0, dtype=None, out=None):
+        y = ufunc.accumulate(array, axis, dtype)
+        shape, index = np.shape(array), _along_axis_index(np.shape(array), _running_pick(array, y, axis), axis)
+
+        def running_extremum_pullback(g):
+            return NoTangent(), scatter_add(shape, index, g)
+
+        return y, running_extremum_pullback
+
+    @forward_rule(ufunc.accumulate)
+    def running_extremum_frule(tangents, array, axis=0, dtype=None, out=None):
+        y = ufunc.accumulate(array, axis, dtype)
+        return y, np.take_along_axis(tangents[1], _running_pick(array, y, axis), axis)
+
+
+_register_running_extremum(np.maximum)
+_register_running_extremum(np.minimum)
+
+
+# ---- segment sums ------------------------------------------------------------------------------
+def _segments(indices, n):
+    """(positions, owners) for ``np.add.reduceat(x, indices)`` along an axis of length ``n``:
+    output k sums x at the positions whose owner is k (x[i_k] alone where i_k >= i_k+1)."""
+    starts = np.asarray(indices, dtype=np.intp)
+    ends = np.append(starts[1:], n)
+    ends = np.where(ends > starts, ends, starts + 1)
+    owners = np.repeat(np.arange(len(starts)), ends - starts)
+    positions = np.arange(len(owners)) - np.repeat(np.cumsum(ends - starts) - ends, ends - starts)
+    return positions, owners
+
+
+def _reduceat_options(options, kwargs):
+    """(indices, axis, dtype) of ``np.add.reduceat(array, *options, **kwargs)``. Through
+    ``__array_ufunc__`` an ``indices=`` keyword arrives twice: as an input and as a keyword."""
+    def options_of(indices, axis=0, dtype=None, out=None):
+        return indices, axis, dtype
+
+    if options:
+        kwargs = {k: v for k, v in kwargs.items() if k != "indices"}
+    return options_of(*options, **kwargs)
+
+
+@reverse_rule(np.add.reduceat)
+def add_reduceat_rrule(array, *options, **kwargs):
+    indices, axis, dtype = _reduceat_options(options, kwargs)
+    shape = np.shape(array)
+    positions, owners = _segments(indices, shape[axis])
+    index = (slice(None),) * (axis % len(shape)) + (positions,)
+
+    def add_reduceat_pullback(g):
+        return NoTangent(), scatter_add(shape, index, np.take(g, owners, axis))
+
+    return np.add.reduceat(array, indices, axis, dtype), add_reduceat_pullback
+
+
+@forward_rule(np.add.reduceat)
+def add_reduceat_frule(tangents, array, *options, **kwargs):
+    indices, axis, dtype = _reduceat_options(options, kwargs)
+    return np.add.reduceat(array, indices, axis, dtype), np.add.reduceat(tangents[1], indices, axis)
 
 
 # ---- trace ------------------------------------------------------------------------------------
