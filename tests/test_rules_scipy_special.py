@@ -31,7 +31,7 @@ UNARY = [
     (sp.exp2, _u(-2, 2)), (sp.exp10, _u(-1, 1)), (sp.expm1, _u(-2, 2)), (sp.log1p, _u(-0.5, 2)),
     (sp.cbrt, _u(0.5, 3)), (sp.cosm1, _u(-2, 2)), (sp.sindg, _u(-80, 80)), (sp.cosdg, _u(-80, 80)),
     (sp.tandg, _u(-60, 60)), (sp.cotdg, _u(20, 160)), (sp.loggamma, _u(0.5, 3)), (sp.spence, _u(0.3, 2)),
-    (sp.ndtri_exp, _u(-3, -0.2)),
+    (sp.ndtri_exp, _u(-3, -0.2)), (sp.exprel, _u(-2, 3)), (sp.wrightomega, _u(-2, 3)),
 ]
 
 BINARY = [
@@ -39,6 +39,8 @@ BINARY = [
     (sp.rel_entr, _u(0.2, 2), _u(0.2, 2)), (sp.kl_div, _u(0.2, 2), _u(0.2, 2)),
     (sp.beta, _u(0.5, 3), _u(0.5, 3)), (sp.betaln, _u(0.5, 3), _u(0.5, 3)),
     (sp.powm1, _u(0.5, 2), _u(-1, 2)), (sp.poch, _u(0.5, 3), _u(0.2, 2)),
+    (sp.huber, _u(0.5, 1.5), _u(-3, 3)), (sp.pseudo_huber, _u(0.5, 1.5), _u(-3, 3)),
+    (sp.binom, _u(4, 8), _u(0.5, 3)), (sp.owens_t, _u(-2, 2), _u(-2, 2)),
 ]
 
 ORDER_THEN_ARGUMENT = [  # the first parameter is held constant (no derivative exists)
@@ -46,6 +48,8 @@ ORDER_THEN_ARGUMENT = [  # the first parameter is held constant (no derivative e
     (sp.iv, 1.5, _u(0.2, 2)), (sp.ive, 0.5, _u(0.2, 2)), (sp.kv, 1.5, _u(0.5, 3)),
     (sp.kve, 0.5, _u(0.5, 3)), (sp.gammainc, 1.7, _u(0.3, 3)), (sp.gammaincc, 1.7, _u(0.3, 3)),
     (sp.kn, 2, _u(0.5, 3)), (sp.jve, 1.5, _u(0.5, 4)), (sp.yve, 0.5, _u(0.5, 4)), (sp.expn, 2, _u(0.3, 2)),
+    (sp.gammaincinv, 2.5, _u(0.1, 0.9)), (sp.gammainccinv, 0.7, _u(0.1, 0.9)),
+    (sp.stdtr, 3.5, _u(-3, 3)), (sp.stdtrit, 4.0, _u(0.05, 0.95)),
 ]
 
 
@@ -97,6 +101,43 @@ def test_derivative_in_the_argument(f, order, sample):
 def test_betainc_in_x():
     x = np.array([0.2, 0.5, 0.7])
     check_grads(lambda v: sp.betainc(2.0, 3.0, v), x, order=2)
+
+
+def test_betaincinv_in_the_probability():
+    check_grads(lambda p: sp.betaincinv(2.0, 3.5, p), np.array([0.1, 0.5, 0.9]), order=2)
+
+
+def test_elliptic_integrals_across_zero():
+    """K(m) and E(m) for m < 1, through m = 0, where their derivatives' formulas are 0/0."""
+    m = np.array([-0.5, -3e-5, 0.0, 5e-5, 2e-4, 0.3, 0.9])
+    for f in (sp.ellipk, sp.ellipe):
+        check_rrule(f, m)
+        check_frule(f, m)
+        check_grads(f, m, order=2)
+    np.testing.assert_allclose(ad.gradient(sp.ellipk, 0.0)[0], np.pi / 8)
+    np.testing.assert_allclose(ad.gradient(sp.ellipe, 0.0)[0], -np.pi / 8)
+
+
+def test_inverse_cdfs_invert_their_cdfs_derivatives():
+    """d/dp gammaincinv(a, p) = 1 / d/dx gammainc(a, x) at x = gammaincinv(a, p), and the same
+    for Student's t: the chain rule through cdf(inverse(p)) = p gives exactly 1."""
+    p = np.array([0.2, 0.6, 0.95])
+    (g,) = ad.gradient(lambda p: np.sum(sp.gammainc(1.5, sp.gammaincinv(1.5, p))), p)
+    np.testing.assert_allclose(g, np.ones(3), rtol=1e-10)
+    (g,) = ad.gradient(lambda p: np.sum(sp.stdtr(2.5, sp.stdtrit(2.5, p))), p)
+    np.testing.assert_allclose(g, np.ones(3), rtol=1e-10)
+
+
+def test_huber_losses_by_hand():
+    """huber(1, r): r inside [-1, 1], +-1 outside; its derivative in delta is |r| - delta
+    outside. exprel's derivative at 0 is 1/2 (its series), not 0/0."""
+    r = np.array([-3.0, -0.5, 0.25, 2.0])
+    gd, gr = ad.gradient(lambda d, r: np.sum(sp.huber(d, r)), np.ones(4), r)
+    np.testing.assert_array_equal(gr, [-1.0, -0.5, 0.25, 1.0])
+    np.testing.assert_array_equal(gd, [2.0, 0.0, 0.0, 1.0])
+    (g,) = ad.gradient(lambda r: np.sum(sp.pseudo_huber(2.0, r)), r)
+    np.testing.assert_allclose(g, r / np.sqrt(1.0 + (r / 2.0) ** 2))
+    assert ad.gradient(sp.exprel, 0.0)[0] == 0.5
 
 
 def test_a_traced_order_says_there_is_no_derivative():

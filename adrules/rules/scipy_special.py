@@ -3,9 +3,9 @@
 Loaded by ``rules/__init__.py`` once ``scipy.special`` is imported (at once if it
 already is), so ``import adrules`` never imports SciPy. One ``scalar_rule`` line per
 function; partials call ufuncs that have rules too, so higher derivatives work. The
-order of a Bessel function and the parameters of the incomplete gamma and beta
-functions have no closed-form derivative: their partials raise ``NotImplementedError``
-if a traced value reaches them.
+order of a Bessel function, the parameters of the incomplete gamma and beta functions
+and of their inverses, and Student's t's degrees of freedom have no closed-form
+derivative: their partials raise ``NotImplementedError`` if a traced value reaches them.
 
 ``logsumexp``, ``softmax``, ``log_softmax``, ``polygamma`` and ``multigammaln`` are
 Python functions that call ``np.asarray`` on their input, so the tracer cannot intercept
@@ -72,7 +72,27 @@ scalar_rule(sp.gammaincc, _no_derivative("gammaincc", "a"),
             lambda a, x, y: -np.exp((a - 1.0) * np.log(x) - x - sp.gammaln(a)))
 scalar_rule(sp.betainc, _no_derivative("betainc", "a"), _no_derivative("betainc", "b"),
             lambda a, b, x, y: np.exp((a - 1.0) * np.log(x) + (b - 1.0) * np.log1p(-x) - sp.betaln(a, b)))
+scalar_rule(sp.binom,
+            lambda n, k, y: y * (sp.digamma(n + 1.0) - sp.digamma(n - k + 1.0)),
+            lambda n, k, y: y * (sp.digamma(n - k + 1.0) - sp.digamma(k + 1.0)))
 non_differentiable(sp.gammasgn)
+
+# ---- inverses of the incomplete gamma and beta functions (w.r.t. the probability) --------------------
+scalar_rule(sp.gammaincinv, _no_derivative("gammaincinv", "a"),
+            lambda a, p, y: np.exp(y - (a - 1.0) * np.log(y) + sp.gammaln(a)))
+scalar_rule(sp.gammainccinv, _no_derivative("gammainccinv", "a"),
+            lambda a, p, y: -np.exp(y - (a - 1.0) * np.log(y) + sp.gammaln(a)))
+scalar_rule(sp.betaincinv, _no_derivative("betaincinv", "a"), _no_derivative("betaincinv", "b"),
+            lambda a, b, p, y: np.exp(sp.betaln(a, b) - (a - 1.0) * np.log(y) - (b - 1.0) * np.log1p(-y)))
+
+# ---- Student's t distribution (w.r.t. t) -----------------------------------------------------------------
+def _t_density(df, t):
+    return np.exp(sp.gammaln(0.5 * (df + 1.0)) - sp.gammaln(0.5 * df) - 0.5 * np.log(df * np.pi)
+                  - 0.5 * (df + 1.0) * np.log1p(t * t / df))
+
+
+scalar_rule(sp.stdtr, _no_derivative("stdtr", "df"), lambda df, t, y: _t_density(df, t))
+scalar_rule(sp.stdtrit, _no_derivative("stdtrit", "df"), lambda df, p, y: 1.0 / _t_density(df, y))
 
 # ---- x log y and entropies ---------------------------------------------------------------------------
 scalar_rule(sp.xlogy, lambda x, y, out: np.log(y), lambda x, y, out: x / y)
@@ -81,9 +101,55 @@ scalar_rule(sp.entr, lambda x, y: -(np.log(x) + 1.0))
 scalar_rule(sp.rel_entr, lambda x, y, out: np.log(x / y) + 1.0, lambda x, y, out: -x / y)
 scalar_rule(sp.kl_div, lambda x, y, out: np.log(x / y), lambda x, y, out: 1.0 - x / y)
 
+# ---- robust losses (delta > 0) ----------------------------------------------------------------------
+def _pseudo_huber_scale(delta, r):
+    return np.sqrt(1.0 + (r / delta) ** 2)
+
+
+scalar_rule(sp.huber,
+            lambda delta, r, y: np.where(np.abs(r) <= delta, 0.0, np.abs(r) - delta),
+            lambda delta, r, y: np.clip(r, -delta, delta))
+scalar_rule(sp.pseudo_huber,
+            lambda delta, r, y: 2.0 * y / delta - r * r / (delta * _pseudo_huber_scale(delta, r)),
+            lambda delta, r, y: r / _pseudo_huber_scale(delta, r))
+
+# ---- Owen's T (skew-normal distributions) ---------------------------------------------------------------
+scalar_rule(sp.owens_t,
+            lambda h, a, y: (-0.5 / _SQRT_2PI) * np.exp(-0.5 * h * h) * sp.erf(a * h / np.sqrt(2.0)),
+            lambda h, a, y: np.exp(-0.5 * h * h * (1.0 + a * a)) / (2.0 * np.pi * (1.0 + a * a)))
+
+
+# ---- complete elliptic integrals of the parameter m < 1 ---------------------------------------------------
+def _near_zero(m):
+    """m where |m| >= 1e-4, else 1 (a divisor): below that the formulas cancel, and their series
+    to m**2 are within 1e-12."""
+    return np.where(np.abs(m) < 1e-4, 1.0, m)
+
+
+def _ellipk_partial(m, y):
+    series = (np.pi / 2.0) * (0.25 + m * (9.0 / 32.0 + (75.0 / 256.0) * m))
+    safe = _near_zero(m)
+    return np.where(np.abs(m) < 1e-4, series, (sp.ellipe(m) - (1.0 - m) * y) / (2.0 * safe * (1.0 - m)))
+
+
+def _ellipe_partial(m, y):
+    series = (np.pi / 2.0) * (-0.25 - m * (3.0 / 32.0 + (15.0 / 256.0) * m))
+    return np.where(np.abs(m) < 1e-4, series, (y - sp.ellipk(m)) / (2.0 * _near_zero(m)))
+
+
+scalar_rule(sp.ellipk, _ellipk_partial)
+scalar_rule(sp.ellipe, _ellipe_partial)
+
 # ---- exponential integrals ---------------------------------------------------------------------------
 scalar_rule(sp.expi, lambda x, y: np.exp(x) / x)
 scalar_rule(sp.exp1, lambda x, y: -np.exp(-x) / x)
+
+def _exprel_partial(x, y):
+    """(e^x - exprel(x)) / x, by its series near 0, where that difference cancels."""
+    near = np.abs(x) < 1e-3
+    safe = np.where(near, 1.0, x)
+    return np.where(near, 0.5 + x / 3.0 + x * x / 8.0, (np.exp(x) - y) / safe)
+
 
 # ---- scipy.special's own elementary functions ---------------------------------------------------------
 _DEGREE = np.pi / 180.0
@@ -107,6 +173,8 @@ scalar_rule(sp.poch, lambda z, m, y: y * (sp.digamma(z + m) - sp.digamma(z)), la
 scalar_rule(sp.expn, _no_derivative("expn", "the order n"), lambda n, x, y: -sp.expn(n - 1, x))
 scalar_rule(sp.spence, lambda z, y: np.log(z) / (1.0 - z))
 scalar_rule(sp.ndtri_exp, lambda x, y: _SQRT_2PI * np.exp(x + 0.5 * y * y))
+scalar_rule(sp.exprel, lambda x, y: _exprel_partial(x, y))
+scalar_rule(sp.wrightomega, lambda x, y: y / (1.0 + y))
 non_differentiable(sp.round)
 
 # ---- Bessel functions (derivatives w.r.t. the argument) ---------------------------------------------------
