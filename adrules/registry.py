@@ -172,15 +172,59 @@ def _check_key(f: Callable[..., Any], call: str) -> None:
             f"tracer steps into it. Register the rule for {function_name(f.func)} decorated with "
             f"@adrules.primitive, and call the partial of that.")
     name = function_name(f)
+    if isinstance(f, (list, tuple, set)):
+        one = "non_differentiable(*functions)" if call == "non_differentiable" else f"one {call} per function"
+        raise TypeError(f"{call}({name}): got a {type(f).__name__}, not a function; pass the functions "
+                        f"themselves: {one}.")
     if isinstance(f, (types.FunctionType, types.MethodType)):
-        raise TypeError(
-            f"{call}({name}): {name} is a plain Python function, so the tracer "
-            f"would step into its body and never use this rule. Decorate it with "
-            f"@adrules.primitive (above its def) and register the rule for the decorated function.")
+        plain = (f"{name} is a plain Python function, so the tracer would step into its body and "
+                 f"never use this rule. Decorate it with @adrules.primitive (above its def) and "
+                 f"register the rule for the decorated function.")
+        if call.endswith(".register"):  # @rrule.register with no (f): the rule itself came here
+            short = getattr(f, "__name__", name)
+            bare = (f"if {short} is the rule, the decorator lacks the function it is for: write "
+                    f"@adrules.{call}(f) above def {short}")
+            plain = (f"{bare[0].upper()}{bare[1:]}. Otherwise: {plain}" if "rule" in short
+                     else f"{plain} (Or, {bare}.)")
+        raise TypeError(f"{call}({name}): {plain}")
     raise TypeError(
         f"{call}({name}): the tracer cannot intercept calls to {name!s} "
         f"(traced values never reach it). Rules can be registered for NumPy ufuncs, NumPy "
         f"functions and functions decorated with @adrules.primitive.")
+
+
+_MISSING: Any = object()  # an argument not given, where None could be a user's mistake
+
+
+def _positional_capacity(fn: Callable[..., Any]) -> tuple[float, list[str]] | None:
+    """How many positional arguments ``fn`` accepts (inf with ``*args``) and its required
+    keyword-only parameters; None when its signature cannot be read."""
+    try:
+        params = list(inspect.signature(fn).parameters.values())
+    except (TypeError, ValueError):
+        return None
+    if any(p.kind is p.VAR_POSITIONAL for p in params):
+        return float("inf"), []
+    n = sum(p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) for p in params)
+    return n, [p.name for p in params if p.kind is p.KEYWORD_ONLY and p.default is p.empty]
+
+
+def _check_rule(kind: str, f: Callable[..., Any], rule: object, config: bool) -> None:
+    """Refuse, when registered, a rule that could never be called: it is not callable, or
+    takes too few positional arguments (an frule without its tangents)."""
+    name = function_name(f)
+    if not callable(rule):
+        raise TypeError(f"{kind}.register({name}) decorated a {type(rule).__name__}, not a "
+                        f"function: put it above def {name.rpartition('.')[2]}_{kind}(...).")
+    capacity = _positional_capacity(rule)  # (keyword-only parameters: f's own keywords)
+    needed = 1 + (kind == "frule") + config
+    if capacity is None or capacity[0] >= needed:
+        return
+    first = (["config"] if config else []) + (["tangents"] if kind == "frule" else [])
+    form = f"def {getattr(rule, '__name__', 'rule')}({', '.join(first + ['x1', '...'])})"
+    raise TypeError(f"{kind}.register({name}): the rule takes {int(capacity[0])} positional "
+                    f"argument{'s' if capacity[0] != 1 else ''}, but an {kind} receives "
+                    f"{' then '.join(first + ['the arguments of ' + name])}: {form}.")
 
 
 class RuleRegistry:
@@ -194,7 +238,7 @@ class RuleRegistry:
         self.name = name
         self.rules: dict = {} if rules is None else rules
 
-    def register(self, f: Callable[..., Any], *, config: bool = False) -> Callable[[_F], _F]:
+    def register(self, f: Callable[..., Any] = _MISSING, *, config: bool = False) -> Callable[[_F], _F]:
         """Decorator: register a rule for primitive ``f``.
 
         The rule receives ``f``'s arguments (an rrule returns ``(y, pullback)``, an
@@ -212,9 +256,13 @@ class RuleRegistry:
         >>> ad.gradient(cube, 2.0)
         (12.0,)
         """
+        if f is _MISSING:
+            raise TypeError(f"{self.name}.register(): give the function the rule is for, "
+                            f"@adrules.{self.name}.register(f), above def f_{self.name}.")
         _check_key(f, f"{self.name}.register")
 
         def decorate(rule: _F) -> _F:
+            _check_rule(self.name, f, rule, config)
             self.rules[f] = RuleEntry(rule, RULE, config=config, name=function_name(f))
             _note_registration(f, sys._getframe(1))
             return rule
@@ -258,7 +306,7 @@ def scalar_rrule(f: Callable[..., Any], partials: Sequence[Any], args: tuple[Any
             if d is None:  # no derivative in this argument (np.where's condition)
                 slots.append(NoTangent())
             elif is_float_value(arg) and not is_zero(g):
-                slots.append(Thunk(functools.partial(_one_partial, d, args, y, g, arg)))
+                slots.append(Thunk(functools.partial(_one_partial, d, args, y, g, arg, f, partials)))
             else:
                 slots.append(NoTangent() if not is_float_value(arg) else ZeroTangent())
         return tuple(slots)
@@ -266,8 +314,26 @@ def scalar_rrule(f: Callable[..., Any], partials: Sequence[Any], args: tuple[Any
     return y, scalar_pullback
 
 
-def _one_partial(d: Any, args: tuple[Any, ...], y: Any, g: Any, arg: Any) -> Any:
-    return project_like(_times_partial(g, d, args, y), arg)
+def _one_partial(d: Any, args: tuple[Any, ...], y: Any, g: Any, arg: Any, f: Any = None,
+                 partials: Sequence[Any] = ()) -> Any:
+    try:
+        return project_like(_times_partial(g, d, args, y), arg)
+    except TypeError as e:  # named as the tracer names it (ad.rrule(f, x) called directly)
+        raise _partial_misfit(f, partials, d, args, y, e) from e
+
+
+def _partial_misfit(f: Any, partials: Sequence[Any], d: Any, args: tuple[Any, ...], y: Any,
+                    exc: TypeError) -> TypeError:
+    """The error for partial ``d`` of ``f`` failing with ``exc``: scalar_rule_misfit's when
+    ``d`` cannot be called as ``d(*args, y)``, else ``exc`` itself (an error in its body)."""
+    try:
+        inspect.signature(d).bind(*args, y)
+        return exc
+    except ValueError:  # no signature to read
+        return exc
+    except TypeError:
+        entry = RuleEntry(None, SCALAR, partials=tuple(partials), name=function_name(f))
+        return scalar_rule_misfit(entry, len(args), exc)
 
 
 def scalar_frule(f: Callable[..., Any], partials: Sequence[Any], dargs: Sequence[Any],
@@ -277,7 +343,10 @@ def scalar_frule(f: Callable[..., Any], partials: Sequence[Any], dargs: Sequence
     for arg, d, da in zip(args, partials, dargs):
         da = unthunk(da)
         if d is not None and not is_zero(da):
-            dy = dy + _times_partial(da, d, args, y)
+            try:
+                dy = dy + _times_partial(da, d, args, y)
+            except TypeError as e:  # (as in _one_partial)
+                raise _partial_misfit(f, partials, d, args, y, e) from e
     return y, dy
 
 
@@ -460,9 +529,29 @@ def call_rrule(entry: RuleEntry, config: Any, f: Callable[..., Any],
         return scalar_rrule(f, entry.partials, args, kwargs)
     if kind is NONDIFF:
         return f(*args, **kwargs), _nondiff_pullback(len(args))
-    if entry.config:
-        return entry.fn(config, *args, **kwargs)
-    return entry.fn(*args, **kwargs)
+    try:  # (free unless raised)
+        if entry.config:
+            return entry.fn(config, *args, **kwargs)
+        return entry.fn(*args, **kwargs)
+    except TypeError as e:
+        raise _rule_misfit("rrule", entry, args, kwargs, e) from e
+
+
+def _rule_misfit(kind: str, entry: RuleEntry, args: tuple[Any, ...], kwargs: dict[str, Any],
+                 exc: TypeError) -> TypeError:
+    """The error for a rule that cannot take the call it was given (``exc`` itself when it
+    can, and the TypeError came from its body)."""
+    first = (("config",) if entry.config else ()) + (("tangents",) if kind == "frule" else ())
+    try:
+        inspect.signature(entry.fn).bind(*first, *args, **kwargs)
+        return exc
+    except ValueError:  # no signature to read
+        return exc
+    except TypeError:
+        shown = ", ".join((*first, *(f"x{i + 1}" for i in range(len(args))), *(f"{k}=..." for k in kwargs)))
+        return TypeError(f"the {kind} of {entry.name} cannot be called as rule({shown}), the call "
+                         f"{entry.name} received: {exc}. Give the rule {entry.name}'s parameters"
+                         f"{', after ' + ' and '.join(first) if first else ''}.")
 
 
 def _first_slots(pullback: Pullback, n: int) -> Pullback:
@@ -491,9 +580,12 @@ def call_frule(entry: RuleEntry, config: Any, tangents: Sequence[Any],
         return scalar_frule(f, entry.partials, tangents[1:], args, kwargs)
     if kind is NONDIFF:
         return f(*args, **kwargs), NoTangent()
-    if entry.config:
-        return entry.fn(config, tuple(tangents), *args, **kwargs)
-    return entry.fn(tuple(tangents), *args, **kwargs)
+    try:  # (free unless raised)
+        if entry.config:
+            return entry.fn(config, tuple(tangents), *args, **kwargs)
+        return entry.fn(tuple(tangents), *args, **kwargs)
+    except TypeError as e:
+        raise _rule_misfit("frule", entry, args, kwargs, e) from e
 
 
 def scalar_rule(f: Callable[..., Any], *partials: Callable[..., Any] | None) -> None:
@@ -511,10 +603,47 @@ def scalar_rule(f: Callable[..., Any], *partials: Callable[..., Any] | None) -> 
     0.5
     """
     _check_key(f, "scalar_rule")
+    _check_partials(f, partials)
     entry = RuleEntry(None, SCALAR, partials=tuple(partials), name=function_name(f))
     rrule.rules[f] = entry
     frule.rules[f] = entry
     _note_registration(f, sys._getframe(1))
+
+
+def _check_partials(f: Callable[..., Any], partials: tuple[Any, ...]) -> None:
+    """Refuse partials that could never be called as ``d(x1, ..., xn, y)``: none given, one
+    that is not a function, or one taking too few positional arguments (no ``y``)."""
+    name = function_name(f)
+    call = {1: "d(x, y)", 2: "d(x1, x2, y)"}.get(len(partials), f"d(x1, ..., x{len(partials)}, y)")
+    if not partials:
+        raise TypeError(f"scalar_rule({name}) was given no partials: give one per positional "
+                        f"input, each called as d(x, y) with the output y last: "
+                        f"scalar_rule({name}, lambda x, y: ...).")
+    for i, d in enumerate(partials):
+        if d is None or d is ONE:
+            continue
+        if not callable(d):
+            hint = (" (the partials go one by one, not in a tuple: scalar_rule(f, d1, d2))"
+                    if isinstance(d, (tuple, list)) else "; None for an input with no derivative")
+            raise TypeError(f"scalar_rule({name}): partial {i} is a {type(d).__name__}, not a "
+                            f"function{hint}.")
+        capacity = _positional_capacity(d)
+        if capacity is not None and (capacity[0] < _arguments_at_least(f, len(partials)) + 1 or capacity[1]):
+            why = (f"has keyword-only parameters {', '.join(capacity[1])}" if capacity[1]
+                   else f"takes {int(capacity[0])} positional argument{'s' if capacity[0] != 1 else ''}")
+            raise TypeError(f"scalar_rule({name}): partial {i} {why}, but each partial is called "
+                            f"as {call}, with every input and then the output y last.")
+
+
+def _arguments_at_least(f: Callable[..., Any], n_partials: int) -> int:
+    """How many arguments every call of ``f`` passes its partials, at least: one per partial
+    when ``f`` takes that many (the tracer fills in defaults), else only the one that is
+    traced (extra partials of a function of fewer inputs are never called)."""
+    inputs = f.nin if isinstance(f, np.ufunc) else None
+    if inputs is None:
+        capacity = _positional_capacity(getattr(f, "__adrules_primitive__", f))
+        inputs = None if capacity is None else capacity[0]
+    return n_partials if inputs is not None and inputs >= n_partials else 1
 
 
 def scalar_rule_misfit(entry: RuleEntry, n_args: int, exc: BaseException) -> TypeError:
@@ -547,6 +676,8 @@ def non_differentiable(*fs: Callable[..., Any]) -> None:
     >>> ad.rrule(np.argsort, np.array([2.0, 1.0]))[0]
     array([1, 0])
     """
+    if not fs:
+        raise TypeError("non_differentiable() was given no functions: non_differentiable(np.argmax, ...).")
     for f in fs:
         _check_key(f, "non_differentiable")
         entry = RuleEntry(None, NONDIFF, name=function_name(f))
@@ -555,7 +686,7 @@ def non_differentiable(*fs: Callable[..., Any]) -> None:
         _note_registration(f, sys._getframe(1))
 
 
-def primitive(fn: _F) -> _F:
+def primitive(fn: _F = _MISSING) -> _F:
     """Make ``fn`` one node for the tracer, so its registered rules are used.
 
     Called with no traced argument it costs one attribute check on top of ``fn``.
@@ -572,6 +703,12 @@ def primitive(fn: _F) -> _F:
     >>> ad.gradient(logsumexp, np.zeros(2))[0]
     array([0.5, 0.5])
     """
+    if fn is _MISSING:
+        raise TypeError("primitive() takes the function it decorates: write @adrules.primitive, "
+                        "without parentheses, above its def.")
+    if not callable(fn):
+        raise TypeError(f"primitive({function_name(fn)}): a {type(fn).__name__} is not a function; "
+                        f"decorate a def with @adrules.primitive.")
     state = _state.STATE
 
     @functools.wraps(fn)

@@ -144,7 +144,11 @@ class Thunk:
 
     def __call__(self) -> Any:
         if not self._done:
-            self._value = unthunk(self._fn())
+            try:
+                value = self._fn()
+            except TypeError as e:  # (free unless raised)
+                raise _thunk_misfit(self, e) from e
+            self._value = unthunk(value)
             self._done = True
             self._fn = None
         return self._value
@@ -172,8 +176,39 @@ class InplaceableThunk(Thunk):
     __slots__ = ("add_into",)
 
     def __init__(self, add_into: Callable[[Any], Any], thunk: Thunk | Callable[[], Any]) -> None:
+        for name, fn in (("add_into", add_into), ("thunk", thunk)):
+            if not callable(fn):
+                raise TypeError(f"InplaceableThunk(add_into, thunk): {name} is a {type(fn).__name__}, "
+                                f"not a function; write InplaceableThunk(lambda b: b.__iadd__(dx), "
+                                f"lambda: dx): the function adding into a buffer, then the one "
+                                f"computing the tangent.")
         super().__init__(thunk.__call__ if isinstance(thunk, Thunk) else thunk)
         self.add_into = add_into
+
+
+def _thunk_misfit(thunk: Thunk, exc: TypeError) -> TypeError:
+    """The error for a thunk whose function cannot be called with no arguments (``exc``
+    itself when it can, and the TypeError came from its body)."""
+    import inspect
+
+    fn = thunk._fn
+    if callable(fn):
+        try:
+            inspect.signature(fn).bind()
+            return exc  # callable with no arguments: the error came from its body
+        except ValueError:  # no signature to read
+            return exc
+        except TypeError:
+            what = "a function that needs arguments"
+    else:
+        what = f"a {type(fn).__name__}"
+    if isinstance(thunk, InplaceableThunk):
+        return TypeError(f"InplaceableThunk(add_into, thunk): its thunk is {what} ({exc}); the "
+                         f"function adding into a buffer comes first, then the function of no "
+                         f"arguments computing the tangent: InplaceableThunk(lambda b: b.__iadd__(dx), "
+                         f"lambda: dx).")
+    return TypeError(f"Thunk(fn): fn is {what} ({exc}); a Thunk holds a function of no arguments "
+                     f"that computes the tangent when asked: Thunk(lambda: 2 * x * g).")
 
 
 def _identity(x: _T) -> _T:

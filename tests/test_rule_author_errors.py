@@ -118,3 +118,134 @@ def test_check_rrule_of_a_plain_function_says_it_is_not_a_primitive():
 
 def square(x):
     return x * x
+
+
+# ---- registering a rule ----
+
+def test_register_without_the_function_says_which_function_is_missing():
+    with pytest.raises(TypeError, match=r"^rrule.register\(\): give the function the rule is for"):
+        @ad.rrule.register()
+        def cube_rrule(x):
+            return x ** 3, lambda g: (ad.NoTangent(), 3 * x ** 2 * g)
+    # bare @rrule.register received the rule itself, and was told to make it a primitive
+    with pytest.raises(TypeError, match=r"If cube_frule is the rule, the decorator lacks the function it "
+                                        r"is for: write @adrules.frule.register\(f\) above def cube_frule"):
+        @ad.frule.register
+        def cube_frule(tangents, x):
+            return x ** 3, 3 * x ** 2 * tangents[1]
+
+
+@pytest.mark.parametrize("kind", ["rrule", "frule"])
+def test_a_rule_that_is_not_a_function_is_refused_when_registered(kind):
+    f = _primitive("not_decorated")
+    registry = getattr(ad, kind)
+    with pytest.raises(TypeError, match=rf"{kind}.register\(.*not_decorated\) decorated a NoneType"):
+        registry.register(f)(None)
+    assert f not in registry  # before: None was registered, and failed when f was differentiated
+
+
+def test_an_frule_without_its_tangents_parameter_is_refused_when_registered():
+    f = _primitive("no_tangents")
+    with pytest.raises(TypeError, match=r"frule.register\(.*no_tangents\): the rule takes 1 positional "
+                                        r"argument, but an frule receives tangents then the arguments"):
+        @ad.frule.register(f)
+        def no_tangents_frule(x):
+            return f(x), 2.0
+
+
+def test_a_rule_called_with_arguments_it_does_not_take_names_the_rule():
+    @ad.primitive
+    def mul(a, b):
+        return a * b
+
+    @ad.rrule.register(mul)
+    def mul_rrule(a):  # forgot b
+        return mul(a, a), lambda g: (ad.NoTangent(), g * a)
+
+    with pytest.raises(TypeError, match=r"the rrule of .*mul cannot be called as rule\(x1, x2\)"):
+        ad.gradient(lambda a: np.sum(mul(a, a)), X)
+
+
+def test_a_type_error_raised_inside_a_rule_is_not_renamed():
+    f = _primitive("body_error")
+
+    @ad.rrule.register(f)
+    def body_error_rrule(x):
+        raise TypeError("my own message")
+
+    with pytest.raises(TypeError, match="^my own message$"):
+        ad.gradient(lambda x: np.sum(f(x)), X)
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda: ad.primitive(), r"write @adrules.primitive, without parentheses"),
+    (lambda: ad.primitive(3), r"primitive\(3\): a int is not a function"),
+    (lambda: ad.non_differentiable(), r"non_differentiable\(\) was given no functions"),
+    (lambda: ad.non_differentiable([np.argmax]), r"got a list, not a function.*non_differentiable\(\*functions\)"),
+])
+def test_primitive_and_non_differentiable_given_no_function(call, message):
+    with pytest.raises(TypeError, match=message):
+        call()
+
+
+# ---- scalar_rule ----
+
+@pytest.mark.parametrize("partials, message", [
+    ((), r"was given no partials: give one per positional input"),
+    ((2.0,), r"partial 0 is a float, not a function; None for an input with no derivative"),
+    (((lambda x, y: y,),), r"partial 0 is a tuple.*not in a tuple: scalar_rule\(f, d1, d2\)"),
+    ((lambda x: np.exp(x),), r"partial 0 takes 1 positional argument, but each partial is called as d\(x, y\)"),
+    ((lambda *, x, y: y,), r"partial 0 has keyword-only parameters x, y"),
+])
+def test_scalar_rule_partials_that_could_never_be_called_are_refused_when_registered(partials, message):
+    f = _primitive("exp_like")
+    with pytest.raises(TypeError, match=rf"^scalar_rule\(.*exp_like\):? .*{message}"):
+        ad.scalar_rule(f, *partials)
+    assert f not in ad.rrule  # before: registered, and failed when f was differentiated
+
+
+def test_scalar_rule_with_partials_taking_every_input_and_the_output_still_registers():
+    @ad.primitive
+    def hypot(a, b):
+        return np.sqrt(a * a + b * b)
+
+    ad.scalar_rule(hypot, lambda a, b, y: a / y, lambda a, b, y: b / y)
+    ad.testing.check_rrule(hypot, np.array([3.0]), np.array([4.0]))
+    # an extra partial for a function of one input is never called: still accepted
+    g = _primitive("one_input")
+    ad.scalar_rule(g, lambda x, y: 2.0, lambda x, y: 0.0)
+    assert ad.gradient(lambda x: g(x), 1.0) == (2.0,)
+
+
+def test_a_scalar_rule_partial_failing_in_a_direct_call_is_named_as_in_the_tracer():
+    f = _primitive("three_params")
+    ad.scalar_rule(f, lambda x, y, z: 2.0)
+    y, back = ad.rrule(f, X)
+    with pytest.raises(TypeError, match=r"a partial of scalar_rule\(.*three_params\) failed when called as d\(x, y\)"):
+        ad.unthunk(back(np.ones(2))[1])
+    with pytest.raises(TypeError, match=r"a partial of scalar_rule\(.*three_params\) failed"):
+        ad.frule((ad.NoTangent(), np.ones(2)), f, X)
+
+
+# ---- Thunk and InplaceableThunk ----
+
+@pytest.mark.parametrize("thunk, what", [
+    (lambda: ad.Thunk(3), "fn is a int"),
+    (lambda: ad.Thunk(lambda g: 2 * g), "fn is a function that needs arguments"),
+])
+def test_a_thunk_of_something_other_than_a_function_of_no_arguments_is_named(thunk, what):
+    with pytest.raises(TypeError, match=rf"^Thunk\(fn\): {what}.*Thunk\(lambda: 2 \* x \* g\)"):
+        ad.unthunk(thunk())
+
+
+def test_a_thunk_whose_body_raises_a_type_error_keeps_it():
+    with pytest.raises(TypeError, match="^inside$"):
+        ad.unthunk(ad.Thunk(lambda: (_ for _ in ()).throw(TypeError("inside"))))
+
+
+def test_inplaceable_thunk_with_its_functions_swapped_or_missing_is_named():
+    with pytest.raises(TypeError, match=r"InplaceableThunk\(add_into, thunk\): add_into is a int"):
+        ad.InplaceableThunk(3, lambda: np.ones(2))
+    swapped = ad.InplaceableThunk(lambda: np.ones(2), lambda b: b + 1)
+    with pytest.raises(TypeError, match=r"its thunk is a function that needs arguments.*comes first"):
+        ad.unthunk(swapped)
