@@ -141,3 +141,29 @@ def test_block_of_mismatched_depths_is_numpy_s_error():
 def test_concatenate_with_a_piece_given_as_a_list_in_forward_mode():
     # the frule made zeros for the list piece with np.result_type(list, 1.0): TypeError
     check_grads(lambda x: np.concatenate([[0.0], x * x, (1.0, 2.0)]), np.array([1.0, 2.0]), order=2)
+
+
+@pytest.mark.parametrize("obj, values_shape, axis", [
+    (2, (), None), ([1, 1, 4], (3,), None), (3, (2,), None), (1, (3,), 1), (1, (4,), 0), ([0, 2], (3, 1), 1),
+    (slice(0, 2), (2, 4), 0), (-1, (), -1), ([1], (3, 2), 1),
+])
+def test_insert(obj, values_shape, axis):
+    x, values = _x((3, 4)) if axis is not None or np.ndim(obj) else _x((5,)), _x(values_shape, seed=4)
+    y = ad.rrule(np.insert, x, obj, values, axis)[0]
+    np.testing.assert_array_equal(y, np.insert(x, obj, values, axis))
+    _check_all(np.insert, x, obj, values, axis)
+
+
+def test_insert_boundary_values_by_hand():
+    """u padded with fixed ends 0 and 1: d/du sum(diff(...)**2) is 2(2u_i - u_i-1 - u_i+1)."""
+    u = np.array([0.2, 0.5, 0.7])
+    (g,) = ad.gradient(lambda u: np.sum(np.diff(np.insert(u, [0, 3], np.array([0.0, 1.0]))) ** 2), u)
+    full = np.array([0.0, 0.2, 0.5, 0.7, 1.0])
+    np.testing.assert_allclose(g, 2 * (2 * full[1:-1] - full[:-2] - full[2:]))
+
+
+@pytest.mark.parametrize("shape, new_shape", [((5,), 12), ((3, 4), (2, 3)), ((3, 4), (5, 4)), ((2, 2), 3)])
+def test_resize(shape, new_shape):
+    x = _x(shape)
+    np.testing.assert_array_equal(ad.rrule(np.resize, x, new_shape)[0], np.resize(x, new_shape))
+    _check_all(np.resize, x, new_shape)

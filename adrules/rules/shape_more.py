@@ -2,8 +2,8 @@
 
 ``rot90``, ``rollaxis``, ``append``, ``meshgrid``, ``linspace`` (traced endpoints),
 ``partition``, ``broadcast_arrays``, ``unstack``, ``diagflat``, ``full_like``, ``logspace``, ``geomspace``,
-``compress``/``extract``/``delete``, ``cumulative_sum``/``cumulative_prod`` and the ``pad`` modes ``wrap``,
-``edge``, ``reflect``, ``symmetric``: each is an implementation in NumPy calls that have
+``compress``/``extract``/``delete``/``insert``, ``resize``, ``cumulative_sum``/``cumulative_prod`` and the
+``pad`` modes ``wrap``, ``edge``, ``reflect``, ``symmetric``: each is an implementation in NumPy calls that have
 rules (flip, transpose, concatenate, take...), registered with ``composite_rule``.
 The extra ``pad`` modes extend the existing ``pad`` rule: each is one ``np.take`` along
 each axis with the index map the mode describes.
@@ -130,6 +130,25 @@ def delete(arr, obj, axis=None):
     return np.take(arr, np.delete(np.arange(np.shape(arr)[axis]), obj), axis)
 
 
+def insert(arr, obj, values, axis=None):
+    # NumPy's own insert, run on positions, says where each output element comes from
+    # (values broadcast and moved the way NumPy moves them); -1 marks the other source
+    if axis is None:
+        arr, axis = np.ravel(arr), 0
+    from_arr = np.insert(np.reshape(np.arange(np.size(arr)), np.shape(arr)), obj, np.full(np.shape(values), -1), axis)
+    from_values = np.insert(np.full(np.shape(arr), -1), obj,
+                            np.reshape(np.arange(np.size(values)), np.shape(values)), axis)
+    return np.where(from_arr >= 0, np.ravel(arr)[np.maximum(from_arr, 0)],
+                    np.ravel(values)[np.maximum(from_values, 0)])
+
+
+def resize(a, new_shape):
+    n = int(np.prod(new_shape))
+    if np.size(a) == 0:
+        return np.zeros(new_shape, dtype=np.result_type(a))
+    return np.reshape(np.take(np.ravel(a), np.arange(n) % np.size(a)), new_shape)  # a repeated, cut off
+
+
 # ---- cumulative (array API names) ----------------------------------------------------------------------
 def _cumulative(accumulate, identity):
     def cumulative(x, /, *, axis=None, dtype=None, out=None, include_initial=False):
@@ -200,6 +219,8 @@ composite_rule(np.geomspace, geomspace)
 composite_rule(np.compress, compress)
 composite_rule(np.extract, extract)
 composite_rule(np.delete, delete)
+composite_rule(np.insert, insert)
+composite_rule(np.resize, resize)
 if hasattr(np, "unstack"):  # NumPy 2.1
     composite_rule(np.unstack, unstack)
 if hasattr(np, "matrix_transpose"):  # NumPy 2
