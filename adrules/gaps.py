@@ -28,8 +28,16 @@ ADD_AT = ("writes into its first argument in place, which cannot be differentiat
 
 FILES = "writes a file: nothing to differentiate"
 
+# its pullback, sum over j >= i of g_j exp(x_i - y_j), factors only through exp(x_i) and
+# exp(-y_j), which overflow at opposite ends of a long log-likelihood
+LOG_ACCUMULATE = ("no rule: its derivative has no overflow-free vectorized form; write the recursion "
+                  "with np.logaddexp in a loop (as an HMM's forward pass does), or np.logaddexp.reduce "
+                  "for the total alone")
+
 # Functions left out on purpose, by qualified name.
 LEFT_OUT = {
+    "numpy.logaddexp.accumulate": LOG_ACCUMULATE,
+    "numpy.logaddexp2.accumulate": LOG_ACCUMULATE.replace("np.logaddexp", "np.logaddexp2"),
     "numpy.full": "dispatches only on like=, so a traced fill value never reaches a rule: "
                   "write fill_value * np.ones(shape)",
     "numpy.linalg.eig": "complex eigenvalues and eigenvectors: complex values are not supported yet",

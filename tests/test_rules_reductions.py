@@ -211,3 +211,10 @@ def test_segment_sums_by_hand():
     x = np.arange(1.0, 7.0)
     (g,) = ad.gradient(lambda x: np.sum(np.add.reduceat(x, [0, 3, 1, 5]) * [1.0, 10.0, 100.0, 1000.0]), x)
     np.testing.assert_array_equal(g, [1.0, 101.0, 101.0, 110.0, 100.0, 1000.0])
+
+
+def test_logaddexp_accumulate_says_how_to_write_it():
+    # the generic advice (non_differentiable) would have made the gradient silently zero
+    with pytest.raises(ad.tracer.NoRuleError, match=r"logaddexp.accumulate: no rule.*np.logaddexp in a loop") as info:
+        ad.gradient(lambda x: np.sum(np.logaddexp.accumulate(x)), V)
+    assert "non_differentiable" not in str(info.value)
