@@ -20,7 +20,7 @@ from typing import Any, Callable, Collection
 
 import numpy as np
 
-from .api import DEFAULT_CONFIG, frule, jvp, pullback, rrule
+from .api import DEFAULT_CONFIG, _jvp, _Name, _pullback, frule, jvp, pullback, rrule
 from .projection import ProjectionError, project_like
 from .pytrees import flatten, tangent_leaves, unflatten
 from .registry import call_frule, call_rrule, function_name, is_primitive
@@ -208,6 +208,28 @@ def _check_not_mutated(label, before, after):
             raise AssertionError(f"{label}: the rule mutated its input (leaf {j} of the arguments).")
 
 
+def _checked_call(api, f, args, fkwargs):
+    """``fkwargs`` as a dict, once ``f``, ``args`` and ``fkwargs`` are what ``api`` takes
+    (NumPy's or Python's own error named neither the check nor the argument)."""
+    if not callable(f):
+        raise TypeError(f"{api}(f, *args): f must be the function whose rule to check, got a "
+                        f"{type(f).__name__}: write {api}(f, x).")
+    if not args:
+        raise TypeError(f"{api}({function_name(f)}): give the arguments to check the rule at: "
+                        f"{api}(f, x1, ..., xn).")
+    if not hasattr(f, "__adrules_primitive__"):  # NumPy's functions: a list of numbers is an array
+        for i, a in enumerate(args):
+            if type(a) in (list, tuple) and a and all(_is_float_leaf(v) and np.ndim(v) == 0 for v in a):
+                raise TypeError(f"{api}({function_name(f)}): argument {i} is a {type(a).__name__} of "
+                                f"numbers: the tracer hands {function_name(f)} such a {type(a).__name__} "
+                                f"as an array, but called directly its rule takes it as it is, with no "
+                                f"cotangent; pass np.array({a!r}).")
+    if fkwargs is not None and not isinstance(fkwargs, dict):
+        raise TypeError(f"{api}({function_name(f)}): fkwargs must be a dict of keyword arguments "
+                        f"for f, got a {type(fkwargs).__name__}: fkwargs={{'axis': 0}}.")
+    return fkwargs or {}
+
+
 def _call_fn(f, fkwargs):
     return lambda *a: f(*a, **fkwargs)
 
@@ -220,7 +242,7 @@ def check_rrule(f: Callable[..., Any], *args: Any, fkwargs: dict[str, Any] | Non
     >>> check_rrule(np.sin, np.array([0.1, 0.2]))
     >>> check_rrule(np.sum, np.ones((2, 3)), 1)
     """
-    fkwargs = fkwargs or {}
+    fkwargs = _checked_call("check_rrule", f, args, fkwargs)
     label = f"check_rrule({function_name(f)})"
     rtol, atol = _tolerances(args, rtol, atol)
     rng = np.random.default_rng(seed)
@@ -335,7 +357,7 @@ def check_frule(f: Callable[..., Any], *args: Any, fkwargs: dict[str, Any] | Non
     >>> import numpy as np
     >>> check_frule(np.exp, np.array([0.1, 0.2]))
     """
-    fkwargs = fkwargs or {}
+    fkwargs = _checked_call("check_frule", f, args, fkwargs)
     label = f"check_frule({function_name(f)})"
     rtol_given, atol_given = rtol, atol
     rng = np.random.default_rng(seed)
@@ -351,9 +373,19 @@ def check_frule(f: Callable[..., Any], *args: Any, fkwargs: dict[str, Any] | Non
         raise AssertionError(f"{label}: the frule returned {got}; it must return the pair (y, ẏ): "
                              f"the output and its tangent.")
     y, dy = result
+    if type(y) in (tuple, list) and y and is_zero(y[0]):  # def rule(x, tangents): it got them as x
+        raise AssertionError(f"{label}: the frule returned an output holding {type(y[0]).__name__}s: "
+                             f"an frule takes the tuple of tangents first, def rule(tangents, *args).")
     rtol, atol = _tolerances((args, _to_plain(y)), rtol_given, atol_given)  # a float32 output too
     _check_not_mutated(label, before, args)
-    _compare_primal(label, y, f(*before, **fkwargs), rtol, atol)
+    expected = f(*before, **fkwargs)
+    try:
+        _compare_primal(label, y, expected, rtol, atol)
+    except AssertionError:
+        if _same_values(dy, expected, rtol, atol):
+            raise AssertionError(f"{label}: the frule returned (ẏ, y), the pair the other way "
+                                 f"round: return (y, ẏ), the output first.") from None
+        raise
     fn = _call_fn(f, fkwargs)
     try:
         _agreeing(lambda fd: _compare_tangent(label, "the output tangent", dy, fd, y, rtol, atol),
@@ -366,6 +398,14 @@ def check_frule(f: Callable[..., Any], *args: Any, fkwargs: dict[str, Any] | Non
         if culprit is None:
             raise
         raise culprit from wrong
+
+
+def _same_values(a, b, rtol, atol):
+    try:
+        _compare_primal("", a, b, rtol, atol)
+        return not is_zero(a)
+    except (AssertionError, TypeError, ValueError):
+        return False
 
 
 def _output_tangent(f, args, tangents, fkwargs):
@@ -421,6 +461,9 @@ def _compare_tangent(label, what, got, ref, y, rtol, atol):
         if is_zero(r) and not _is_number_like(r):
             continue
         r = np.asarray(r, dtype=np.float64)
+        if not is_zero(g) and np.asarray(g).dtype.kind not in "biufc":  # NumPy: "could not convert"
+            raise AssertionError(f"{label}: {what}{f' (output leaf {j})' if j else ''} is a "
+                                 f"{type(g).__name__}, not a number or an array of numbers.")
         if not is_zero(g) and np.ndim(g) != 0 and np.shape(g) != r.shape:
             raise AssertionError(f"{label}: {what}{f' (output leaf {j})' if j else ''} has shape "
                                  f"{np.shape(g)}, but the output has shape {r.shape}.")
@@ -456,7 +499,10 @@ def check_grads(f: Callable[..., Any], *args: Any, modes: Collection[str] = ("fw
     >>> import numpy as np
     >>> check_grads(lambda x: np.sum(np.tanh(x) ** 2), np.array([0.3, -0.4]), order=2)
     """
-    label = f"check_grads({getattr(f, '__name__', 'f')})"
+    if not callable(f):
+        raise TypeError(f"check_grads(f, *args): f must be the function to check, got a "
+                        f"{type(f).__name__}: write check_grads(f, x).")
+    label = _Name("check_grads", f)
     # a misspelt mode, or nothing to differentiate, would pass without checking anything
     if isinstance(modes, str) or not modes or not set(modes) <= {"fwd", "rev"}:
         raise ValueError(f"{label}: modes must be a collection of 'fwd' and 'rev', got {modes!r}.")
@@ -489,7 +535,7 @@ def _check_grads(f, args, modes, order, rtol, atol, seed, name, level):
     rng = np.random.default_rng(seed)
     if "rev" in modes:
         label = _order_label(name, level, "reverse")
-        y, back = pullback(f, *args)
+        y, back = _pullback(name, f, args)
         ybar = _random_tangent(_to_plain(y), rng)
         grads = back(ybar)
         plain = _to_plain(y)
@@ -508,7 +554,7 @@ def _check_grads(f, args, modes, order, rtol, atol, seed, name, level):
         label = _order_label(name, level, "forward")
         tangents = [_random_tangent(a, rng) if any(_is_float_leaf(x) for x in flatten(a)[0])
                     else ZeroTangent() for a in args]
-        y, dy = jvp(f, args, tangents)
+        y, dy = _jvp(name, f, args, tangents)
         try:
             _agreeing(lambda fd: _compare_tangent(label, "the output tangent", dy, fd, y, rtol, atol),
                       _fd_jvp(f, args, tangents), _steps(*_moved(args, tangents)))
@@ -542,7 +588,7 @@ def check_rules(f: Callable[..., Any], *args: Any, fkwargs: dict[str, Any] | Non
     >>> import numpy as np
     >>> check_rules(np.sin, np.array([0.1, 0.2]))
     """
-    fkwargs = fkwargs or {}
+    fkwargs = _checked_call("check_rules", f, args, fkwargs)
     check_rrule(f, *args, fkwargs=fkwargs)
     check_frule(f, *args, fkwargs=fkwargs)
     if all(getattr(a, "dtype", np.float64) != np.float32 for a in args):

@@ -249,3 +249,48 @@ def test_inplaceable_thunk_with_its_functions_swapped_or_missing_is_named():
     swapped = ad.InplaceableThunk(lambda: np.ones(2), lambda b: b + 1)
     with pytest.raises(TypeError, match=r"its thunk is a function that needs arguments.*comes first"):
         ad.unthunk(swapped)
+
+
+# ---- adrules.testing given bad input ----
+
+@pytest.mark.parametrize("call, message", [
+    (lambda: ad.testing.check_rrule(X, X), r"check_rrule\(f, \*args\): f must be the function whose rule to check"),
+    (lambda: ad.testing.check_frule(X, X), r"check_frule\(f, \*args\): f must be the function whose rule to check"),
+    (lambda: ad.testing.check_rules(X, X), r"check_rules\(f, \*args\): f must be the function whose rule to check"),
+    (lambda: ad.testing.check_grads(X, np.sin), r"check_grads\(f, \*args\): f must be the function to check"),
+    (lambda: ad.testing.check_rrule(np.sin), r"check_rrule\(numpy.sin\): give the arguments to check the rule at"),
+    (lambda: ad.testing.check_frule(np.sin), r"check_frule\(numpy.sin\): give the arguments"),
+    (lambda: ad.testing.check_rrule(np.sin, X, fkwargs=["axis"]), r"fkwargs must be a dict of keyword arguments"),
+])
+def test_the_rule_checks_name_a_bad_function_or_missing_arguments(call, message):
+    with pytest.raises(TypeError, match=message):
+        call()
+
+
+def test_check_rrule_of_a_numpy_function_at_a_list_of_numbers_asks_for_an_array():
+    # before: the correct rule of np.sin failed, "differs from finite differences by 0.273"
+    with pytest.raises(TypeError, match=r"argument 0 is a list of numbers.*pass np.array\(\[0.1, 0.2\]\)"):
+        ad.testing.check_rrule(np.sin, [0.1, 0.2])
+    ad.testing.check_rrule(np.stack, [np.array([0.1]), np.array([0.2])])  # a list of arrays is one
+
+
+@pytest.mark.parametrize("f, message", [
+    (lambda x: None, r"check_grads\(<lambda>\): f returned None"),
+    (lambda x: "loss", r"check_grads\(<lambda>\): f returned a string"),
+])
+def test_check_grads_names_itself_not_the_pullback_it_calls(f, message):
+    with pytest.raises(TypeError, match=message):
+        ad.testing.check_grads(f, X)
+
+
+@pytest.mark.parametrize("rule, message", [
+    (lambda f: lambda t, x: (2 * t[1], f(x)), r"returned \(ẏ, y\), the pair the other way round"),
+    (lambda f: lambda x, t: (f(x), 2 * t[1]), r"output holding NoTangents: an frule takes the tuple of tangents first"),
+    (lambda f: lambda t, x: (f(x), "two"), r"the output tangent is a str, not a number"),
+])
+def test_check_frule_names_a_pair_swapped_or_a_tangent_that_is_not_a_number(rule, message):
+    # before: "the primal output differs", NumPy's "ufunc 'isnan' not supported", "could not convert"
+    f = _primitive("frule_slip")
+    ad.frule.register(f)(rule(f))
+    with pytest.raises(AssertionError, match=rf"check_frule\(.*frule_slip\): .*{message}"):
+        ad.testing.check_frule(f, X)
