@@ -45,6 +45,8 @@ def unbroadcast(g: Any, shape: tuple[int, ...]) -> Any:
         return g
     extra = len(gshape) - len(shape)
     if extra < 0:
+        if _dtype(g) is None:  # a list or a string has no shape: "() is smaller" misled
+            raise ProjectionError(_not_numbers(g))
         raise ProjectionError(f"cotangent of shape {gshape} is smaller than its primal's {shape}")
     if extra:
         g = np.sum(g, axis=tuple(range(extra)))
@@ -54,6 +56,12 @@ def unbroadcast(g: Any, shape: tuple[int, ...]) -> Any:
     if _shape(g) != shape:
         raise ProjectionError(f"cotangent of shape {gshape} does not broadcast to its primal's {shape}")
     return g
+
+
+def _not_numbers(g: Any) -> str:
+    what = f"an array of dtype {g.dtype}" if isinstance(g, np.ndarray) else f"a {type(g).__name__}"
+    return (f"the rule returned {what} where a number or an array of numbers belongs: return "
+            f"NumPy values (np.array(...), np.stack(...))")
 
 
 def project_like(g: Any, x: Any) -> Any:
@@ -72,7 +80,11 @@ def project_like(g: Any, x: Any) -> Any:
     if _shape(g) != shape:
         g = unbroadcast(g, shape)
     gdt = _dtype(g)
+    if gdt is None and isinstance(g, (str, bytes, list, tuple, dict)):
+        raise ProjectionError(_not_numbers(g))
     if gdt is not None and gdt != xdt:
+        if gdt.kind not in "biufc":  # NumPy: "could not convert string to float"
+            raise ProjectionError(_not_numbers(g))
         if gdt.kind == "c" and xdt.kind != "c":
             g = np.real(g)
         g = g.astype(xdt) if hasattr(g, "astype") else xdt.type(g)

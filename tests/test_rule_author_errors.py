@@ -294,3 +294,30 @@ def test_check_frule_names_a_pair_swapped_or_a_tangent_that_is_not_a_number(rule
     ad.frule.register(f)(rule(f))
     with pytest.raises(AssertionError, match=rf"check_frule\(.*frule_slip\): .*{message}"):
         ad.testing.check_frule(f, X)
+
+
+# ---- a cotangent or tangent that is not numbers ----
+
+@pytest.mark.parametrize("bad, what", [("two", "a str"), ([2.0, 2.0], "a list")])
+def test_a_pullback_returning_a_list_or_a_string_is_named_not_called_too_small(bad, what):
+    # before: "cotangent of shape () is smaller than its primal's (2,)" for a list of the right length
+    f = _primitive("not_numbers")
+    ad.rrule.register(f)(lambda x: (f(x), lambda g: (ad.NoTangent(), bad)))
+    with pytest.raises(TypeError, match=rf"the pullback of .*not_numbers returned .* for argument 0 .*"
+                                        rf"the rule returned {what} where a number or an array of numbers"):
+        ad.gradient(lambda x: np.sum(f(x)), X)
+
+
+def test_a_pullback_returning_a_string_for_a_float_is_named():
+    # before: the string reached float() when the gradient was read: "could not convert"
+    f = _primitive("string_cotangent")
+    ad.rrule.register(f)(lambda x: (f(x), lambda g: (ad.NoTangent(), "two")))
+    with pytest.raises(TypeError, match=r"string_cotangent returned .* for argument 0 .*the rule returned a str"):
+        ad.gradient(f, 1.5)
+
+
+def test_an_frule_returning_a_string_tangent_is_named():
+    f = _primitive("string_tangent")
+    ad.frule.register(f)(lambda t, x: (f(x), "two"))
+    with pytest.raises(ValueError, match=r"the rule returned an array of dtype <U3 where a number"):
+        ad.jvp(f, (X,), (X,))
