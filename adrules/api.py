@@ -457,18 +457,16 @@ def _frule_call(api: str, tangents: Sequence[Any], f: Callable[..., Any], args: 
     return out
 
 
-def _check_tangents(api: str, tangents: object, f: object, args: tuple[Any, ...]) -> None:
+def _check_tangents(api: str, tangents: Any, f: object, args: tuple[Any, ...]) -> None:
     """``tangents`` must be the tuple ``(ḟ, ẋ1, ..., ẋn)`` for ``f(*args)``."""
-    slots = "(NoTangent(), " + (", ".join(f"ẋ{i + 1}" for i in range(len(args))) if len(args) > 1 else "ẋ") + ")"
+    dots = ", ".join(f"ẋ{i + 1}" for i in range(len(args))) if len(args) > 1 else "ẋ"
+    fix = f"give the self slot first, then one per argument: (NoTangent(), {dots})."
     if type(tangents) not in (tuple, list):  # an array would be taken as its rows
         raise TypeError(f"{api}(tangents, {function_name(f)}, *args): tangents must be a tuple, "
-                        f"got {type(tangents).__name__}; give the self slot first, then one per "
-                        f"argument: {slots}.")
-    if len(tangents) != len(args) + 1:  # type: ignore[arg-type]  # a tuple or list, just checked
-        raise TypeError(
-            f"{api}(tangents, {function_name(f)}, *args): {len(tangents)} tangents for "  # type: ignore[arg-type]
-            f"{len(args)} argument{'s' if len(args) != 1 else ''}; give the self slot first, "
-            f"then one per argument: {slots}.")
+                        f"got {type(tangents).__name__}; {fix}")
+    if len(tangents) != len(args) + 1:
+        raise TypeError(f"{api}(tangents, {function_name(f)}, *args): {len(tangents)} tangents for "
+                        f"{len(args)} argument{'s' if len(args) != 1 else ''}; {fix}")
 
 
 # The same tables the rule files register into (``registry.rrule.register``), callable.

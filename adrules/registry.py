@@ -639,7 +639,7 @@ def _arguments_at_least(f: Callable[..., Any], n_partials: int) -> int:
     """How many arguments every call of ``f`` passes its partials, at least: one per partial
     when ``f`` takes that many (the tracer fills in defaults), else only the one that is
     traced (extra partials of a function of fewer inputs are never called)."""
-    inputs = f.nin if isinstance(f, np.ufunc) else None
+    inputs: float | None = f.nin if isinstance(f, np.ufunc) else None
     if inputs is None:
         capacity = _positional_capacity(getattr(f, "__adrules_primitive__", f))
         inputs = None if capacity is None else capacity[0]
