@@ -69,6 +69,8 @@ CASES = [
     (np.split, (R(4, 2), 2, 0)), (np.array_split, (R(5), 2)), (np.hsplit, (R(2, 4), 2)), (np.vsplit, (R(4, 2), 2)),
     (np.dsplit, (R(1, 2, 4), 2)), (np.tile, (R(2), (2, 2))), (np.repeat, (R(3), 2, 0)), (np.flip, (R(2, 3), 1)),
     (np.fliplr, (R(2, 3),)), (np.flipud, (R(2, 3),)), (np.roll, (R(2, 3), 1, 1)), (np.rot90, (R(2, 3), 1, (0, 1))),
+    (np.insert, (R(2, 3), 1, R(3), 0)), (np.resize, (R(2, 3), (3, 3))),
+    (np.lib.stride_tricks.sliding_window_view, (R(3, 4), (2, 2), (0, 1))),
     (np.pad, (R(2, 3), 1, "wrap")), (np.diag, (R(3), 1)), (np.diagonal, (R(3, 3), 1, 0, 1)),
     (np.tril, (R(3, 3), -1)), (np.triu, (R(3, 3), 1)), (np.append, (R(2, 3), R(1, 3, seed=1), 0)),
     (np.sort, (DISTINCT(2, 3), 1)), (np.partition, (DISTINCT(2, 4), 1, 1)), (np.copy, (R(2, 3),)),
