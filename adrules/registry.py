@@ -534,7 +534,10 @@ def call_rrule(entry: RuleEntry, config: Any, f: Callable[..., Any],
             return entry.fn(config, *args, **kwargs)
         return entry.fn(*args, **kwargs)
     except TypeError as e:
-        raise _rule_misfit("rrule", entry, args, kwargs, e) from e
+        misfit = _rule_misfit("rrule", entry, args, kwargs, e)
+        if misfit is e:  # raised by the rule's own body: as it was
+            raise
+        raise misfit from e
 
 
 def _rule_misfit(kind: str, entry: RuleEntry, args: tuple[Any, ...], kwargs: dict[str, Any],
@@ -585,7 +588,10 @@ def call_frule(entry: RuleEntry, config: Any, tangents: Sequence[Any],
             return entry.fn(config, tuple(tangents), *args, **kwargs)
         return entry.fn(tuple(tangents), *args, **kwargs)
     except TypeError as e:
-        raise _rule_misfit("frule", entry, args, kwargs, e) from e
+        misfit = _rule_misfit("frule", entry, args, kwargs, e)
+        if misfit is e:  # raised by the rule's own body: as it was
+            raise
+        raise misfit from e
 
 
 def scalar_rule(f: Callable[..., Any], *partials: Callable[..., Any] | None) -> None:
