@@ -1000,6 +1000,18 @@ _F64_SCALARS = frozenset((float, np.float64))
 
 
 _BIG = 1 << 12  # elements: below this, allocation is cheaper than the checks
+_NUMBERS = frozenset((float, np.float64, np.float32, _ndarray))
+
+
+def _self_slot_check(entry, grads):
+    """A pullback's slot 0 is the cotangent of the function itself, never used: numbers
+    there are an argument's cotangent in the wrong slot (``(2 * g * x, NoTangent())``,
+    the self slot forgotten or put last), whose gradient would silently be zero."""
+    if np.any(grads[0] != 0):
+        raise TracerError(
+            f"the pullback of {entry.name} returned numbers in slot 0, the slot of "
+            f"{entry.name} itself, which has no cotangent: the arguments' cotangents come "
+            f"after it. Return (NoTangent(), {', '.join(f'x̄{i + 1}' for i in range(len(grads) - 1))}).")
 # Python 3.14 may skip reference-count increments for stack references, which would make
 # a shared array look like a temporary: elide only where the count is reliable.
 _ELIDE = sys.version_info < (3, 14)
@@ -1088,6 +1100,8 @@ def backprop(trace, seeds, consume=True):
                 f"the pullback of {entry.name} returned {n}; it must return a tuple of "
                 f"{len(slots) + 1}: the self slot (NoTangent() for a plain function) then one "
                 f"cotangent per positional argument.")
+        if type(grads[0]) in _NUMBERS:
+            _self_slot_check(entry, grads)
         for i, slot in enumerate(slots):
             if type(slot) is int:
                 if slot >= 0:

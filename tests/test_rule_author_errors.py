@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 import adrules as ad
+from adrules.tracer import TracerError
 
 X = np.array([0.5, 2.0])
 
@@ -322,3 +323,25 @@ def test_an_frule_returning_a_string_tangent_is_named():
     ad.frule.register(f)(lambda t, x: (f(x), "two"))
     with pytest.raises(ValueError, match=r"the rule returned an array of dtype <U3 where a number"):
         ad.jvp(f, (X,), (X,))
+
+
+def test_a_pullback_with_the_argument_s_cotangent_in_the_self_slot_is_named_not_a_zero_gradient():
+    f = _primitive("self_slot_first")
+
+    @ad.rrule.register(f)
+    def self_slot_first_rrule(x):
+        return f(x), lambda g: (2 * g * x, ad.NoTangent())  # swapped: the gradient was zero
+
+    with pytest.raises(TracerError, match=r"returned numbers in slot 0.*Return \(NoTangent\(\), x̄1\)"):
+        ad.gradient(lambda x: np.sum(f(x)), X)
+
+
+def test_a_zero_in_the_self_slot_is_accepted():
+    f = _primitive("zero_self")
+
+    @ad.rrule.register(f)
+    def zero_self_rrule(x):
+        return f(x), lambda g: (0.0, 2 * g * x)
+
+    (g,) = ad.gradient(lambda x: np.sum(f(x)), X)
+    np.testing.assert_allclose(g, 2 * X)
