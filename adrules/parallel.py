@@ -315,6 +315,7 @@ class Call:
         # (executor, items, ran, chunks): the forward pass _sum_of_traced_numbers already
         # asked the schedule for, when it could not finish the call itself
         self.forward = None
+        self.cotangent_bytes = 0  # of each chunk's dense cotangents (see dense_cotangent_bytes)
 
     def output(self, y):
         """What the primitive returns for the value ``y``: ``y`` itself when it is one
@@ -340,13 +341,20 @@ class Call:
             sending.check(self.name, self.about, self.plan, state, xs, shared, executor, self.key)
         return executor
 
+    def dense_cotangent_bytes(self, state, shared):
+        """Bytes of the dense cotangents in each chunk's gradients: of what is
+        differentiated besides xs (f's state, shared arguments), whole in every chunk."""
+        parts = ([state] if self.active[0] else []) + [s for s, a in zip(shared, self.active[2:]) if a]
+        self.cotangent_bytes = sum(getattr(leaf, "nbytes", 8) for part in parts for leaf in flatten(part)[0])
+
     def run(self, executor, phase, fn, items, shared, on_result=None):
         # a chunk's result holds a dense cotangent only of what is differentiated besides
         # xs (f's state, shared arguments): without one, results are small
         small = not (self.active[0] or any(self.active[2:]))
         return run(executor, fn, items, shared, key=self.key, dispatch=self.dispatch,
                    on_result=on_result, progress=self.progress,
-                   label=f"{self.name} {phase}", about=self.about, small_results=small)
+                   label=f"{self.name} {phase}", about=self.about, small_results=small,
+                   result_bytes=0 if small else self.cotangent_bytes)
 
     def run_in_one_pass(self, executor, phase, fn, n, work):
         """``(True, work())`` where the schedule would run every chunk of ``fn`` inline."""
@@ -396,6 +404,8 @@ def _psum_rrule(call, *leaves):
         executor, items, ran, chunks = call.forward
     values = _Values(call.plan.kind, items)
     eager = _Cotangents(call, state, xs, shared)
+    if call.active[0] or any(call.active[2:]):
+        call.dense_cotangent_bytes(state, shared)
 
     def take(i, result):
         _check_no_escaped_trace(result.value)

@@ -21,6 +21,9 @@ machine.  Capability flags let callers adapt without knowing the backend:
 * ``dispatch_cost`` -- rough seconds of overhead per task, ``call_cost`` per
   map, ``startup_cost`` to start workers (when ``ready()`` is False), so
   callers can run tiny work serially.
+* ``bytes_per_second`` -- rough rate at which results come back from workers
+  that do not share memory (pickled, sent, unpickled in the caller), so callers
+  keep work with big results (a dense gradient per task) where it is.
 """
 
 from __future__ import annotations
@@ -195,6 +198,8 @@ class Executor:
     call_cost: float = 0.0
     #: rough seconds to start the workers while ``ready()`` is False
     startup_cost: float = 0.0
+    #: rough bytes a second of results coming back (unused where ``shares_memory``)
+    bytes_per_second: float = float("inf")
     #: number of tasks that can run at once
     n_workers: int = 1
 

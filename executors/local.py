@@ -185,6 +185,7 @@ class ProcessExecutor(Executor):
     dispatch_cost = 5e-4
     call_cost = 1e-3
     startup_cost = 1.0  # measured here: 0.7 s for 2 workers, then ~0.5 s importing numpy
+    bytes_per_second = 3e8  # measured here: 0.55, 0.41, 0.27 GB/s for results of 1, 10, 95 MB
 
     _warm_up: list[Any] | None  # start()'s futures; None until then
 
