@@ -222,10 +222,25 @@ def _run(index, item_data, fn_blob, shared_blobs, chunk_size, backend, flag=None
         reason = _unsendable(exc)
         if reason is None:
             raise
-        raise RemoteError(
-            f"{type(exc).__module__}.{type(exc).__qualname__}", str(exc), reason
-        ) from None
-    return dumps(result, f"the result of item {index}", backend)
+        unsendable = _stand_in(exc, reason)
+    else:
+        return dumps(result, f"the result of item {index}", backend)
+    # raised out of the except block: with the original as its __context__, Dask's
+    # serializer tried to pickle that too, failed, and sent a bare Exception instead
+    raise unsendable
+
+
+def _stand_in(exc, reason):
+    """A RemoteError for ``exc``, which cannot be pickled: its notes (the element that
+    raised) and its plain attributes (an error code) go with it."""
+    err = RemoteError(f"{type(exc).__module__}.{type(exc).__qualname__}", str(exc), reason)
+    for name, value in vars(exc).items():
+        if type(value) in (int, float, str, bool):
+            setattr(err, name, value)
+    notes = getattr(exc, "__notes__", None)
+    if isinstance(notes, list):
+        err.__notes__ = [str(n) for n in notes]
+    return err
 
 
 def _unsendable(exc):

@@ -34,7 +34,7 @@ import os
 
 from . import _context
 from ._blas import blas_pinned
-from .base import Executor, RemoteError, SerializationError, annotate, check_positive_int
+from .base import Executor, SerializationError, annotate, check_positive_int
 
 __all__ = ["JoblibExecutor"]
 
@@ -154,14 +154,15 @@ class _Task:
             annotate(exc, index, self.n, "joblib")
             if os.getpid() == self.origin_pid:
                 raise
-            from ._remote import _unsendable
+            from ._remote import _stand_in, _unsendable
 
             reason = _unsendable(exc)
             if reason is None:
                 raise
-            err = RemoteError(f"{type(exc).__module__}.{type(exc).__qualname__}", str(exc), reason)
-            raise annotate(err, index, self.n, "joblib") from None
-        return value if os.getpid() == self.origin_pid else _Result(value, index)
+            unsendable = _stand_in(exc, reason)  # with exc's notes, this item's among them
+        else:
+            return value if os.getpid() == self.origin_pid else _Result(value, index)
+        raise unsendable  # out of the except block: exc, unpicklable, is not its context
 
     def __reduce__(self):
         return (_Task, (self.fn, self.chunk_size, self.n, self.origin_pid))

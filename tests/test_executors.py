@@ -117,6 +117,22 @@ def raise_two_arg(x):
     return x
 
 
+class LockedError(Exception):
+    """Cannot be pickled at all: it holds a lock."""
+
+    def __init__(self, message):
+        super().__init__(message)
+        self.lock, self.code = threading.Lock(), 42
+
+
+def raise_locked(x):
+    if x == 1:
+        e = LockedError("locked out")
+        e.add_note("raised where the user said")
+        raise e
+    return x
+
+
 def square(x):
     return x * x
 
@@ -594,6 +610,19 @@ def test_unpicklable_exception_is_reported_not_a_broken_pool(remote_ex):
         remote_ex.map(raise_two_arg, range(3))
     assert info.value.type_name.endswith("TwoArgError")
     assert any("item 1 of 3" in n for n in getattr(info.value, "__notes__", []))
+    assert remote_ex.map(square, [2]) == [4]
+
+
+def test_an_exception_that_cannot_be_pickled_comes_back_with_its_notes_and_plain_attributes(remote_ex):
+    """On Dask it came back as a bare Exception (the stand-in was raised with the
+    original as its context, which Dask's serializer then failed to pickle)."""
+    from executors.base import RemoteError
+
+    with pytest.raises(RemoteError, match="LockedError: locked out") as info:
+        remote_ex.map(raise_locked, range(3))
+    assert info.value.code == 42 and info.value.__context__ is None
+    notes = getattr(info.value, "__notes__", [])
+    assert "raised where the user said" in notes and any("item 1 of 3" in n for n in notes), notes
     assert remote_ex.map(square, [2]) == [4]
 
 
