@@ -320,6 +320,8 @@ class DaskExecutor(Executor):
                 if status == "error":
                     exc, tb = f.exception(), f.traceback()
                     self._client.cancel(futures)
+                    if isinstance(exc, _remote.ExitRequested):
+                        exc = exc.system_exit()
                     if isinstance(exc, KilledWorker):
                         self._clear_cache()
                         raise WorkerError(

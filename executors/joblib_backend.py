@@ -160,6 +160,9 @@ class _Task:
             if reason is None:
                 raise
             unsendable = _stand_in(exc, reason)  # with exc's notes, this item's among them
+        except SystemExit as exc:  # sent back as it is, named as other errors are
+            annotate(exc, index, self.n, "joblib")
+            raise
         else:
             return value if os.getpid() == self.origin_pid else _Result(value, index)
         raise unsendable  # out of the except block: exc, unpicklable, is not its context

@@ -13,6 +13,7 @@ import os
 import pickle
 import random
 import signal
+import sys
 import threading
 import time
 import warnings
@@ -130,6 +131,12 @@ def raise_locked(x):
         e = LockedError("locked out")
         e.add_note("raised where the user said")
         raise e
+    return x
+
+
+def exit_at_3(x):
+    if x == 3:
+        sys.exit(3)  # argparse and library code call it too
     return x
 
 
@@ -610,6 +617,16 @@ def test_unpicklable_exception_is_reported_not_a_broken_pool(remote_ex):
         remote_ex.map(raise_two_arg, range(3))
     assert info.value.type_name.endswith("TwoArgError")
     assert any("item 1 of 3" in n for n in getattr(info.value, "__notes__", []))
+    assert remote_ex.map(square, [2]) == [4]
+
+
+def test_sys_exit_in_a_task_raises_system_exit_in_the_caller_and_keeps_the_workers(remote_ex):
+    """On Dask the worker died of it, and 4 s later the map said "item 0 of 4 was lost"."""
+    t = time.perf_counter()
+    with pytest.raises(SystemExit) as info:
+        remote_ex.map(exit_at_3, range(4))
+    assert info.value.code == 3 and time.perf_counter() - t < 3
+    assert any("item 3 of 4" in n for n in getattr(info.value, "__notes__", [])), info.value.__notes__
     assert remote_ex.map(square, [2]) == [4]
 
 
