@@ -248,6 +248,7 @@ def chunk_forward(item, plan, active, state, shared, keep_tape):
     xs, start = item
     fn, args, idx = active_call(plan, start, active, state, xs, shared)
     y, back = pullback(fn, *args)
+    back = _PullingBack(back, start, len(xs))
     grads = gradients_at_one(plan, y, back, idx, len(active))
     if grads is not None:
         return ChunkForward(y, Backward.DONE, grads=grads)
@@ -260,7 +261,26 @@ def chunk_backward(pair, plan, active, state, shared):
     """Recompute one chunk's forward and pull its ``ybar`` back (no state kept on workers)."""
     (xs, start), ybar = pair
     fn, args, idx = active_call(plan, start, active, state, xs, shared)
-    return expand(pullback(fn, *args)[1](ybar), idx, len(active))
+    return expand(_PullingBack(pullback(fn, *args)[1], start, len(xs))(ybar), idx, len(active))
+
+
+class _PullingBack:
+    """A chunk's pullback whose errors name the chunk's elements (a rule's pullback that
+    raised was named by its chunk only: one tape serves all of the chunk's elements)."""
+
+    __slots__ = ("back", "start", "n")
+
+    def __init__(self, back, start, n):
+        self.back, self.start, self.n = back, start, n
+
+    def __call__(self, ybar):
+        try:
+            return self.back(ybar)
+        except Exception as e:
+            last = self.start + self.n - 1
+            elements = f"element {last}" if self.n == 1 else f"elements {self.start}..{last}"
+            _note(e, f"psum/pmap: raised by the pullback of f over {elements}")
+            raise
 
 
 def chunk_pullback(pair):
@@ -271,7 +291,14 @@ def chunk_pullback(pair):
 def chunk_jvp(item, plan, state, shared, tangents):
     (xs, start), (dxs, dstate, dshared) = item, tangents
     body = plan.body
-    return jvp(lambda s, x, *sh: body(s, x, start, *sh), (state, xs, *shared), (dstate, dxs, *dshared))
+
+    def chunk(s, x, *sh):
+        y = body(s, x, start, *sh)
+        if y is None:  # (jvp's own message named this function)
+            raise TypeError(f"psum: {why_not_added(y, y)}")
+        return y
+
+    return jvp(chunk, (state, xs, *shared), (dstate, dxs, *dshared))
 
 
 class ChunkWork:

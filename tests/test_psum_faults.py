@@ -212,6 +212,38 @@ def test_an_error_names_the_element_and_its_chunk_on_every_backend(backend):
     assert info.value.executors_item_index == 10
 
 
+@ad.primitive
+def _doubled(x):
+    return 2.0 * x
+
+
+@ad.rrule.register(_doubled)
+def _doubled_rrule(x):
+    def doubled_pullback(g):
+        if np.any(x > 5):
+            raise ArithmeticError("pullback failed")
+        return ad.NoTangent(), 2.0 * g
+    return 2.0 * x, doubled_pullback
+
+
+@pytest.mark.parametrize("backend", ["serial", "threads", "processes"])
+@pytest.mark.parametrize("scalar", [True, False])
+def test_an_error_in_a_pullback_names_the_chunk_s_elements(backend, scalar):
+    """A rule's pullback that raised was named by its chunk only."""
+    ws = [np.full(2, float(i)) for i in range(8)]
+    ex = executors.resolve(backend, 2)
+    with pytest.raises(ArithmeticError, match="pullback failed") as info:
+        if scalar:  # the gradients come with the value, from the forward map
+            ad.gradient(lambda ms: ad.psum(lambda w: np.sum(_doubled(w)), ms, executor=ex,
+                                           dispatch="always", chunk_size=2), ws)
+        else:  # a pullback map of its own
+            y, back = ad.pullback(lambda ms: ad.pmap(_doubled, ms, executor=ex, dispatch="always",
+                                                     chunk_size=2), ws)
+            back([np.ones(2)] * 8)
+    assert info.value.__notes__[0] == "psum/pmap: raised by the pullback of f over elements 6..7"
+    assert info.value.__notes__[1].startswith("executors: raised by chunk 3 of 4")
+
+
 @pytest.mark.parametrize("backend", ["serial", "threads", "processes"])
 def test_an_error_in_chunks_run_inline_names_the_chunk_among_all(backend):
     # tiny work runs inline: the note named its item among the chunks of one inline
