@@ -780,8 +780,9 @@ def _call(kind, f, xs, shared, executor, chunk_size, vectorized, progress, dispa
         raise TypeError(f"{kind}: f must be callable, got {type(f).__name__}; the form is "
                         f"{kind}(f, xs, *shared).")
     if not hasattr(xs, "__len__") or not hasattr(xs, "__getitem__") or isinstance(xs, (str, dict)):
-        raise TypeError(f"{kind}: xs must be a list, tuple or array of elements, got "
-                        f"{type(xs).__name__}.")
+        fix = ", which can be gone through once only: pass list(xs)" if hasattr(xs, "__next__") else ""
+        raise TypeError(f"{kind}: xs must be a sequence of elements (list, tuple, range, array), "
+                        f"got {type(xs).__name__}{fix}.")
     for name, flag in (("vectorized", vectorized), ("progress", progress)):
         if not isinstance(flag, (bool, np.bool_)):
             raise TypeError(f"{kind}: {name} must be True or False, got {flag!r}.")

@@ -314,3 +314,9 @@ def test_a_value_of_f_that_cannot_come_back_from_a_worker_is_named_as_f_s(proces
     with pytest.raises(executors.base.SerializationError,
                        match=r"^f's value in chunks? [0-9.]+ could not be pickled .*_thread.lock.*'threads' executor"):
         ad.pmap(_with_a_lock, [np.ones(2)] * 4, executor=processes, dispatch="always")
+
+
+def test_a_generator_as_xs_is_refused_with_the_fix_and_a_range_is_taken():
+    with pytest.raises(TypeError, match=r"got generator, which can be gone through once only: pass list\(xs\)"):
+        ad.psum(lambda x: x * x, (float(i) for i in range(3)))
+    assert ad.psum(lambda x: x * x, range(4), executor="serial") == 14
