@@ -30,7 +30,7 @@ bits on every backend and worker count::
 
 from typing import TYPE_CHECKING, Any
 
-from .base import Executor, WorkerError
+from .base import Executor, RemoteError, SerializationError, WorkerError
 from .config import config, current_chunk_size, register_backend, resolve, resolve_dispatch
 from ._abandon import abandoned
 from ._context import in_worker
@@ -62,6 +62,8 @@ __all__ = [
     "in_worker",
     "abandoned",
     "WorkerError",
+    "RemoteError",
+    "SerializationError",
 ]
 
 

@@ -35,6 +35,8 @@ PUBLIC = [
     "in_worker",
     "abandoned",
     "WorkerError",
+    "RemoteError",
+    "SerializationError",
 ]
 
 MODULES = [
