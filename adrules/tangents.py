@@ -61,6 +61,21 @@ class _AbstractZero:
 
     __rmul__ = __truediv__ = __matmul__ = __rmatmul__ = __mul__
 
+    def __iter__(self: _Z) -> Iterator[_Z]:
+        # itself, once (ChainRules' iterate); without this, Python iterated through
+        # __getitem__, which never ends: list(ZeroTangent()) hung
+        return iter((self,))
+
+    # ChainRules' convert(Float64, ZeroTangent()) == 0.0
+    def __float__(self) -> float:
+        return 0.0
+
+    def __int__(self) -> int:
+        return 0
+
+    def __complex__(self) -> complex:
+        return 0j
+
     def __getitem__(self: _Z, key: object) -> _Z:
         return self
 
@@ -74,7 +89,9 @@ class _AbstractZero:
         return self
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, _AbstractZero)
+        # ChainRules: the two zeros are different values (a test asserting NoTangent()
+        # for an index must fail on ZeroTangent())
+        return type(other) is type(self)
 
     def __hash__(self) -> int:
         return hash(type(self))
@@ -95,12 +112,27 @@ class ZeroTangent(_AbstractZero):
 class NoTangent(_AbstractZero):
     """The value has no tangent space (ints, bools, strings, indices, plain functions).
 
-    >>> NoTangent() * 3.0
-    NoTangent()
+    With ``ZeroTangent()`` it wins ``+`` and loses ``*``, as in ChainRules.
+
+    >>> NoTangent() * 3.0, NoTangent() + ZeroTangent(), NoTangent() * ZeroTangent()
+    (NoTangent(), NoTangent(), ZeroTangent())
     """
 
     __slots__ = ()
     _instance = None
+
+    def __add__(self, other: Any) -> Any:
+        return self if type(other) is ZeroTangent else other
+
+    __radd__ = __add__
+
+    def __sub__(self, other: Any) -> Any:
+        return self if type(other) is ZeroTangent else -other
+
+    def __mul__(self, other: object) -> _AbstractZero:
+        return other if type(other) is ZeroTangent else self
+
+    __rmul__ = __mul__
 
 
 def is_float_value(x: object, *, allow_complex: bool = True) -> bool:
