@@ -192,6 +192,52 @@ class Thunk:
         # Nothing lazy crosses a process boundary: pickling evaluates the thunk.
         return (_identity, (self(),))
 
+    # Arithmetic acts on the value, as ChainRules' thunks do (2 * t, t + x, x - t); a zero
+    # keeps the thunk unevaluated, as in ChainRules.
+    __array_ufunc__ = None  # ``ndarray + thunk`` defers to the operators below
+
+    def __array__(self, dtype: Any = None, copy: bool | None = None) -> Any:
+        import numpy as np
+
+        value = np.asarray(self(), dtype=dtype)
+        return value.copy() if copy else value
+
+    def __add__(self, other: Any) -> Any:
+        return self if is_zero(other) else self() + unthunk(other)
+
+    def __radd__(self, other: Any) -> Any:
+        return self if is_zero(other) else unthunk(other) + self()
+
+    def __sub__(self, other: Any) -> Any:
+        return self if is_zero(other) else self() - unthunk(other)
+
+    def __rsub__(self, other: Any) -> Any:
+        return -self() if is_zero(other) else unthunk(other) - self()
+
+    def __mul__(self, other: Any) -> Any:
+        return other if is_zero(other) else self() * unthunk(other)
+
+    def __rmul__(self, other: Any) -> Any:
+        return other if is_zero(other) else unthunk(other) * self()
+
+    def __truediv__(self, other: Any) -> Any:
+        return self() / unthunk(other)
+
+    def __rtruediv__(self, other: Any) -> Any:
+        return unthunk(other) / self()
+
+    def __matmul__(self, other: Any) -> Any:
+        return other if is_zero(other) else self() @ unthunk(other)
+
+    def __rmatmul__(self, other: Any) -> Any:
+        return other if is_zero(other) else unthunk(other) @ self()
+
+    def __neg__(self) -> Any:
+        return -self()
+
+    def __getitem__(self, key: Any) -> Any:
+        return self()[key]
+
 
 class InplaceableThunk(Thunk):
     """A thunk that also knows how to add itself into an existing buffer.

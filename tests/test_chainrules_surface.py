@@ -52,3 +52,34 @@ def test_the_two_zeros_are_not_equal():
 def test_a_zero_converts_to_the_number_zero():
     # ChainRules: convert(Float64, ZeroTangent()) == 0.0, convert(Int64, NoTangent()) == 0
     assert float(Z) == 0.0 and int(N) == 0 and complex(Z) == 0j
+
+
+# ---- Thunk -------------------------------------------------------------------------
+
+
+def test_arithmetic_on_a_thunk_acts_on_its_value():
+    calls = []
+    t = ad.Thunk(lambda: calls.append(1) or np.array([1.0, 2.0]))
+    assert calls == []  # still lazy
+    np.testing.assert_array_equal(t + np.ones(2), [2.0, 3.0])
+    np.testing.assert_array_equal(np.ones(2) + t, [2.0, 3.0])
+    np.testing.assert_array_equal(2 * t, [2.0, 4.0])
+    np.testing.assert_array_equal(t * 2, [2.0, 4.0])
+    np.testing.assert_array_equal(-t, [-1.0, -2.0])
+    np.testing.assert_array_equal(t / 2, [0.5, 1.0])
+    np.testing.assert_array_equal(1 - t, [0.0, -1.0])
+    assert t[1] == 2.0
+    np.testing.assert_array_equal(np.asarray(t), [1.0, 2.0])
+    assert calls == [1]  # evaluated once
+    assert ad.Thunk(lambda: 1.0) + ad.Thunk(lambda: 2.0) == 3.0
+
+
+def test_a_zero_leaves_a_thunk_unevaluated():
+    boom = ad.Thunk(lambda: 1 / 0)
+    assert boom + Z is boom and Z + boom is boom
+    assert boom * Z is Z and Z * boom is Z
+
+
+def test_a_thunk_scales_a_tangent():
+    c = ad.Tangent(Foo, x=1.5, y=2.0)
+    assert ad.Thunk(lambda: 2) * c == 2 * c == c * ad.Thunk(lambda: 2)
