@@ -302,21 +302,28 @@ def unthunk(x: Any) -> Any:
     return x() if isinstance(x, Thunk) else x
 
 
-def _field_names(cls: type) -> set[str] | None:
-    """The fields of a dataclass or NamedTuple type, or None for any other type (a dict's
-    keys, a registered node's children: not known from the type)."""
+def _field_order(cls: type) -> tuple[str, ...] | None:
+    """The fields of a dataclass or NamedTuple type in order, or None for any other type (a
+    dict's keys, a registered node's children: not known from the type)."""
     fields = getattr(cls, "__dataclass_fields__", None)
     if fields is not None:
-        return set(fields)
+        return tuple(fields)
     names = getattr(cls, "_fields", None)
-    return set(names) if isinstance(names, tuple) else None
+    return tuple(names) if isinstance(names, tuple) else None
+
+
+def _field_names(cls: type) -> set[str] | None:
+    names = _field_order(cls)
+    return None if names is None else set(names)
 
 
 class Tangent:
     """Structural tangent of an object: a container of field tangents.
 
     Positional fields give a tuple-like tangent, keyword fields a record-like one.
-    Missing fields read as ``ZeroTangent()``.
+    Missing fields read as ``ZeroTangent()``; reading a field evaluates a thunk held there.
+    As in ChainRules, tangents add, subtract, negate and scale by numbers, and adding one
+    to a value of its primal type (a dataclass, NamedTuple, tuple or dict) gives a new value.
 
     >>> from dataclasses import dataclass
     >>> @dataclass
@@ -328,9 +335,12 @@ class Tangent:
     (2.0, 2.0, ZeroTangent())
     >>> (t + Tangent(Line, w=1.0, b=3.0)).backing
     {'w': 3.0, 'b': 3.0}
+    >>> Line(1.0, 1.0) + t
+    Line(w=3.0, b=1.0)
     """
 
     __slots__ = ("primal_type", "backing")
+    __array_ufunc__ = None  # ``ndarray * tangent`` defers to the tangent's own operators
     primal_type: type
     backing: tuple[Any, ...] | dict[str, Any]
 
@@ -346,18 +356,31 @@ class Tangent:
         object.__setattr__(self, "backing", tuple(args) if args else dict(fields))
 
     def __getattr__(self, name: str) -> Any:
+        if name.startswith("__") and name.endswith("__"):
+            # not a field: copy.deepcopy and NumPy probe for such names, and a ZeroTangent
+            # there made deepcopy(t) return ZeroTangent()
+            raise AttributeError(name)
         backing = object.__getattribute__(self, "backing")
         if isinstance(backing, dict):
-            return backing.get(name, ZeroTangent())
+            return unthunk(backing.get(name, ZeroTangent()))
         raise AttributeError(f"Tangent of a tuple-like value has no field {name!r}")
 
     def __getitem__(self, key: Any) -> Any:
-        if isinstance(self.backing, dict):
-            return self.backing.get(key, ZeroTangent())
-        return self.backing[key]
+        backing = self.backing
+        if isinstance(backing, dict):
+            if type(key) is int and key not in backing:
+                names = _field_order(self.primal_type)
+                if names is not None:  # t[1] is the second field (ChainRules' getindex)
+                    key = names[key]
+            return unthunk(backing.get(key, ZeroTangent()))
+        return unthunk(backing[key])
 
     def __setattr__(self, name: str, value: object) -> None:
         raise TypeError("Tangent is immutable: build a new one")
+
+    def __reduce__(self) -> tuple[Callable[..., Tangent], tuple[Any, ...]]:
+        # (copy and pickle set slots with setattr, which a Tangent refuses)
+        return (_rebuilt_tangent, (self.primal_type, self.backing))
 
     def __iter__(self) -> Iterator[Any]:
         return iter(self.backing.values() if isinstance(self.backing, dict) else self.backing)
@@ -365,14 +388,26 @@ class Tangent:
     def __len__(self) -> int:
         return len(self.backing)
 
-    def __add__(self, other: object) -> Tangent:
+    def _map(self, fn: Callable[[Any], Any]) -> Tangent:
+        if isinstance(self.backing, dict):
+            return Tangent(self.primal_type, **{k: fn(v) for k, v in self.backing.items()})
+        return Tangent(self.primal_type, *(fn(v) for v in self.backing))
+
+    def __add__(self, other: object) -> Any:
         if is_zero(other):
             return self
+        other = unthunk(other)
         if not isinstance(other, Tangent):
+            if _is_primal_of(other, self.primal_type):
+                return _add_to_primal(other, self)
             return NotImplemented
+        if other.primal_type is not self.primal_type:
+            raise TypeError(f"cannot add a Tangent of {_name(other.primal_type)} to a Tangent of "
+                            f"{_name(self.primal_type)}: they are tangents of different types.")
         if isinstance(self.backing, dict):
             keys = list(self.backing) + [k for k in other.backing if k not in self.backing]
-            return Tangent(self.primal_type, **{k: add_tangents(self[k], other[k]) for k in keys})
+            return Tangent(self.primal_type, **{k: add_tangents(self.backing.get(k), other.backing.get(k))
+                                                for k in keys})
         if len(self.backing) != len(other.backing):  # zip would drop fields
             raise ValueError(f"Tangent({self.primal_type.__name__}, ...): cannot add tangents of "
                              f"{len(self.backing)} and {len(other.backing)} positional fields.")
@@ -380,16 +415,46 @@ class Tangent:
 
     __radd__ = __add__
 
-    def __mul__(self, scalar: Any) -> Tangent:
-        if isinstance(self.backing, dict):
-            return Tangent(self.primal_type, **{k: v * scalar for k, v in self.backing.items()})
-        return Tangent(self.primal_type, *(v * scalar for v in self.backing))
+    def __neg__(self) -> Tangent:
+        return self._map(lambda v: -unthunk(v))
+
+    def __sub__(self, other: object) -> Any:
+        if is_zero(other):
+            return self
+        other = unthunk(other)
+        return self + -other if isinstance(other, Tangent) else NotImplemented
+
+    def __rsub__(self, other: object) -> Any:
+        return -self if is_zero(other) else NotImplemented
+
+    def __mul__(self, scalar: Any) -> Any:
+        scalar = unthunk(scalar)
+        if is_zero(scalar):
+            return scalar  # ChainRules: a tangent times ZeroTangent() is ZeroTangent()
+        if isinstance(scalar, Tangent):  # ChainRules defines no product of two tangents
+            return NotImplemented
+        return self._map(lambda v: unthunk(v) * scalar)
 
     __rmul__ = __mul__
 
+    def __truediv__(self, scalar: Any) -> Any:
+        scalar = unthunk(scalar)
+        if isinstance(scalar, Tangent) or is_zero(scalar):
+            return NotImplemented
+        return self._map(lambda v: unthunk(v) / scalar)
+
     def __eq__(self, other: object) -> bool:
-        return (isinstance(other, Tangent) and self.primal_type is other.primal_type
-                and _backing_equal(self.backing, other.backing))
+        # ChainRules: a missing field equals an explicit ZeroTangent(), thunks compare by value
+        if not isinstance(other, Tangent) or self.primal_type is not other.primal_type:
+            return False
+        a, b = self.backing, other.backing
+        if isinstance(a, dict) != isinstance(b, dict):
+            return False
+        if isinstance(a, dict):
+            assert isinstance(b, dict)
+            keys = list(a) + [k for k in b if k not in a]
+            return all(_tangents_equal(self[k], other[k]) for k in keys)
+        return len(a) == len(b) and all(_tangents_equal(unthunk(x), unthunk(y)) for x, y in zip(a, b))
 
     __hash__ = None  # type: ignore[assignment]  # equal by value (arrays inside): unhashable
 
@@ -402,13 +467,66 @@ class Tangent:
         return f"Tangent[{name}]({inner})"
 
 
-def _backing_equal(a: Any, b: Any) -> bool:
+def _rebuilt_tangent(primal_type: type, backing: Any) -> Tangent:
+    if isinstance(backing, dict):
+        return Tangent(primal_type, **backing)
+    return Tangent(primal_type, *backing)
+
+
+def _name(cls: type) -> str:
+    return getattr(cls, "__name__", repr(cls))
+
+
+def _tangents_equal(x: Any, y: Any) -> bool:
     import numpy as np
 
-    if type(a) is not type(b) or len(a) != len(b):
+    if is_zero(x) or is_zero(y):
+        return is_zero(x) and is_zero(y)
+    if isinstance(x, Tangent) or isinstance(y, Tangent):
+        return x == y
+    return bool(np.array_equal(x, y))
+
+
+def _is_primal_of(value: object, primal_type: type) -> bool:
+    """Whether ``value`` is a value of the type a tangent was made for (a dict for a
+    ``Tangent(dict, ...)``, which may be any mapping's)."""
+    try:
+        return isinstance(value, primal_type)
+    except TypeError:  # primal_type is not a class
         return False
-    pairs = ((a[k], b.get(k)) for k in a) if isinstance(a, dict) else zip(a, b)
-    return all(np.array_equal(x, y) if not is_zero(x) else is_zero(y) for x, y in pairs)
+
+
+def _add_to_primal(primal: Any, tangent: Tangent) -> Any:
+    """``primal + tangent`` (ChainRules' ``construct``): a new value of the primal's type,
+    each field moved by its tangent; missing fields and zeros leave a field as it is."""
+    import dataclasses
+
+    def moved(value: Any, dx: Any) -> Any:
+        dx = unthunk(dx)
+        return value if is_zero(dx) else value + dx
+
+    backing = tangent.backing
+    kind = type(primal)
+    if isinstance(primal, dict):
+        assert isinstance(backing, dict)
+        out = dict(primal)
+        for k, dx in backing.items():
+            out[k] = moved(out[k], dx) if k in out else unthunk(dx)
+        return out if kind is dict else kind(out)
+    if isinstance(backing, tuple):
+        fields = list(primal) if isinstance(primal, tuple) else None
+        if fields is None or len(fields) != len(backing):
+            raise TypeError(f"cannot add a Tangent of {len(backing)} positional fields to "
+                            f"{_name(kind)} {primal!r}.")
+        values = [moved(v, dx) for v, dx in zip(fields, backing)]
+        return kind(*values) if hasattr(kind, "_fields") else kind(values)
+    changes = {k: moved(getattr(primal, k), dx) for k, dx in backing.items()}
+    if hasattr(primal, "_replace"):  # a NamedTuple
+        return primal._replace(**changes)
+    if dataclasses.is_dataclass(primal):
+        return dataclasses.replace(primal, **changes)  # type: ignore[type-var]
+    raise TypeError(f"cannot add a Tangent to a {_name(kind)}: adrules builds new values of "
+                    f"dataclasses, NamedTuples, tuples and dicts; add the fields yourself.")
 
 
 def add_tangents(a: Any, b: Any) -> Any:
