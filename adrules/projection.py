@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from .tangents import NoTangent, ZeroTangent, is_zero, unthunk
+from .tangents import NoTangent, Tangent, ZeroTangent, is_zero, unthunk
 
 
 class ProjectionError(ValueError):
@@ -108,12 +108,13 @@ class ProjectTo:
     NoTangent()
     """
 
-    __slots__ = ("shape", "dtype", "children", "kind", "constant")
+    __slots__ = ("shape", "dtype", "children", "kind", "constant", "number")
     shape: tuple[int, ...]
     dtype: np.dtype[Any] | None
     children: Any  # a list or dict of ProjectTo for a container, else None
     kind: type | None  # the container type, None for a leaf
     constant: bool  # None or a string
+    number: bool  # a number, not an array: its cotangent is a number too
 
     def __init__(self, x: Any) -> None:
         if isinstance(x, (list, tuple)):
@@ -124,9 +125,12 @@ class ProjectTo:
             self.kind, self.children = None, None
         self.shape, self.dtype = _shape(x), _dtype(x)
         self.constant = x is None or isinstance(x, str)
+        self.number = not isinstance(x, np.ndarray)
 
     def __call__(self, dx: Any) -> Any:
         dx = unthunk(dx)
+        if isinstance(dx, Tangent) and self.kind is not None:  # read by key, field or position
+            dx = _tangent_entries(dx, self.kind, len(self.children))
         if self.kind is dict:
             if not is_zero(dx):
                 extra = sorted(map(repr, set(dx) - set(self.children)))
@@ -137,11 +141,11 @@ class ProjectTo:
                     for k, p in self.children.items()}
         if self.kind is not None:
             if is_zero(dx):
-                return self.kind(ZeroTangent() for _ in self.children)
+                return _sequence(self.kind, [ZeroTangent() for _ in self.children])
             if len(dx) != len(self.children):  # zip would cut the longer one short
                 raise ProjectionError(f"ProjectTo: a cotangent of {len(dx)} entries for a "
                                       f"{self.kind.__name__} of {len(self.children)}.")
-            return self.kind(p(d) for p, d in zip(self.children, dx))
+            return _sequence(self.kind, [p(d) for p, d in zip(self.children, dx)])
         if is_zero(dx):
             return dx
         if self.constant:  # None, a string: no tangent space, as everywhere else
@@ -154,10 +158,33 @@ class ProjectTo:
             trivial = tuple(n for n in _shape(dx) if n != 1) == tuple(n for n in self.shape if n != 1)
             if trivial:
                 dx = np.reshape(dx, self.shape)
-        return project_like(dx, Spec(self.shape, self.dtype))
+        dx = project_like(dx, Spec(self.shape, self.dtype))
+        if self.number and isinstance(dx, np.ndarray) and dx.ndim == 0:
+            return dx[()]  # a number's cotangent is a number (ChainRules: p(dx)::Float64)
+        if not self.number and self.shape == () and not isinstance(dx, np.ndarray):
+            return np.asarray(dx, dtype=self.dtype)  # and a 0-d array's a 0-d array
+        return dx
 
     def __repr__(self) -> str:
         return f"ProjectTo(shape={self.shape}, dtype={self.dtype})"
+
+
+def _sequence(kind: type, items: list[Any]) -> Any:
+    """A list, tuple or NamedTuple of ``items`` (a NamedTuple takes them one by one)."""
+    return kind(*items) if hasattr(kind, "_fields") else kind(items)
+
+
+def _tangent_entries(dx: Tangent, kind: type, n: int) -> Any:
+    """A ``Tangent``'s entries as ProjectTo of a ``kind`` container reads them: a dict by
+    key, a NamedTuple's fields in order, a tuple's by position."""
+    if kind is dict:
+        return dict(dx.backing) if isinstance(dx.backing, dict) else dx.backing
+    if isinstance(dx.backing, dict):
+        names = getattr(kind, "_fields", None)
+        if names is None:
+            return list(dx.backing.values())  # (the length check names the misfit)
+        return [dx[name] for name in names]
+    return list(dx.backing)
 
 
 class Spec:

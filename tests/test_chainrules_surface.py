@@ -150,3 +150,31 @@ def test_a_zero_leaves_a_thunk_unevaluated():
 def test_a_thunk_scales_a_tangent():
     c = ad.Tangent(Foo, x=1.5, y=2.0)
     assert ad.Thunk(lambda: 2) * c == 2 * c == c * ad.Thunk(lambda: 2)
+
+
+# ---- ProjectTo ---------------------------------------------------------------------
+
+
+def test_projecting_onto_a_named_tuple():
+    # NT(generator) raised TypeError: a NamedTuple takes its fields one by one
+    p = ad.ProjectTo(Pair(1.0, np.float32(2.0)))
+    out = p(Pair(2.0, 3.0))
+    assert type(out) is Pair and out.a == 2.0 and type(out.b) is np.float32
+    assert p(ad.Tangent(Pair, b=3.0)) == Pair(Z, np.float32(3.0))
+    assert p(Z) == Pair(Z, Z)
+
+
+def test_projecting_a_structural_tangent_onto_a_dict():
+    # its values were read as keys ("the cotangent has keys 2.0")
+    assert ad.ProjectTo({"a": 1.0, "b": 2.0})(ad.Tangent(dict, a=2.0)) == {"a": 2.0, "b": Z}
+
+
+def test_a_number_is_projected_to_a_number():
+    # a one-element array came back as a 0-d array for a float
+    for dx in (np.array([2.0]), np.array(2.0), np.array([[2.0]])):
+        out = ad.ProjectTo(1.0)(dx)
+        assert not isinstance(out, np.ndarray) and out == 2.0
+    out = ad.ProjectTo(np.float32(1.0))(np.array([2.0]))
+    assert type(out) is np.float32
+    out = ad.ProjectTo(np.array(1.0))(2.0)  # a 0-d array's stays one (ChainRules: fill(dx))
+    assert isinstance(out, np.ndarray) and out.shape == () and out == 2.0
