@@ -178,3 +178,36 @@ def test_a_number_is_projected_to_a_number():
     assert type(out) is np.float32
     out = ad.ProjectTo(np.array(1.0))(2.0)  # a 0-d array's stays one (ChainRules: fill(dx))
     assert isinstance(out, np.ndarray) and out.shape == () and out == 2.0
+
+
+# ---- adrules.testing ---------------------------------------------------------------
+
+
+@ad.primitive
+def _power(x, n):
+    return x ** n
+
+
+def test_check_rrule_refuses_a_zero_tangent_where_no_tangent_belongs():
+    # ChainRulesTestUtils: an argument with no tangent space (an int) and a plain
+    # function's self slot get NoTangent(); ZeroTangent() there passed silently
+    @ad.rrule.register(_power)
+    def zero_for_the_int(x, n):
+        return _power(x, n), lambda g: (N, g * n * x ** (n - 1), Z)
+
+    with pytest.raises(AssertionError, match="argument 1 is not differentiable but got cotangent "
+                                             r"ZeroTangent\(\); return NoTangent\(\)"):
+        check_rrule(_power, np.array([1.5]), 3)
+
+    @ad.rrule.register(_power)
+    def zero_for_self(x, n):
+        return _power(x, n), lambda g: (Z, g * n * x ** (n - 1), N)
+
+    with pytest.raises(AssertionError, match=r"self slot .* must be NoTangent\(\), got ZeroTangent"):
+        check_rrule(_power, np.array([1.5]), 3)
+
+    @ad.rrule.register(_power)
+    def right(x, n):
+        return _power(x, n), lambda g: (N, g * n * x ** (n - 1), N)
+
+    check_rrule(_power, np.array([1.5]), 3)
