@@ -129,7 +129,7 @@ class NoTangent(_AbstractZero):
     def __sub__(self, other: Any) -> Any:
         return self if type(other) is ZeroTangent else -other
 
-    def __mul__(self, other: object) -> _AbstractZero:
+    def __mul__(self, other: object) -> Any:
         return other if type(other) is ZeroTangent else self
 
     __rmul__ = __mul__
@@ -404,10 +404,13 @@ class Tangent:
         if other.primal_type is not self.primal_type:
             raise TypeError(f"cannot add a Tangent of {_name(other.primal_type)} to a Tangent of "
                             f"{_name(self.primal_type)}: they are tangents of different types.")
-        if isinstance(self.backing, dict):
-            keys = list(self.backing) + [k for k in other.backing if k not in self.backing]
-            return Tangent(self.primal_type, **{k: add_tangents(self.backing.get(k), other.backing.get(k))
-                                                for k in keys})
+        a, b = self.backing, other.backing
+        if isinstance(a, dict) and isinstance(b, dict):
+            keys = list(a) + [k for k in b if k not in a]
+            return Tangent(self.primal_type, **{k: add_tangents(a.get(k), b.get(k)) for k in keys})
+        if isinstance(a, dict) or isinstance(b, dict):
+            raise TypeError(f"cannot add a Tangent of {_name(self.primal_type)} with named fields to "
+                            f"one with positional fields.")
         if len(self.backing) != len(other.backing):  # zip would drop fields
             raise ValueError(f"Tangent({self.primal_type.__name__}, ...): cannot add tangents of "
                              f"{len(self.backing)} and {len(other.backing)} positional fields.")
