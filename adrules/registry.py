@@ -24,7 +24,7 @@ import functools
 import inspect
 import sys
 import types
-from typing import Any, Callable, Sequence, TypeVar
+from typing import Any, Callable, NoReturn, Sequence, TypeVar
 
 import numpy as np
 
@@ -319,7 +319,7 @@ def _one_partial(d: Any, args: tuple[Any, ...], y: Any, g: Any, arg: Any, f: Any
     try:
         return project_like(_times_partial(g, d, args, y), arg)
     except TypeError as e:  # named as the tracer names it (ad.rrule(f, x) called directly)
-        raise _partial_misfit(f, partials, d, args, y, e) from e
+        _raise_misfit(_partial_misfit(f, partials, d, args, y, e), e)
 
 
 def _partial_misfit(f: Any, partials: Sequence[Any], d: Any, args: tuple[Any, ...], y: Any,
@@ -346,7 +346,7 @@ def scalar_frule(f: Callable[..., Any], partials: Sequence[Any], dargs: Sequence
             try:
                 dy = dy + _times_partial(da, d, args, y)
             except TypeError as e:  # (as in _one_partial)
-                raise _partial_misfit(f, partials, d, args, y, e) from e
+                _raise_misfit(_partial_misfit(f, partials, d, args, y, e), e)
     return y, dy
 
 
@@ -534,10 +534,15 @@ def call_rrule(entry: RuleEntry, config: Any, f: Callable[..., Any],
             return entry.fn(config, *args, **kwargs)
         return entry.fn(*args, **kwargs)
     except TypeError as e:
-        misfit = _rule_misfit("rrule", entry, args, kwargs, e)
-        if misfit is e:  # raised by the rule's own body: as it was
-            raise
-        raise misfit from e
+        _raise_misfit(_rule_misfit("rrule", entry, args, kwargs, e), e)
+
+
+def _raise_misfit(misfit: BaseException, exc: BaseException) -> NoReturn:
+    """Raise ``misfit`` from ``exc``, or ``exc`` as it was when they are the same (an error
+    in the user's own code: ``raise exc from exc`` made it its own cause)."""
+    if misfit is exc:
+        raise exc
+    raise misfit from exc
 
 
 def _rule_misfit(kind: str, entry: RuleEntry, args: tuple[Any, ...], kwargs: dict[str, Any],
@@ -588,10 +593,7 @@ def call_frule(entry: RuleEntry, config: Any, tangents: Sequence[Any],
             return entry.fn(config, tuple(tangents), *args, **kwargs)
         return entry.fn(tuple(tangents), *args, **kwargs)
     except TypeError as e:
-        misfit = _rule_misfit("frule", entry, args, kwargs, e)
-        if misfit is e:  # raised by the rule's own body: as it was
-            raise
-        raise misfit from e
+        _raise_misfit(_rule_misfit("frule", entry, args, kwargs, e), e)
 
 
 def scalar_rule(f: Callable[..., Any], *partials: Callable[..., Any] | None) -> None:

@@ -179,7 +179,10 @@ class Thunk:
             try:
                 value = self._fn()
             except TypeError as e:  # (free unless raised)
-                raise _thunk_misfit(self, e) from e
+                misfit = _thunk_misfit(self, e)
+                if misfit is e:  # from the function's own body: as it was
+                    raise
+                raise misfit from e
             self._value = unthunk(value)
             self._done = True
             self._fn = None

@@ -675,7 +675,10 @@ def apply(f, args, kwargs, sequences=False, containers=False):
         _lists_as_arrays(f, values, slots, reverse=True)
     kind = entry.kind
     if kind is SCALAR:
-        return _record_scalar(f, entry, values, slots, kwargs, top)
+        out = _record_scalar(f, entry, values, slots, kwargs, top)
+        if type(out.value) in _SEQUENCES:  # its partials would see the tuple as one value
+            raise _scalar_rule_of_outputs(entry, out.value)
+        return out
     if kind is NONDIFF:  # outputs carry no tangent: nothing to record
         return f(*values, **kwargs)
     if entry.config:  # a higher-order rule: functions it receives may carry traced state
@@ -733,6 +736,14 @@ def record(trace, entry, y, slots, values, pullback):
 
 
 _rrule_table = _rrules.rules
+
+
+def _scalar_rule_of_outputs(entry, y):
+    return TracerError(
+        f"{entry.name} returned a {type(y).__name__} of {len(y)} outputs, but it has a "
+        f"scalar_rule, which is for a function of one output (the gradient through any of "
+        f"them would be zero): register an rrule (and an frule) for it instead, whose "
+        f"pullback takes one cotangent per output.")
 
 
 def _record_scalar(f, entry, values, slots, kwargs, top):

@@ -345,3 +345,34 @@ def test_a_zero_in_the_self_slot_is_accepted():
 
     (g,) = ad.gradient(lambda x: np.sum(f(x)), X)
     np.testing.assert_allclose(g, 2 * X)
+
+
+def test_a_scalar_rule_for_a_function_of_two_outputs_is_named_not_a_zero_gradient():
+    @ad.primitive
+    def sincos(x):
+        return np.sin(x), np.cos(x)
+
+    ad.scalar_rule(sincos, lambda x, y: np.cos(x))
+    with pytest.raises(TracerError, match=r"returned a tuple of 2 outputs, but it has a scalar_rule"):
+        ad.gradient(lambda x: np.sum(sincos(x)[0]), X)  # was [0., 0.]
+
+
+@pytest.mark.parametrize("where", ["partial", "frule", "thunk"])
+def test_a_type_error_from_the_user_s_own_code_is_raised_as_it_was(where):
+    """Each was raised 'from' itself (its own __cause__): Dask's serializer then recursed
+    until it gave up, and the user got a bare Exception."""
+    def own_bug(*args):
+        raise TypeError("my own bug")
+
+    f = _primitive(f"own_bug_{where}")
+    if where == "partial":
+        ad.scalar_rule(f, lambda x, y: own_bug())
+        call = lambda: ad.unthunk(ad.rrule(f, X)[1](np.ones(2))[1])  # noqa: E731
+    elif where == "frule":
+        ad.frule.register(f)(lambda tangents, x: own_bug())
+        call = lambda: ad.frule((ad.NoTangent(), X), f, X)  # noqa: E731
+    else:
+        call = lambda: ad.Thunk(own_bug)()  # noqa: E731
+    with pytest.raises(TypeError, match="^my own bug$") as info:
+        call()
+    assert info.value.__cause__ is None
