@@ -319,6 +319,22 @@ def pullback_of(fname: object, trace: Trace, plans: list[_Plan], out: Any) -> tu
     return y, back
 
 
+def _tangent_numbers(fname: object, where: str, tangent: Any, primal: Any) -> Any:
+    """A tangent as numbers: a list or tuple becomes an array of the primal's dtype (``x * 2``
+    on a list repeats it); a string or an object array is named (a rule met it first)."""
+    if type(tangent) in (list, tuple):
+        tangent = np.asarray(tangent)
+        if tangent.dtype.kind in "biuf":
+            tangent = tangent.astype(np.result_type(primal.value if type(primal) is Traced else primal))
+    kind = tangent.dtype.kind if isinstance(tangent, (np.ndarray, np.generic)) else np.asarray(tangent).dtype.kind
+    if kind not in "biufc":
+        what = (f"an array of dtype {tangent.dtype}" if type(tangent) is np.ndarray
+                else "a str" if isinstance(tangent, (str, bytes)) else f"a {type(tangent).__name__}")
+        raise TypeError(f"{fname}: the tangent of {where} is {what}; a tangent is a number or an "
+                        f"array of numbers shaped like the primal.")
+    return tangent
+
+
 def jvp(f: Callable[..., Any], primals: Iterable[PyTree], tangents: Iterable[PyTree]) -> tuple[PyTree, PyTree]:
     """``(y, ẏ)``: the value of ``f(*primals)`` and its directional derivative along
     ``tangents``, by forward mode.
@@ -362,6 +378,8 @@ def _jvp(fname: _Name, f: Callable[..., Any], primals: Iterable[PyTree],
                     f"its tangent is not zero. Pass a float (np.asarray(x, float)) to "
                     f"differentiate at that point, or ZeroTangent() to hold it fixed.")
             if differentiable and not is_zero(tl):
+                if type(tl) is not Traced and type(tl) is not float:
+                    tl = _tangent_numbers(fname, where, tl, leaf)
                 shape_p = np.shape(leaf.value if type(leaf) is Traced else leaf)
                 if np.shape(tl) != shape_p:
                     raise TypeError(f"{fname}: the tangent of {where} has shape {np.shape(tl)} "
