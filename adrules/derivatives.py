@@ -25,9 +25,9 @@ import executors
 
 from . import _state
 from .api import _check_callable, _leaf_is_differentiable, _Name, _value_and_gradient, gradient, jvp, pullback
-from .pytrees import PyTree, flatten
+from .pytrees import PyTree, flatten, tangent_leaves
 from .schedule import run, work_key
-from .tangents import is_float_value, is_zero
+from .tangents import Tangent, is_float_value, is_zero
 from .tracer import SECOND_ORDER, NoFruleError, NoRuleError, Traced, in_place_writes_explained
 
 #: What ``jacobian``, ``hessian`` and ``hvp`` differentiate at: a float array or a number.
@@ -338,11 +338,16 @@ def hvp(f: Callable[..., Any], x: PyTree, v: PyTree) -> Any:
     if isinstance(x, (int, np.integer)) and not isinstance(x, (bool, np.bool_)):
         x = float(x)  # an integer point, in float, as hessian takes it
     (x_leaves, x_tree), (v_leaves, v_tree) = flatten(x), flatten(v)
-    if x_tree != v_tree:
-        raise TypeError(f"{fname}: v has structure {v_tree} but x has structure {x_tree}; "
+    # a dict, or a Tangent(T, ...), is read by name as jvp reads it: {"b": .., "a": ..} for
+    # a dict x built in another order, {"w": ..} for a dataclass x
+    named = type(v) is dict or isinstance(v, Tangent)
+    if v_tree != x_tree and named:
+        v_leaves = tangent_leaves(v, x_tree)
+    if v_leaves is None or (v_tree != x_tree and not named):
+        raise TypeError(f"{fname}: v has structure {flatten(v)[1]} but x has structure {x_tree}; "
                         f"give v the structure of x.")
     for k, (a, b) in enumerate(zip(x_leaves, v_leaves)):
-        if np.shape(a) != np.shape(b):
+        if not is_zero(b) and np.shape(a) != np.shape(b):
             where = "" if x_tree.kind is None else f" at leaf {k} of x"
             raise TypeError(f"{fname}: v has shape {np.shape(b)} but x has shape {np.shape(a)}"
                             f"{where}; give v the shape of x.")
@@ -362,6 +367,6 @@ def _inner(g: Any, v_leaves: list[Any]) -> Any:
     """The sum over leaves of ``sum(g_leaf * v_leaf)`` (leaves without a gradient skipped)."""
     total = 0.0
     for gl, vl in zip(flatten(g)[0], v_leaves):
-        if not is_zero(gl):
+        if not is_zero(gl) and not is_zero(vl):  # vl: ZeroTangent() for a field Tangent(T, ...) left out
             total = total + np.sum(gl * vl)
     return total

@@ -87,7 +87,8 @@ class TreeDef:
         self.n_leaves: int = 1 if kind is None else sum(c.n_leaves for c in children)
 
     def __eq__(self, other: object) -> bool:
-        return (isinstance(other, TreeDef) and self.kind is other.kind and self.aux == other.aux
+        return (isinstance(other, TreeDef) and self.kind is other.kind
+                and (self.aux is other.aux or _same_aux(self.aux, other.aux))
                 and self.children == other.children)
 
     __hash__ = None  # type: ignore[assignment]
@@ -104,6 +105,22 @@ class TreeDef:
 
 
 LEAF = TreeDef(None, None, ())
+
+
+def _same_aux(a: Any, b: Any) -> bool:
+    """``a == b`` for a node's static data, which may hold arrays (a mask, a scale), where
+    ``==`` answers elementwise and ``bool`` of that raises."""
+    try:
+        return bool(a == b)
+    except (ValueError, TypeError):
+        pass
+    if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
+        return type(a) is type(b) and a.shape == b.shape and bool(np.array_equal(a, b))
+    if type(a) in (tuple, list) and type(b) is type(a):
+        return len(a) == len(b) and all(x is y or _same_aux(x, y) for x, y in zip(a, b))
+    if type(a) is dict and type(b) is dict:
+        return a.keys() == b.keys() and all(a[k] is b[k] or _same_aux(a[k], b[k]) for k in a)
+    return False
 
 
 class _FlatDef(TreeDef):

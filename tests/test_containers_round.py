@@ -54,3 +54,76 @@ def test_jvp_string_tangent_is_named(tangent):
 def test_jvp_object_array_tangent_is_named():
     with pytest.raises(TypeError, match="tangent of argument 0 is an array of dtype object"):
         ad.jvp(lambda x: x * 2, (np.ones(2),), (np.array([1.0, None]),))
+
+
+# --- hvp: v read as jvp reads tangents -------------------------------------------------
+
+def f_dict(p):
+    return p["a"] ** 2 * p["b"] + np.sum(p["w"] ** 3)
+
+
+P_DICT = {"a": 1.0, "b": 3.0, "w": np.array([1.0, 2.0])}
+
+
+def test_hvp_takes_v_with_the_keys_in_another_order():
+    # refused: "v has structure dict(w=*, b=*, a=*) but x has structure dict(a=*, b=*, w=*)",
+    # where jvp and pullback read a dict by key
+    h = ad.hvp(f_dict, P_DICT, {"w": np.array([1.0, 1.0]), "b": 0.0, "a": 1.0})
+    # H: d2/da2 = 2b = 6, d2/dadb = 2a = 2, d2/dw2 = diag(6 w)
+    assert float(h["a"]) == 6.0 and float(h["b"]) == 2.0
+    np.testing.assert_allclose(h["w"], [6.0, 12.0])
+
+
+def test_hvp_takes_a_dict_or_structural_tangent_for_a_dataclass():
+    f = lambda p: np.sum(p.w ** 3) * p.k
+    x = Params(np.array([1.0, 2.0]))
+    for v in ({"w": np.array([1.0, 0.0]), "k": 0}, ad.Tangent(Params, w=np.array([1.0, 0.0]))):
+        h = ad.hvp(f, x, v)
+        np.testing.assert_allclose(h.w, [12.0, 0.0])  # 6 w k along e0
+
+
+def test_hvp_still_refuses_v_of_another_structure():
+    with pytest.raises(TypeError, match="give v the structure of x"):
+        ad.hvp(f_dict, P_DICT, (1.0, 0.0, np.ones(2)))
+    with pytest.raises(TypeError, match="give v the structure of x"):
+        ad.hvp(f_dict, P_DICT, {"a": 1.0, "b": 0.0, "W": np.ones(2)})
+    with pytest.raises(TypeError, match="v has shape"):
+        ad.hvp(f_dict, P_DICT, {"a": 1.0, "b": 0.0, "w": np.ones(3)})
+
+
+def test_hvp_of_a_node_whose_static_data_is_an_array():
+    # x's and v's structures were compared with ==: "truth value of an array is ambiguous"
+    scale = np.array([3.0, 4.0])
+    h = ad.hvp(lambda n: np.sum(n.x ** 3 * n.scale), Scaled(np.array([1.0, 2.0]), scale),
+               Scaled(np.ones(2), scale))
+    np.testing.assert_allclose(h.x, 6 * np.array([1.0, 2.0]) * scale)
+
+
+def test_structures_with_array_static_data_compare():
+    from adrules.pytrees import flatten
+    a = flatten(Scaled(1.0, np.array([3.0, 4.0])))[1]
+    assert a == flatten(Scaled(2.0, np.array([3.0, 4.0])))[1]
+    assert a != flatten(Scaled(2.0, np.array([3.0, 5.0])))[1]
+    assert a != flatten(Scaled(2.0, np.array([3.0, 4.0, 5.0])))[1]
+    assert a != flatten(Scaled(2.0, None))[1]
+    assert flatten(Scaled(1.0, (np.ones(2), "m")))[1] == flatten(Scaled(2.0, (np.ones(2), "m")))[1]
+
+
+@ad.primitive
+def cube_rev_only(x):
+    return x ** 3
+
+
+@ad.rrule.register(cube_rev_only)
+def _cube_rrule(x):
+    def cube_pullback(g):
+        return ad.NoTangent(), 3 * x ** 2 * g
+    return x ** 3, cube_pullback
+
+
+def test_hvp_reverse_over_reverse_with_a_structural_v_leaving_a_field_out():
+    # no frule: hvp goes reverse-over-reverse, where v's left-out field is ZeroTangent()
+    f = lambda p: np.sum(cube_rev_only(p["w"])) * p["s"]
+    h = ad.hvp(f, {"w": np.array([1.0, 2.0]), "s": 2.0}, ad.Tangent(dict, w=np.array([1.0, 0.0])))
+    np.testing.assert_allclose(h["w"], [12.0, 0.0])  # 6 w s along e0
+    np.testing.assert_allclose(h["s"], 3.0)  # d2/ds dw0 = 3 w0^2
