@@ -137,7 +137,10 @@ def _check_callable(api: str, f: object, call: str = "f, x") -> None:
 def _zero_like(leaf: Any) -> Any:
     if isinstance(leaf, float):
         return 0.0
-    return np.zeros_like(leaf.value if type(leaf) is Traced else leaf)
+    value = leaf.value if type(leaf) is Traced else leaf
+    if isinstance(value, np.generic):  # np.float32(0), as its gradient where one arrives
+        return value.dtype.type(0)
+    return np.zeros_like(value)
 
 
 def _fresh(g: Any, seen: set[int]) -> Any:

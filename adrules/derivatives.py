@@ -57,7 +57,9 @@ def _as_array_arg(fname: str, i: int, x: Any) -> Any:
         raise TypeError(f"{fname}: argument {i} is a boolean ({x!r}); Jacobians and Hessians are "
                         f"taken with respect to every argument, and a flag has no derivative. "
                         f"Capture it in a closure: {fname.split('(')[0]}(lambda x: f(x, flag), x).")
-    if isinstance(x, (float, int, np.floating, np.integer)):  # an integer point too, in float
+    if isinstance(x, np.floating):  # np.float32(2.0): its dtype kept, as a float32 array's is
+        return np.asarray(x)
+    if isinstance(x, (float, int, np.integer)):  # an integer point too, in float
         return np.asarray(x, dtype=float)
     if isinstance(x, np.ndarray) and is_float_value(x, allow_complex=False):
         return x

@@ -127,3 +127,29 @@ def test_hvp_reverse_over_reverse_with_a_structural_v_leaving_a_field_out():
     h = ad.hvp(f, {"w": np.array([1.0, 2.0]), "s": 2.0}, ad.Tangent(dict, w=np.array([1.0, 0.0])))
     np.testing.assert_allclose(h["w"], [12.0, 0.0])  # 6 w s along e0
     np.testing.assert_allclose(h["s"], 3.0)  # d2/ds dw0 = 3 w0^2
+
+
+# --- NumPy scalars keep their type and dtype ------------------------------------------
+
+def test_gradient_of_an_unused_numpy_scalar_is_a_scalar_of_its_dtype():
+    # was array(0., dtype=float32), where the used one's was np.float32(2.0)
+    gx, gy = ad.gradient(lambda x, y: x * 2, np.float32(1), np.float32(1))
+    assert type(gx) is np.float32 and gx == 2.0
+    assert type(gy) is np.float32 and gy == 0.0
+    _, back = ad.pullback(lambda x, y: x * 2, np.float32(1), np.float32(1))
+    gx, gy = back(np.float32(1))
+    assert type(gy) is np.float32 and gy == 0.0
+
+
+def test_jvp_of_a_constant_numpy_scalar_output_is_a_scalar():
+    _, (dx, dc) = ad.jvp(lambda x: (x * 2, np.float32(3)), (np.float32(1),), (np.float32(1),))
+    assert type(dx) is np.float32 and dx == 2.0
+    assert type(dc) is np.float32 and dc == 0.0
+
+
+def test_jacobian_and_hessian_at_a_float32_scalar_keep_float32():
+    # the point was turned into a float64 array, as a float32 array's is not
+    (j,) = ad.jacobian(lambda x: x ** 2, np.float32(2.0))
+    assert j.dtype == np.float32 and j.shape == () and j == 4.0
+    h = ad.hessian(lambda x: x ** 3, np.float32(2.0))
+    assert h.dtype == np.float32 and h.shape == () and h == 12.0
