@@ -159,6 +159,11 @@ def jacobian(
         what = f"an array of dtype {y.dtype}" if type(out) is np.ndarray else f"a {type(out).__name__}"
         raise TypeError(f"{fname}: f returned {what}; a Jacobian is of numbers or arrays of "
                         f"numbers.")
+    if y.dtype.kind == "c":  # reverse mode's pullbacks project onto the real inputs
+        if mode == "rev":
+            raise TypeError(f"{fname}: f returned complex values, whose Jacobian reverse mode "
+                            f"cannot give (its rows keep the real part only): use mode='fwd'.")
+        mode = "fwd"
     n_in = sum(a.size for a in args)
     if mode is None:  # the cheaper mode, else the one the primitives have rules for
         order: tuple[Literal["fwd", "rev"], Literal["fwd", "rev"]] = (

@@ -153,3 +153,22 @@ def test_jacobian_and_hessian_at_a_float32_scalar_keep_float32():
     assert j.dtype == np.float32 and j.shape == () and j == 4.0
     h = ad.hessian(lambda x: x ** 3, np.float32(2.0))
     assert h.dtype == np.float32 and h.shape == () and h == 12.0
+
+
+# --- jacobian of a complex output: reverse mode kept only the real part ----------------
+
+def test_jacobian_of_a_complex_output_is_complex_by_default():
+    # a scalar output made the default mode reverse, whose pullback projects onto the real
+    # inputs: the Jacobian of sum(x) * 1j came back as zeros
+    x = np.array([1.0, 2.0])
+    (j,) = ad.jacobian(lambda x: np.sum(x) * 1j, x)
+    np.testing.assert_array_equal(j, [1j, 1j])
+    (j,) = ad.jacobian(lambda x: np.exp(1j * x[0]) * x, x)  # d/dx0 of e^{i x0} x
+    e = np.exp(1j * x[0])
+    np.testing.assert_allclose(j, [[e + 1j * e * x[0], 0], [1j * e * x[1], e]])
+
+
+def test_jacobian_of_a_complex_output_in_reverse_mode_is_refused():
+    with pytest.raises(TypeError, match=r"jacobian\(<lambda>\): f returned complex values.*mode='fwd'"):
+        ad.jacobian(lambda x: x * 1j, np.array([1.0, 2.0]), mode="rev")
+
