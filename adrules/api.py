@@ -26,7 +26,11 @@ _CONST_TYPES = (bool, int, str, bytes, type(None), np.integer, np.bool_)
 
 def _leaf_is_differentiable(leaf: Any, fname: object, where: str) -> bool:
     """True for float leaves, False for constants; raises for what cannot be handled."""
-    if type(leaf) is Traced or is_float_value(leaf, allow_complex=False):
+    if type(leaf) is Traced:
+        return True
+    if isinstance(leaf, _DROPPED_SUBCLASSES) and leaf.dtype.kind in "fc":
+        raise _subclass_refused(fname, where, leaf)
+    if is_float_value(leaf, allow_complex=False):
         return True
     if is_float_value(leaf):
         raise TypeError(f"{fname}: {where} is complex; complex inputs are not supported yet.")
@@ -55,6 +59,20 @@ def _leaf_is_differentiable(leaf: Any, fname: object, where: str) -> bool:
         f"{fname}: {where} is a {type(leaf).__name__}, which is neither an array, a number nor a "
         f"known container. Register its type with adrules.register_node(...) so its fields are "
         f"differentiated, or pass it through a closure (functools.partial) if it is data.")
+
+
+#: Array subclasses whose meaning a traced value would drop: the tracer sees the data only.
+_DROPPED_SUBCLASSES = (np.ma.MaskedArray, np.matrix)
+
+
+def _subclass_refused(fname: object, where: str, leaf: Any) -> TypeError:
+    """The error for a masked array or an np.matrix given as a point to differentiate at."""
+    if isinstance(leaf, np.ma.MaskedArray):  # np.sum(x) leaves masked elements out; traced, it would not
+        return TypeError(f"{fname}: {where} is a masked array, whose mask would be dropped (every "
+                         f"element differentiated, as if unmasked). Pass x.filled(0.0), or "
+                         f"x.data with the mask in a closure: np.where(mask, 0.0, x).")
+    return TypeError(f"{fname}: {where} is an np.matrix, whose * and reductions differ from an "
+                     f"array's; pass np.asarray(m) and write products with @.")
 
 
 def _is_int_point(leaf: Any) -> bool:

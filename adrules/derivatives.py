@@ -24,7 +24,8 @@ from numpy.typing import NDArray
 import executors
 
 from . import _state
-from .api import _check_callable, _leaf_is_differentiable, _Name, _value_and_gradient, gradient, jvp, pullback
+from .api import (_DROPPED_SUBCLASSES, _check_callable, _leaf_is_differentiable, _Name, _value_and_gradient,
+                  gradient, jvp, pullback, _subclass_refused)
 from .pytrees import PyTree, flatten, tangent_leaves
 from .schedule import run, work_key
 from .tangents import Tangent, is_float_value, is_zero
@@ -61,6 +62,8 @@ def _as_array_arg(fname: str, i: int, x: Any) -> Any:
         return np.asarray(x)
     if isinstance(x, (float, int, np.integer)):  # an integer point too, in float
         return np.asarray(x, dtype=float)
+    if isinstance(x, _DROPPED_SUBCLASSES) and x.dtype.kind in "fc":
+        raise _subclass_refused(fname, f"argument {i}", x)
     if isinstance(x, np.ndarray) and is_float_value(x, allow_complex=False):
         return x
     if isinstance(x, np.ndarray):

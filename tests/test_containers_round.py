@@ -172,3 +172,34 @@ def test_jacobian_of_a_complex_output_in_reverse_mode_is_refused():
     with pytest.raises(TypeError, match=r"jacobian\(<lambda>\): f returned complex values.*mode='fwd'"):
         ad.jacobian(lambda x: x * 1j, np.array([1.0, 2.0]), mode="rev")
 
+
+# --- array subclasses whose meaning the tracer would drop -------------------------------
+
+MASKED = np.ma.array([1.0, 2.0], mask=[False, True])
+
+
+@pytest.mark.parametrize("call", [
+    lambda f: ad.gradient(f, MASKED),
+    lambda f: ad.gradient(f, {"x": MASKED}),
+    lambda f: ad.jvp(f, (MASKED,), (np.ones(2),)),
+    lambda f: ad.jacobian(f, MASKED),
+    lambda f: ad.hvp(f, MASKED, np.ones(2)),
+])
+def test_masked_array_is_refused(call):
+    # np.sum of it is 1.0 (the masked 2.0 left out), but the mask was dropped: gradient [1, 1]
+    with pytest.raises(TypeError, match="masked array.*filled"):
+        call(lambda x: np.sum(x))
+
+
+@pytest.mark.filterwarnings("ignore:the matrix subclass:PendingDeprecationWarning")
+def test_matrix_is_refused_with_the_fix():
+    # was "matrix.sum() got an unexpected keyword argument 'keepdims'" from a rule
+    with pytest.raises(TypeError, match=r"np\.matrix.*np\.asarray"):
+        ad.gradient(lambda x: np.sum(x), np.matrix([[1.0, 2.0]]))
+
+
+def test_memmap_and_other_array_subclasses_are_still_taken(tmp_path):
+    m = np.memmap(tmp_path / "x.dat", dtype=float, mode="w+", shape=(2,))
+    m[:] = [1.0, 2.0]
+    (g,) = ad.gradient(lambda x: np.sum(x ** 2), m)
+    np.testing.assert_array_equal(g, [2.0, 4.0])
