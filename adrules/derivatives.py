@@ -209,12 +209,13 @@ class _OneArray:
     def stacked(self, out: Any) -> Any:
         if type(out) not in (list, tuple):
             return out
-        shapes = {np.shape(v) for v in out}
+        parts = [self.stacked(v) for v in out]  # [[a, b], [c, d]], as np.array reads it
+        shapes = {np.shape(v) for v in parts}
         if len(shapes) > 1:
             raise TypeError(f"{self.fname}: f returned a {type(out).__name__} of values of shapes "
                             f"{sorted(shapes)}; a Jacobian is of one array: return "
                             f"np.concatenate([np.ravel(v) for v in values]), or one Jacobian per value.")
-        return np.stack(out) if out else np.zeros(0)
+        return np.stack(parts) if parts else np.zeros(0)
 
 
 def _hessian_columns(cols: range, f: Callable[..., Any], x: Any) -> list[Any]:

@@ -203,3 +203,16 @@ def test_memmap_and_other_array_subclasses_are_still_taken(tmp_path):
     m[:] = [1.0, 2.0]
     (g,) = ad.gradient(lambda x: np.sum(x ** 2), m)
     np.testing.assert_array_equal(g, [2.0, 4.0])
+
+
+# --- jacobian of what f returned ---------------------------------------------------------
+
+def test_jacobian_of_a_nested_list_output_is_of_the_array_it_spells():
+    # [[x0, x1], [x1 * x0, 2.0]] raised "np.asarray / np.array of a traced value": one level was stacked
+    x = np.array([2.0, 3.0])
+    f = lambda x: [[x[0], x[1]], [x[1] * x[0], 2.0]]
+    expected = np.array([[[1.0, 0.0], [0.0, 1.0]], [[3.0, 2.0], [0.0, 0.0]]])
+    for mode in ("fwd", "rev", None):
+        (j,) = ad.jacobian(f, x, mode=mode)
+        np.testing.assert_array_equal(j, expected)
+
