@@ -348,14 +348,13 @@ def hvp(f: Callable[..., Any], x: PyTree, v: PyTree) -> Any:
     fname = f"hvp({getattr(f, '__name__', 'f')})"
     if isinstance(x, (int, np.integer)) and not isinstance(x, (bool, np.bool_)):
         x = float(x)  # an integer point, in float, as hessian takes it
-    (x_leaves, x_tree), (v_leaves, v_tree) = flatten(x), flatten(v)
+    (x_leaves, x_tree), (flat_v, v_tree) = flatten(x), flatten(v)
     # a dict, or a Tangent(T, ...), is read by name as jvp reads it: {"b": .., "a": ..} for
     # a dict x built in another order, {"w": ..} for a dataclass x
-    named = type(v) is dict or isinstance(v, Tangent)
-    if v_tree != x_tree and named:
-        v_leaves = tangent_leaves(v, x_tree)
-    if v_leaves is None or (v_tree != x_tree and not named):
-        raise TypeError(f"{fname}: v has structure {flatten(v)[1]} but x has structure {x_tree}; "
+    v_leaves = (flat_v if v_tree == x_tree else
+                tangent_leaves(v, x_tree) if type(v) is dict or isinstance(v, Tangent) else None)
+    if v_leaves is None:
+        raise TypeError(f"{fname}: v has structure {v_tree} but x has structure {x_tree}; "
                         f"give v the structure of x.")
     for k, (a, b) in enumerate(zip(x_leaves, v_leaves)):
         if not is_zero(b) and np.shape(a) != np.shape(b):
