@@ -129,7 +129,7 @@ class LockedError(Exception):
 def raise_locked(x):
     if x == 1:
         e = LockedError("locked out")
-        e.add_note("raised where the user said")
+        e.__notes__ = ["raised where the user said"]  # (add_note: Python >= 3.11)
         raise e
     return x
 
