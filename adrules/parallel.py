@@ -315,7 +315,7 @@ class Call:
         # (executor, items, ran, chunks): the forward pass _sum_of_traced_numbers already
         # asked the schedule for, when it could not finish the call itself
         self.forward = None
-        self.cotangent_bytes = 0  # of each chunk's dense cotangents (see dense_cotangent_bytes)
+        self.cotangent_bytes = 0  # of each chunk's dense cotangents: set by _psum_rrule
 
     def output(self, y):
         """What the primitive returns for the value ``y``: ``y`` itself when it is one
@@ -345,7 +345,7 @@ class Call:
         """Bytes of the dense cotangents in each chunk's gradients: of what is
         differentiated besides xs (f's state, shared arguments), whole in every chunk."""
         parts = ([state] if self.active[0] else []) + [s for s, a in zip(shared, self.active[2:]) if a]
-        self.cotangent_bytes = sum(getattr(leaf, "nbytes", 8) for part in parts for leaf in flatten(part)[0])
+        return sum(getattr(leaf, "nbytes", 8) for part in parts for leaf in flatten(part)[0])
 
     def run(self, executor, phase, fn, items, shared, on_result=None):
         # a chunk's result holds a dense cotangent only of what is differentiated besides
@@ -354,7 +354,7 @@ class Call:
         return run(executor, fn, items, shared, key=self.key, dispatch=self.dispatch,
                    on_result=on_result, progress=self.progress,
                    label=f"{self.name} {phase}", about=self.about, small_results=small,
-                   result_bytes=0 if small else self.cotangent_bytes)
+                   result_bytes=self.cotangent_bytes)
 
     def run_in_one_pass(self, executor, phase, fn, n, work):
         """``(True, work())`` where the schedule would run every chunk of ``fn`` inline."""
@@ -404,8 +404,7 @@ def _psum_rrule(call, *leaves):
         executor, items, ran, chunks = call.forward
     values = _Values(call.plan.kind, items)
     eager = _Cotangents(call, state, xs, shared)
-    if call.active[0] or any(call.active[2:]):
-        call.dense_cotangent_bytes(state, shared)
+    call.cotangent_bytes = call.dense_cotangent_bytes(state, shared)
 
     def take(i, result):
         _check_no_escaped_trace(result.value)
