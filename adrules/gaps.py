@@ -12,6 +12,12 @@ True
 
 from __future__ import annotations
 
+import inspect
+import os
+import sys
+import sysconfig
+from types import FrameType
+
 ASARRAY = ("a Python function that converts its input with np.asarray, so the tracer never "
            "sees the call")
 
@@ -45,8 +51,11 @@ LEFT_OUT = {
     "scipy.special.logsumexp": ASARRAY + ": write m + np.log(np.sum(np.exp(x - m)))",
     "scipy.special.softmax": ASARRAY + ": write np.exp(x - logsumexp) with NumPy",
     "scipy.special.log_softmax": ASARRAY + ": write x - logsumexp with NumPy",
-    "scipy.special.polygamma": ASARRAY + "; digamma's rules use the Hurwitz zeta ufunc instead",
+    "scipy.special.polygamma": ASARRAY + ": write polygamma(n, x) as (-1) ** (n + 1) * math.factorial(n) "
+                               "* scipy.special.zeta(n + 1, x), whose rules exist",
     "scipy.special.multigammaln": ASARRAY + ": sum gammaln terms with NumPy",
+    "scipy.linalg.solve_triangular": ASARRAY + ": np.linalg.solve(a, b) has rules and solves a "
+                                     "triangular a as well",
 }
 
 # NumPy functions of a kind, by name in the numpy namespace
@@ -66,3 +75,77 @@ def reason(qualified: str) -> str | None:
     if space.startswith("numpy.") and name == "at":
         return ADD_AT if space in ("numpy.add", "numpy.subtract") else UFUNC_AT
     return None
+
+
+_OWN = ("numpy", "adrules")
+_LIBRARY_DIRS = tuple({os.path.normcase(p) + os.sep for key in ("stdlib", "platstdlib", "purelib", "platlib")
+                       if (p := sysconfig.get_paths().get(key))})
+
+
+def conversion_site(frame: FrameType | None) -> tuple[str, str | None]:
+    """Where a traced value met ``np.asarray``, for the error it raises: ``(where,
+    advice)``. In a library's function: that function and the line that called it, and
+    what to write instead (the reason it is left out, where it is on purpose). In the
+    user's code: their line, and None. ``frame``: the Python frame that called
+    ``np.asarray`` (NumPy's C code adds none).
+
+    >>> script = {"__name__": "__main__", "conversion_site": conversion_site, "sys": sys}
+    >>> exec("def loss(x): return conversion_site(sys._getframe())", script)
+    >>> script["loss"](1.0)
+    ('loss, at <string>:1', None)
+    """
+    while frame is not None and _package(frame) in _OWN:
+        frame = frame.f_back
+    if frame is None:
+        return "", None
+    if not _in_library(frame):
+        return f"{_qualname(frame)}, at {_where(frame)}", None
+    chain, package = [frame], _package(frame)
+    while chain[-1].f_back is not None and _package(chain[-1].f_back) == package:
+        chain.append(chain[-1].f_back)
+    caller = chain[-1].f_back
+    called_at = f" (called at {_where(caller)})" if caller is not None else ""
+    # the functions a user can call by name: not a decorator's wrapper or a closure
+    names = [_public_name(f.f_globals.get("__name__"), f.f_code) for f in chain
+             if "<locals>" not in _qualname(f)]
+    if "<locals>" in _qualname(chain[-1]):  # a decorator's wrapper: the function it wraps
+        wrapped = [v for v in chain[-1].f_locals.values() if inspect.isfunction(v)]
+        names += [_public_name(v.__module__, inspect.unwrap(v).__code__) for v in wrapped[:1]]
+    known = next((name for name in names if name in LEFT_OUT), None)
+    if known is not None:
+        return known + called_at, f"{known} is {LEFT_OUT[known]}."
+    name = names[-1] if names else _public_name(chain[-1].f_globals.get("__name__"), chain[-1].f_code)
+    return name + called_at, (
+        f"{name} is {ASARRAY}: write it with NumPy functions, or wrap it in adrules.primitive "
+        f"and register a rule for the wrapper (see help(adrules.primitive)).")
+
+def _package(frame):
+    return str(frame.f_globals.get("__name__", "")).partition(".")[0]
+
+
+def _in_library(frame):
+    """Whether ``frame`` runs code of an installed package or of the standard library."""
+    path = os.path.normcase(os.path.abspath(frame.f_code.co_filename))
+    return path.startswith(_LIBRARY_DIRS) or f"{os.sep}site-packages{os.sep}" in path
+
+
+def _qualname(frame):
+    return getattr(frame.f_code, "co_qualname", frame.f_code.co_name)  # co_qualname: 3.11+
+
+
+def _where(frame):
+    return f"{os.path.basename(frame.f_code.co_filename)}:{frame.f_lineno}"
+
+
+def _public_name(module, code):
+    """``scipy.linalg.solve_triangular`` for the function of ``code`` defined in module
+    ``scipy.linalg._basic``: the shortest module path that exports it, or where it is
+    defined."""
+    module, name = str(module or "?"), code.co_name
+    parts = module.split(".")
+    for i in range(1, len(parts) + 1):
+        space = ".".join(parts[:i])
+        fn = getattr(sys.modules.get(space), name, None)
+        if callable(fn) and getattr(inspect.unwrap(fn), "__code__", None) is code:
+            return f"{space}.{name}"
+    return f"{module}.{getattr(code, 'co_qualname', name)}"  # co_qualname: 3.11+

@@ -238,10 +238,14 @@ class Traced(TracedValue):
         # instead of replacing it with "setting an array element with a sequence".
         if _in_store(2):  # y[1:3] = x
             raise TracerError(_ASSIGN)
+        where, advice = gaps.conversion_site(sys._getframe(1))
+        if advice is not None:  # in a library's function, which the tracer cannot enter
+            raise TracerError(f"np.asarray of a traced value in {where} would drop its gradient. {advice} "
+                              "If you want its value without a derivative, pass x.value.")
         raise TracerError(
             "np.asarray / np.array of a traced value, or storing it into a NumPy array "
-            "(a[i] = x), would drop its gradient. If you passed a Python list of traced "
-            "values to a NumPy function (np.array([a, b]), np.mean([a, b]), ...), build the "
+            f"(a[i] = x), would drop its gradient{f' (in {where})' if where else ''}. If you passed a Python list of "
+            "traced values to a NumPy function (np.array([a, b]), np.mean([a, b]), ...), build the "
             "array with np.stack([a, b]) first: NumPy gives no hook for lists. A plain array's "
             "method given a traced argument converts it too (X.dot(w)): write X @ w or "
             "np.dot(X, w). If you really want the values without their derivative, use x.value.")
