@@ -35,7 +35,7 @@ def _values(fn, xs, shared, start):
     for k in range(len(xs)):
         try:
             yield fn(xs[k], *shared)
-        except Exception as e:
+        except (Exception, SystemExit) as e:
             _blame(e, fn, start + k)
             raise
 
@@ -94,7 +94,7 @@ def fold(fn, xs, shared, start, vectorized):
     for k in range(len(xs)):  # _values, inlined: a generator costs more than f on tiny work
         try:
             value = fn(xs[k], *shared)
-        except Exception as e:
+        except (Exception, SystemExit) as e:
             _blame(e, fn, start + k)
             raise
         if total is None:
@@ -120,7 +120,7 @@ def fold_chunks(fn, xs, items, shared, vectorized):
         try:
             for k in range(len(xs)):
                 out.append(fn(xs[k], *shared))
-        except Exception as e:
+        except (Exception, SystemExit) as e:
             _blame(e, fn, len(out))
             raise
         return out
@@ -276,7 +276,7 @@ class _PullingBack:
     def __call__(self, ybar):
         try:
             return self.back(ybar)
-        except Exception as e:
+        except (Exception, SystemExit) as e:
             last = self.start + self.n - 1
             elements = f"element {last}" if self.n == 1 else f"elements {self.start}..{last}"
             _note(e, f"psum/pmap: raised by the pullback of f over {elements}")

@@ -98,7 +98,7 @@ class _Timed:
             t0 = time.thread_time()
             try:
                 result = self.fn(item, *shared)
-            except Exception as e:
+            except (Exception, SystemExit) as e:
                 try:  # which chunk of the batch: _map_in_tasks names it (pickled with e)
                     e.adrules_chunk_in_task = len(out)
                 except Exception:  # pragma: no cover - an exception without __dict__
@@ -362,7 +362,7 @@ def run_in_one_pass(executor, fn, n, work, *, key=None, dispatch="auto", progres
     t0, c0 = time.perf_counter(), time.thread_time()
     try:
         out = call_inline(work)  # as an inline map of one item runs it, for less
-    except Exception as e:  # its note spoke of "item 0 of 1": the one pass's chunks are all
+    except (Exception, SystemExit) as e:  # its note spoke of "item 0 of 1": the one pass's chunks are all
         notes = getattr(e, "__notes__", None)
         if isinstance(notes, list) and notes and str(notes[-1]).startswith("executors: raised by item 0 of 1"):
             notes[-1] = f"executors: raised while the call's {n} chunks ran inline, in one pass"
@@ -516,7 +516,7 @@ def _serial_map(fn, items, first, total, shared, on_done=None, on_result=None):
     these only, "on the 'serial' executor", whatever executor the user chose)."""
     try:
         return _SERIAL.map(fn, items, shared=shared, on_done=on_done, on_result=on_result)
-    except Exception as e:
+    except (Exception, SystemExit) as e:
         notes, k = getattr(e, "__notes__", None), getattr(e, "executors_item_index", None)
         if isinstance(notes, list) and k is not None and notes and str(notes[-1]).startswith(
                 "executors: raised by item "):
@@ -570,7 +570,7 @@ def _map_in_tasks(executor, timed, items, shared, per_task, on_done, on_result, 
             f"f's value in {chunks} could not be pickled to come back from a "
             f"worker of the {executor.name!r} executor: {e.reason}. Return only what pickles "
             f"(numbers, arrays, containers of them), or use the 'threads' executor.") from e
-    except Exception as e:
+    except (Exception, SystemExit) as e:
         _name_the_chunk(e, [first + start for start in starts], first + len(items))
         raise
     return [r for part in parts for r in part], len(batches), cpu[0]

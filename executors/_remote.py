@@ -243,16 +243,28 @@ class ExitRequested(Exception):
         super().__init__(exit.code)
         self.code = exit.code
         self.notes = [str(n) for n in getattr(exit, "__notes__", [])]
+        self.attributes = _plain_attributes(exit)  # which chunk of a task raised, say
 
     def __reduce__(self):
-        return (_exit_requested, (self.code, self.notes))
+        return (_exit_requested, (self.code, self.notes, self.attributes))
 
     def system_exit(self) -> SystemExit:
-        return _with_notes(SystemExit(self.code), self.notes)
+        return _system_exit(self.code, self.notes, self.attributes)
 
 
-def _exit_requested(code, notes):
-    return ExitRequested(_with_notes(SystemExit(code), notes))
+def _exit_requested(code, notes, attributes):
+    return ExitRequested(_system_exit(code, notes, attributes))
+
+
+def _system_exit(code, notes, attributes):
+    exit = _with_notes(SystemExit(code), notes)
+    exit.__dict__.update(attributes)
+    return exit
+
+
+def _plain_attributes(exc):
+    """What of ``exc``'s attributes surely pickles: numbers, strings and booleans."""
+    return {name: value for name, value in vars(exc).items() if type(value) in (int, float, str, bool)}
 
 
 def _with_notes(exit, notes):
@@ -265,9 +277,7 @@ def _stand_in(exc, reason):
     """A RemoteError for ``exc``, which cannot be pickled: its notes (the element that
     raised) and its plain attributes (an error code) go with it."""
     err = RemoteError(f"{type(exc).__module__}.{type(exc).__qualname__}", str(exc), reason)
-    for name, value in vars(exc).items():
-        if type(value) in (int, float, str, bool):
-            setattr(err, name, value)
+    err.__dict__.update(_plain_attributes(exc))
     notes = getattr(exc, "__notes__", None)
     if isinstance(notes, list):
         err.__notes__ = [str(n) for n in notes]

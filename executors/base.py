@@ -352,7 +352,7 @@ def call_inline(fn: Callable[[], Any], name: str = "serial") -> Any:
     with blas_pinned():
         try:
             return context.run(fn)
-        except Exception as exc:
+        except (Exception, SystemExit) as exc:
             annotate(exc, 0, 1, name)
             raise
 
@@ -363,7 +363,7 @@ def _run_items(fn: Callable[..., Any], items: list[Any], shared: tuple[Any, ...]
     for i, item in enumerate(items):
         try:
             value = fn(item, *shared)
-        except Exception as exc:
+        except (Exception, SystemExit) as exc:
             annotate(exc, i, n, name)
             raise
         if on_done is not None:

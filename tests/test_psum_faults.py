@@ -5,6 +5,7 @@ replaced, and a LocalCluster we start is reachable from this machine only."""
 import os
 import pickle
 import signal
+import sys
 import threading
 import time
 import urllib.request
@@ -210,6 +211,25 @@ def test_an_error_names_the_element_and_its_chunk_on_every_backend(backend):
         "psum/pmap: raised by f at element 20",
         f"executors: raised by chunk 10 of 16 in a map on the {backend!r} executor"]
     assert info.value.executors_item_index == 10
+
+
+def _exits_at_20(w):
+    if w[0] == 20:
+        sys.exit(4)  # argparse and library code call it too
+    return np.sum(w ** 2)
+
+
+@pytest.mark.parametrize("backend", ["serial", "threads", "processes", "dask"])
+def test_sys_exit_in_f_names_the_element_and_its_chunk_on_every_backend(backend, request):
+    # the notes of an Exception named them, SystemExit's only the task ("item 5 of 8")
+    ex = request.getfixturevalue("dask_ex") if backend == "dask" else executors.resolve(backend, 2)
+    xs = [np.array([float(i), 1.0]) for i in range(32)]
+    with pytest.raises(SystemExit) as info:
+        ad.psum(_exits_at_20, xs, executor=ex, dispatch="always")
+    assert info.value.code == 4
+    assert info.value.__notes__ == [
+        "psum/pmap: raised by f at element 20",
+        f"executors: raised by chunk 10 of 16 in a map on the {backend!r} executor"]
 
 
 @ad.primitive
