@@ -25,8 +25,21 @@ class _AbstractZero:
     """Shared arithmetic of the two zero-like tangents: they absorb ``*`` and vanish in ``+``."""
 
     __slots__ = ()
-    __array_ufunc__ = None  # make ``ndarray + ZeroTangent()`` defer to our reflected ops
     _instance: Any = None  # the one instance of each subclass
+
+    def __array_ufunc__(self, ufunc: Any, method: str, *inputs: Any, **kwargs: Any) -> Any:
+        """NumPy's linear ufuncs of a zero, as its operators give them (``np.conj(dx)``,
+        ``np.multiply(dx, 2)`` in a rule: numpy refused them); ``ndarray + zero`` lands
+        here too. Any other ufunc of a zero is not a tangent: NumPy's TypeError."""
+        if method != "__call__" or set(kwargs) - {"out"}:
+            return NotImplemented
+        linear = _LINEAR_UFUNCS.get(ufunc.__name__)
+        result = NotImplemented if linear is None else linear(*inputs)
+        out = kwargs.get("out")
+        if result is NotImplemented or not out or out[0] is result:
+            return result
+        out[0][...] = 0.0 if isinstance(result, _AbstractZero) else result  # np.add(x, dx, out=x)
+        return out[0]
 
     def __new__(cls: type[_Z]) -> _Z:
         if cls._instance is None:
@@ -95,6 +108,31 @@ class _AbstractZero:
 
     def __hash__(self) -> int:
         return hash(type(self))
+
+
+def _first_zero(*inputs: Any) -> Any:
+    return next(x for x in inputs if isinstance(x, _AbstractZero))
+
+
+def _added(a: Any, b: Any) -> Any:
+    return b if isinstance(a, _AbstractZero) else a
+
+
+def _subtracted(a: Any, b: Any) -> Any:
+    return -b if isinstance(a, _AbstractZero) else a
+
+
+def _divided(a: Any, b: Any) -> Any:
+    return a if isinstance(a, _AbstractZero) else NotImplemented  # x / zero: no tangent
+
+
+_LINEAR_UFUNCS: dict[str, Callable[..., Any]] = {
+    "negative": _first_zero, "positive": _first_zero, "conjugate": _first_zero,
+    "multiply": _first_zero, "matmul": _first_zero,
+    "add": _added, "subtract": _subtracted, "divide": _divided,
+    # ndarray == zero: what __eq__ says (the two zeros differ, and neither is an array)
+    "equal": lambda a, b: type(a) is type(b), "not_equal": lambda a, b: type(a) is not type(b),
+}
 
 
 class ZeroTangent(_AbstractZero):

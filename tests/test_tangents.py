@@ -57,6 +57,45 @@ def test_zeros_vanish_in_addition_with_scalars(Z):
     assert Z() - 4.0 == -4.0
 
 
+@pytest.mark.parametrize("Z", ZEROS)
+def test_numpys_linear_ufuncs_of_a_zero_are_what_its_operators_give(Z):
+    # a rule writing np.conj(dx) or np.multiply(dx, c) got "does not support ufuncs"
+    a = np.array([1.0, -2.0])
+    for ufunc in (np.conj, np.negative, np.positive):
+        assert ufunc(Z()) is Z()
+    assert np.multiply(Z(), a) is Z() and np.multiply(a, Z()) is Z() and np.matmul(a, Z()) is Z()
+    assert np.divide(Z(), a) is Z()
+    np.testing.assert_array_equal(np.add(a, Z()), a)
+    np.testing.assert_array_equal(np.subtract(Z(), a), -a)
+    out = np.zeros(2)
+    assert np.add(Z(), a, out=out) is out and out.tolist() == [1.0, -2.0]  # out= is written
+    assert (a == Z()) is False and (a != Z()) is True
+    with pytest.raises(TypeError):  # exp of a zero tangent is no tangent: not silently 1
+        np.exp(Z())
+    with pytest.raises(TypeError):
+        np.divide(a, Z())
+
+
+@ad.primitive
+def _scaled(x, c):
+    return x * c
+
+
+@ad.frule.register(_scaled)
+def _scaled_frule(tangents, x, c):
+    _, dx, dc = tangents  # dc is a zero when c is a constant
+    return _scaled(x, c), np.add(np.multiply(dx, np.conj(c)), np.multiply(np.conj(x), dc))
+
+
+def test_a_users_frule_written_with_numpy_ufuncs_takes_zero_tangents_of_constants():
+    x, c = np.array([0.5, -1.5]), np.array([2.0, 3.0])
+    dx = np.array([1.0, 0.25])
+    _, jx = ad.jvp(lambda x: _scaled(x, c), (x,), (dx,))
+    np.testing.assert_allclose(jx, (_scaled(x + 1e-6 * dx, c) - _scaled(x - 1e-6 * dx, c)) / 2e-6, rtol=1e-8)
+    _, jc = ad.jvp(lambda c: _scaled(x, c), (c,), (dx,))
+    np.testing.assert_allclose(jc, x * dx, rtol=1e-12)
+
+
 def test_float32_array_plus_zero_keeps_dtype():
     a = np.ones(3, np.float32)
     assert (a + ad.ZeroTangent()).dtype == np.float32
