@@ -76,6 +76,33 @@ NOTES = {
 }
 for _bessel in ("iv", "ive", "jv", "jn", "yv", "yn", "kv", "kve"):
     NOTES[f"scipy.special.{_bessel}"] = "w.r.t. the argument (not the order)"
+NOTES.update({
+    "numpy.piecewise": "traced as each function's calls on x[cond], placed with np.where",
+    "numpy.apply_along_axis": "traced as func1d's calls on each slice, joined with np.stack",
+    "numpy.apply_over_axes": "traced as func's calls",
+    "numpy.polyfit": "w.r.t. x, y and w, at constant rank; full= and cov= raise",
+    "numpy.poly": "from real roots (not a matrix)",
+    "numpy.i0": "with SciPy installed (the derivative is scipy.special.i1)",
+    "scipy.special.hyp0f1": "w.r.t. z (not b)",
+    "scipy.special.hyp1f1": "w.r.t. z (not a, b)",
+    "scipy.special.hyp2f1": "w.r.t. z (not a, b, c)",
+    "scipy.special.chdtr": "w.r.t. x (not v)",
+    "scipy.special.chdtrc": "w.r.t. x (not v)",
+    "scipy.special.gdtr": "w.r.t. a and x (not b)",
+    "scipy.special.gdtrc": "w.r.t. a and x (not b)",
+    "scipy.special.fdtr": "w.r.t. x (not dfn, dfd)",
+    "scipy.special.fdtrc": "w.r.t. x (not dfn, dfd)",
+    "scipy.special.inv_boxcox": "w.r.t. y (not lmbda)",
+    "scipy.special.inv_boxcox1p": "w.r.t. y (not lmbda)",
+    "scipy.special.kolmogorov": "first derivatives only",
+    "scipy.special.smirnov": "w.r.t. d (not n); first derivatives only",
+})
+for _polynomial, _parameters in (("chebyt", "n"), ("chebyu", "n"), ("chebyc", "n"), ("chebys", "n"),
+                                 ("sh_chebyt", "n"), ("sh_chebyu", "n"), ("legendre", "n"),
+                                 ("sh_legendre", "n"), ("hermite", "n"), ("hermitenorm", "n"),
+                                 ("laguerre", "n"), ("genlaguerre", "n, alpha"),
+                                 ("gegenbauer", "n, alpha"), ("jacobi", "n, alpha, beta")):
+    NOTES[f"scipy.special.eval_{_polynomial}"] = f"w.r.t. x (not {_parameters})"
 
 
 def status(f: Any) -> str:

@@ -84,6 +84,9 @@ CASES = [
     (np.extract, (np.array([True, False, True]), R(3))), (np.delete, (R(2, 3), 1, 1)),
     (np.polyadd, (R(3), R(2, seed=1))), (np.polysub, (R(3), R(2, seed=1))), (np.polymul, (R(3), R(2, seed=1))),
     (np.polyder, (R(4), 2)), (np.polyint, (R(3), 2, R(2, seed=1))), (np.geomspace, (R(2), R(2, seed=1) + 2.0, 4)),
+    (np.unwrap, (np.array([0.1, 3.0, 6.5, -3.0]), 2.0, 0)), (np.i0, (R(3),)), (np.poly, (R(3),)),
+    (np.polyfit, (np.linspace(0.0, 1.0, 5), R(5), 2, None, False, R(5, seed=1))),
+    (np.trim_zeros, (R(2, 3), "fb", 1)),  # no zeros: finite differences would move the edges
 ]
 
 # Registered functions without a case here: all their parameters are positional-only or
@@ -97,7 +100,7 @@ NO_KEYWORDS = {
 
 # Arguments NumPy's dispatcher does not look at: traced alone, they never reach the tracer
 # (NumPy runs its own code on them), whatever the calling convention.
-NOT_DISPATCHED = {(np.nan_to_num, 2), (np.select, 2), (np.full_like, 1), (np.polyint, 2)}
+NOT_DISPATCHED = {(np.nan_to_num, 2), (np.select, 2), (np.full_like, 1), (np.polyint, 2), (np.unwrap, 1)}
 
 
 def _keywordable(f):

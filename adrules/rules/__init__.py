@@ -6,6 +6,7 @@ from . import signal  # noqa: F401,E402
 from . import shape_more  # noqa: F401,E402
 from . import statistics  # noqa: F401,E402
 from . import linalg_more  # noqa: F401,E402
+from . import higher_order  # noqa: F401,E402
 from ._optional import load_with  # noqa: E402
 
 load_with("scipy.special", "adrules.rules.scipy_special")

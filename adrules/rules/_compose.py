@@ -10,7 +10,14 @@ higher derivatives work like everywhere else. The cost is one small tape per cal
 rejects: ``rewrite(*args, **kwargs)`` returns an implementation for the new form (traced
 as above) or None to hand the call to the rule registered before.
 
-Only the public registration API is used here (``api``, ``registry``, ``tangents``).
+``composed(f, implementation)`` has the tracer call ``implementation`` in place of ``f``
+on the traced arguments, recording its NumPy calls on the caller's own tape: for
+functions that call the user's functions (``np.piecewise``), whose closures may hold
+traced values that a rule, run on unboxed arguments inside a tape of its own, would not
+see. ``np.block`` is done this way too (``tracer._COMPOSED``).
+
+Besides that table, only the public registration API is used here (``api``,
+``registry``, ``tangents``).
 """
 
 import numpy as np
@@ -18,6 +25,7 @@ import numpy as np
 from ..api import frule_via_ad, rrule_via_ad
 from ..registry import frule, primitive, rrule
 from ..tangents import NoTangent
+from ..tracer import _COMPOSED
 
 
 def _short_name(f):
@@ -139,3 +147,15 @@ def extend_rule(f, rewrite):
 
     rrule.register(f)(extended_rrule)
     frule.register(f)(extended_frule)
+
+
+def composed(f, implementation):
+    """Have the tracer call ``implementation`` (same signature as ``f``, written in NumPy
+    calls that have rules) when a traced value reaches ``f``.
+
+    >>> import numpy as np, adrules as ad
+    >>> ad.gradient(lambda x: np.sum(np.apply_along_axis(np.prod, 0, x)), np.ones((2, 2)))[0]
+    array([[1., 1.],
+           [1., 1.]])
+    """
+    _COMPOSED[f] = implementation

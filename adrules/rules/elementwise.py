@@ -3,7 +3,8 @@
 One ``scalar_rule`` line per function, as in ``ufuncs.py``; partials are called as
 ``d(x1, ..., xn, y)`` (trailing options such as ``deg`` or ``nan=`` included, hence
 the ``*options``). ``real``/``imag``/``conj``/``angle`` are for real input: complex
-inputs are not supported by the tracer.
+inputs are not supported by the tracer. ``i0``'s derivative is ``scipy.special.i1``: it has
+a rule when SciPy is installed (imported at the first derivative, not with adrules).
 """
 
 import numpy as np
@@ -12,6 +13,8 @@ from .. import ops
 from ..registry import ONE, frule, non_differentiable, rrule, scalar_rule
 from ..tangents import NoTangent, ZeroTangent, is_zero
 from ._compose import composite_rule
+from ._optional import _installed
+from ._utils import forward_rule, reverse_rule
 
 
 def _zero(x, *options):
@@ -28,6 +31,31 @@ def _sinc_partial(x, y):
 scalar_rule(np.degrees, lambda x, y: 180.0 / np.pi)
 scalar_rule(np.radians, lambda x, y: np.pi / 180.0)
 scalar_rule(np.sinc, _sinc_partial)
+
+
+# ---- phase unwrapping: the multiples of the period it adds are locally constant -------------
+@reverse_rule(np.unwrap)
+def unwrap_rrule(p, discont=None, axis=-1, *, period=2 * np.pi):
+    def unwrap_pullback(g):
+        return NoTangent(), g
+
+    return np.unwrap(p, discont, axis, period=period), unwrap_pullback
+
+
+@forward_rule(np.unwrap)
+def unwrap_frule(tangents, p, discont=None, axis=-1, *, period=2 * np.pi):
+    return np.unwrap(p, discont, axis, period=period), tangents[1]
+
+
+# ---- the modified Bessel function i0 --------------------------------------------------------
+def _i0_partial(x, y):
+    from scipy.special import i1  # at the first derivative: import adrules never imports SciPy
+
+    return i1(x)
+
+
+if _installed("scipy"):
+    scalar_rule(np.i0, _i0_partial)
 
 # ---- parts of a (real) number ----------------------------------------------------------
 scalar_rule(np.conjugate, ONE)  # np.conj is the same ufunc

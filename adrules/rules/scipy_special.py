@@ -3,9 +3,13 @@
 Loaded by ``rules/__init__.py`` once ``scipy.special`` is imported (at once if it
 already is), so ``import adrules`` never imports SciPy. One ``scalar_rule`` line per
 function; partials call ufuncs that have rules too, so higher derivatives work. The
-order of a Bessel function, the parameters of the incomplete gamma and beta functions
-and of their inverses, and Student's t's degrees of freedom have no closed-form
-derivative: their partials raise ``NotImplementedError`` if a traced value reaches them.
+order of a Bessel function, the parameters of the incomplete gamma and beta functions,
+of their inverses and of the hypergeometric functions, the degrees of freedom and shapes
+of distributions, and the degree and parameters of the orthogonal polynomials have no
+closed-form derivative: their partials raise ``NotImplementedError`` if a traced value
+reaches them. ``sici``, ``shichi`` and ``fresnel`` have two outputs: their rrule and
+frule are written out. ``kolmogorov`` and ``smirnov`` use SciPy's own derivative, which
+has no rule: first derivatives only.
 
 ``logsumexp``, ``softmax``, ``log_softmax``, ``polygamma`` and ``multigammaln`` are
 Python functions that call ``np.asarray`` on their input, so the tracer cannot intercept
@@ -16,11 +20,14 @@ import numpy as np
 import scipy.special as sp
 from scipy.special import _ufuncs
 
-from ..registry import non_differentiable, scalar_rule
+from ..registry import frule, non_differentiable, rrule, scalar_rule
+from ..tangents import NoTangent, ZeroTangent, is_zero
 
 _SQRT_PI = np.sqrt(np.pi)
 _SQRT_2PI = np.sqrt(2.0 * np.pi)
 _hurwitz_zeta = _ufuncs._zeta  # the ufunc behind sp.zeta(s, q) (a Python function)
+_kolmogorov_partial = _ufuncs._kolmogp  # SciPy's derivatives of kolmogorov and smirnov
+_smirnov_partial = _ufuncs._smirnovp
 
 
 def _no_derivative(function, parameter):
@@ -93,6 +100,47 @@ def _t_density(df, t):
 
 scalar_rule(sp.stdtr, _no_derivative("stdtr", "df"), lambda df, t, y: _t_density(df, t))
 scalar_rule(sp.stdtrit, _no_derivative("stdtrit", "df"), lambda df, p, y: 1.0 / _t_density(df, y))
+
+
+# ---- more distribution functions (w.r.t. the variable: the density) -----------------------------------------
+def _chi2_density(v, x):
+    return np.exp(sp.xlogy(0.5 * v - 1.0, x) - 0.5 * x - 0.5 * v * np.log(2.0) - sp.gammaln(0.5 * v))
+
+
+def _gamma_density(b, t):
+    """The derivative of gammainc(b, t) in t (xlogy: finite at t = 0 for b = 1)."""
+    return np.exp(sp.xlogy(b - 1.0, t) - t - sp.gammaln(b))
+
+
+def _f_density(dfn, dfd, x):
+    return np.exp(0.5 * dfn * np.log(dfn / dfd) + sp.xlogy(0.5 * dfn - 1.0, x)
+                  - 0.5 * (dfn + dfd) * np.log1p(dfn * x / dfd) - sp.betaln(0.5 * dfn, 0.5 * dfd))
+
+
+def _first_order_only(function):
+    def first_order_only(*args):
+        raise NotImplementedError(
+            f"scipy.special.{function}: first derivatives only (the rule uses SciPy's own "
+            f"derivative, which has none).")
+
+    return first_order_only
+
+
+scalar_rule(sp.chdtr, _no_derivative("chdtr", "v"), lambda v, x, y: _chi2_density(v, x))
+scalar_rule(sp.chdtrc, _no_derivative("chdtrc", "v"), lambda v, x, y: -_chi2_density(v, x))
+# gdtr(a, b, x) = gammainc(b, a x): the rate a enters through a x
+scalar_rule(sp.gdtr, lambda a, b, x, y: x * _gamma_density(b, a * x), _no_derivative("gdtr", "b"),
+            lambda a, b, x, y: a * _gamma_density(b, a * x))
+scalar_rule(sp.gdtrc, lambda a, b, x, y: -x * _gamma_density(b, a * x), _no_derivative("gdtrc", "b"),
+            lambda a, b, x, y: -a * _gamma_density(b, a * x))
+scalar_rule(sp.fdtr, _no_derivative("fdtr", "dfn"), _no_derivative("fdtr", "dfd"),
+            lambda dfn, dfd, x, y: _f_density(dfn, dfd, x))
+scalar_rule(sp.fdtrc, _no_derivative("fdtrc", "dfn"), _no_derivative("fdtrc", "dfd"),
+            lambda dfn, dfd, x, y: -_f_density(dfn, dfd, x))
+scalar_rule(sp.kolmogorov, lambda x, y: _kolmogorov_partial(x))
+scalar_rule(sp.smirnov, _no_derivative("smirnov", "n"), lambda n, d, y: _smirnov_partial(n, d))
+scalar_rule(_kolmogorov_partial, _first_order_only("kolmogorov"))
+scalar_rule(_smirnov_partial, _first_order_only("smirnov"), _first_order_only("smirnov"))
 
 # ---- x log y and entropies ---------------------------------------------------------------------------
 scalar_rule(sp.xlogy, lambda x, y, out: np.log(y), lambda x, y, out: x / y)
@@ -168,6 +216,10 @@ scalar_rule(sp.radian, lambda d, m, s, y: _DEGREE, lambda d, m, s, y: _DEGREE / 
             lambda d, m, s, y: _DEGREE / 3600.0)
 scalar_rule(sp.boxcox, lambda x, lmbda, y: np.power(x, lmbda - 1.0), _no_derivative("boxcox", "lmbda"))
 scalar_rule(sp.boxcox1p, lambda x, lmbda, y: np.power(1.0 + x, lmbda - 1.0), _no_derivative("boxcox1p", "lmbda"))
+# x = (1 + lmbda y)**(1 / lmbda): dx/dy = x**(1 - lmbda), exp(y) at lmbda = 0 too
+scalar_rule(sp.inv_boxcox, lambda y, lmbda, x: np.power(x, 1.0 - lmbda), _no_derivative("inv_boxcox", "lmbda"))
+scalar_rule(sp.inv_boxcox1p, lambda y, lmbda, x: np.power(1.0 + x, 1.0 - lmbda),
+            _no_derivative("inv_boxcox1p", "lmbda"))
 scalar_rule(sp.loggamma, lambda x, y: sp.digamma(x))  # real x > 0
 scalar_rule(sp.poch, lambda z, m, y: y * (sp.digamma(z + m) - sp.digamma(z)), lambda z, m, y: y * sp.digamma(z + m))
 scalar_rule(sp.expn, _no_derivative("expn", "the order n"), lambda n, x, y: -sp.expn(n - 1, x))
@@ -202,3 +254,97 @@ scalar_rule(sp.jve, _no_derivative("jve", "the order v"), lambda v, z, y: 0.5 * 
 scalar_rule(sp.yve, _no_derivative("yve", "the order v"), lambda v, z, y: 0.5 * (sp.yve(v - 1, z) - sp.yve(v + 1, z)))
 scalar_rule(sp.kve, _no_derivative("kve", "the order v"),
             lambda v, z, y: y - 0.5 * (sp.kve(v - 1, z) + sp.kve(v + 1, z)))
+
+
+# ---- sine, cosine and Fresnel integrals: two outputs ---------------------------------------------------
+def _by_x(f, x, c2):
+    """f(x) / x for f(0) = 0, f'(0) = 1, f''(0) = 0; near 0 its series 1 + c2 x^2 + x^4 / 120
+    (the quotient's derivatives lose digits there)."""
+    near = np.abs(x) < 1e-2
+    safe = np.where(near, 1.0, x)
+    return np.where(near, 1.0 + x * x * (c2 + x * x / 120.0), f(x) / safe)
+
+
+def _two_outputs(ufunc, d0, d1):
+    """The rrule and frule of ``ufunc`` of one input and two outputs, whose derivatives are
+    ``d0(x)`` and ``d1(x)``."""
+    def pair_rrule(x, **kwargs):
+        def pair_pullback(g):
+            gx = ZeroTangent()
+            for gi, d in zip(g, (d0, d1)):
+                # an unused output's cotangent, constant zeros, is skipped: its derivative can
+                # be infinite where the other's is not (Ci at 0)
+                if not (is_zero(gi) or isinstance(gi, (np.ndarray, np.generic, float)) and not np.any(gi)):
+                    gx = gx + gi * d(x)
+            return NoTangent(), gx
+
+        return ufunc(x, **kwargs), pair_pullback
+
+    def pair_frule(tangents, x, **kwargs):
+        dx = tangents[1]
+        if is_zero(dx):
+            return ufunc(x, **kwargs), (ZeroTangent(), ZeroTangent())
+        return ufunc(x, **kwargs), (dx * d0(x), dx * d1(x))
+
+    rrule.register(ufunc)(pair_rrule)
+    frule.register(ufunc)(pair_frule)
+
+
+_two_outputs(sp.sici, lambda x: _by_x(np.sin, x, -1.0 / 6.0), lambda x: np.cos(x) / x)
+_two_outputs(sp.shichi, lambda x: _by_x(np.sinh, x, 1.0 / 6.0), lambda x: np.cosh(x) / x)
+_two_outputs(sp.fresnel, lambda x: np.sin(0.5 * np.pi * x * x), lambda x: np.cos(0.5 * np.pi * x * x))
+
+
+# ---- hypergeometric functions (w.r.t. z) ------------------------------------------------------------------
+scalar_rule(sp.hyp0f1, _no_derivative("hyp0f1", "b"), lambda b, z, y: sp.hyp0f1(b + 1.0, z) / b)
+scalar_rule(sp.hyp1f1, _no_derivative("hyp1f1", "a"), _no_derivative("hyp1f1", "b"),
+            lambda a, b, z, y: a / b * sp.hyp1f1(a + 1.0, b + 1.0, z))
+scalar_rule(sp.hyp2f1, _no_derivative("hyp2f1", "a"), _no_derivative("hyp2f1", "b"), _no_derivative("hyp2f1", "c"),
+            lambda a, b, c, z, y: a * b / c * sp.hyp2f1(a + 1.0, b + 1.0, c + 1.0, z))
+
+
+# ---- orthogonal polynomials (w.r.t. x) ----------------------------------------------------------------------
+# Each derivative is a polynomial of the degree below, from the Gegenbauer family where
+# it has no own (exact at x = +-1, where formulas dividing by x^2 - 1 are 0/0); the
+# identities hold for non-integer degrees too.
+def _below(n):
+    """The degree n - 1, and 0 for n = 0: there the factor ``_positive(n)`` (or n) makes the
+    derivative 0, and degree -1 can be undefined (nan for Hermite)."""
+    return np.where(n == 0, 0, n - 1)
+
+
+def _positive(n):
+    return np.where(n == 0, 0.0, 1.0)
+
+
+def _degree(function):
+    return _no_derivative(function, "the degree n")
+
+
+scalar_rule(sp.eval_chebyt, _degree("eval_chebyt"), lambda n, x, y: n * sp.eval_chebyu(_below(n), x))
+scalar_rule(sp.eval_chebyu, _degree("eval_chebyu"),
+            lambda n, x, y: 2.0 * _positive(n) * sp.eval_gegenbauer(_below(n), 2.0, x))
+scalar_rule(sp.eval_chebyc, _degree("eval_chebyc"), lambda n, x, y: n * sp.eval_chebys(_below(n), x))
+scalar_rule(sp.eval_chebys, _degree("eval_chebys"),
+            lambda n, x, y: _positive(n) * sp.eval_gegenbauer(_below(n), 2.0, 0.5 * x))
+scalar_rule(sp.eval_sh_chebyt, _degree("eval_sh_chebyt"),
+            lambda n, x, y: 2.0 * n * sp.eval_chebyu(_below(n), 2.0 * x - 1.0))
+scalar_rule(sp.eval_sh_chebyu, _degree("eval_sh_chebyu"),
+            lambda n, x, y: 4.0 * _positive(n) * sp.eval_gegenbauer(_below(n), 2.0, 2.0 * x - 1.0))
+scalar_rule(sp.eval_legendre, _degree("eval_legendre"),
+            lambda n, x, y: _positive(n) * sp.eval_gegenbauer(_below(n), 1.5, x))
+scalar_rule(sp.eval_sh_legendre, _degree("eval_sh_legendre"),
+            lambda n, x, y: 2.0 * _positive(n) * sp.eval_gegenbauer(_below(n), 1.5, 2.0 * x - 1.0))
+scalar_rule(sp.eval_hermite, _degree("eval_hermite"), lambda n, x, y: 2.0 * n * sp.eval_hermite(_below(n), x))
+scalar_rule(sp.eval_hermitenorm, _degree("eval_hermitenorm"),
+            lambda n, x, y: n * sp.eval_hermitenorm(_below(n), x))
+scalar_rule(sp.eval_laguerre, _degree("eval_laguerre"),
+            lambda n, x, y: -_positive(n) * sp.eval_genlaguerre(_below(n), 1.0, x))
+scalar_rule(sp.eval_genlaguerre, _degree("eval_genlaguerre"), _no_derivative("eval_genlaguerre", "alpha"),
+            lambda n, alpha, x, y: -_positive(n) * sp.eval_genlaguerre(_below(n), alpha + 1.0, x))
+scalar_rule(sp.eval_gegenbauer, _degree("eval_gegenbauer"), _no_derivative("eval_gegenbauer", "alpha"),
+            lambda n, alpha, x, y: 2.0 * alpha * _positive(n) * sp.eval_gegenbauer(_below(n), alpha + 1.0, x))
+scalar_rule(sp.eval_jacobi, _degree("eval_jacobi"), _no_derivative("eval_jacobi", "alpha"),
+            _no_derivative("eval_jacobi", "beta"),
+            lambda n, alpha, beta, x, y: (0.5 * (n + alpha + beta + 1.0) * _positive(n)
+                                          * sp.eval_jacobi(_below(n), alpha + 1.0, beta + 1.0, x)))

@@ -2,7 +2,7 @@
 
 ``rot90``, ``rollaxis``, ``append``, ``meshgrid``, ``linspace`` (traced endpoints),
 ``partition``, ``broadcast_arrays``, ``unstack``, ``diagflat``, ``full_like``, ``logspace``, ``geomspace``,
-``compress``/``extract``/``delete``/``insert``, ``resize``, ``cumulative_sum``/``cumulative_prod`` and the
+``compress``/``extract``/``delete``/``insert``, ``trim_zeros``, ``resize``, ``cumulative_sum``/``cumulative_prod`` and the
 ``pad`` modes ``wrap``, ``edge``, ``reflect``, ``symmetric``: each is an implementation in NumPy calls that have
 rules (flip, transpose, concatenate, take...), registered with ``composite_rule``.
 The extra ``pad`` modes extend the existing ``pad`` rule: each is one ``np.take`` along
@@ -10,6 +10,7 @@ each axis with the index map the mode describes.
 """
 
 import numpy as np
+from numpy.lib.array_utils import normalize_axis_tuple
 
 from .. import ops
 from ..registry import non_differentiable
@@ -142,6 +143,24 @@ def insert(arr, obj, values, axis=None):
                     np.ravel(values)[np.maximum(from_values, 0)])
 
 
+def trim_zeros(filt, trim="fb", axis=None):
+    """The slice NumPy's trim_zeros takes: the box around the nonzero values, along ``axis``."""
+    trim = trim.lower()
+    if trim not in {"fb", "bf", "f", "b"}:
+        raise ValueError(f"unexpected character(s) in `trim`: {trim!r}")
+    ndim = np.ndim(filt)
+    axes = range(ndim) if axis is None else normalize_axis_tuple(axis, ndim, argname="axis")
+    if not axes:
+        return filt
+    nonzero = np.argwhere(filt)
+    if nonzero.size == 0:  # all zeros: an empty slice along each trimmed axis
+        start = stop = [0] * ndim
+    else:
+        start = nonzero.min(axis=0) if "f" in trim else [None] * ndim
+        stop = nonzero.max(axis=0) + 1 if "b" in trim else [None] * ndim
+    return filt[tuple(slice(start[a], stop[a]) if a in axes else slice(None) for a in range(ndim))]
+
+
 def resize(a, new_shape):
     n = int(np.prod(new_shape))
     if np.size(a) == 0:
@@ -220,6 +239,7 @@ composite_rule(np.compress, compress)
 composite_rule(np.extract, extract)
 composite_rule(np.delete, delete)
 composite_rule(np.insert, insert)
+composite_rule(np.trim_zeros, trim_zeros)
 composite_rule(np.resize, resize)
 if hasattr(np, "unstack"):  # NumPy 2.1
     composite_rule(np.unstack, unstack)

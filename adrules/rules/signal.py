@@ -5,12 +5,17 @@ Each function here is written once as an implementation in NumPy calls that have
 gives its rrule and frule by tracing that implementation. Every float argument is
 differentiable: ``interp`` w.r.t. ``x``, ``xp`` and ``fp``, ``gradient`` and
 ``trapezoid`` w.r.t. the samples and the coordinates. Polynomials (``polyval``,
-``polyadd``, ``polysub``, ``polymul``, ``polyder``, ``polyint``, ``vander``) are 1-d
-coefficient arrays, highest power first.
+``polyadd``, ``polysub``, ``polymul``, ``polyder``, ``polyint``, ``vander``, ``poly``,
+``polyfit``) are 1-d coefficient arrays, highest power first. ``polyfit`` is NumPy's
+algorithm with the least-squares solve through ``pinv`` (at constant rank), w.r.t. ``x``,
+``y`` and ``w``; ``poly`` multiplies out real roots.
 """
+
+import warnings
 
 import numpy as np
 
+from .. import ops
 from ._compose import composite_rule
 
 _NOVALUE = getattr(np, "_NoValue", None)  # NumPy's "argument not given" marker
@@ -238,6 +243,65 @@ def vander(x, N=None, increasing=False):
     return np.reshape(x, (-1, 1)) ** powers.astype(np.result_type(x, 1.0))
 
 
+def poly(seq_of_zeros):
+    roots = np.atleast_1d(seq_of_zeros)
+    shape = np.shape(roots)
+    if len(shape) == 2 and shape[0] == shape[1] and shape[0] != 0:
+        raise NotImplementedError(
+            "numpy.poly of a square matrix (its characteristic polynomial) goes through complex "
+            "eigenvalues, which have no rule: pass the real roots instead.")
+    if len(shape) != 1:
+        raise ValueError("input must be 1d or non-empty square 2d array.")
+    if shape[0] == 0:
+        return 1.0
+    dtype = np.dtype(np.mintypecode(np.result_type(roots).char))
+    if np.result_type(roots) != dtype:
+        roots = ops.astype(roots, dtype)
+    zero = np.zeros(1, dtype)
+    a = np.ones(1, dtype)
+    for i in range(shape[0]):  # a times (x - root): NumPy's convolve with [1, -root]
+        a = np.concatenate([a, zero]) - roots[i] * np.concatenate([zero, a])
+    return a
+
+
+def polyfit(x, y, deg, rcond=None, full=False, w=None, cov=False):
+    for option, value in (("full", full), ("cov", cov)):
+        if value is not False:
+            raise NotImplementedError(
+                f"numpy.polyfit(..., {option}={value!r}) has no derivative rule: call it without "
+                f"{option}= (the coefficients are differentiable) and compute the residuals or "
+                f"covariance from them.")
+    order = int(deg) + 1
+    x, y = np.add(x, 0.0), np.add(y, 0.0)  # as NumPy's asarray(x) + 0.0: floats
+    if deg < 0:
+        raise ValueError("expected deg >= 0")
+    if np.ndim(x) != 1:
+        raise TypeError("expected 1D vector for x")
+    if np.size(x) == 0:
+        raise TypeError("expected non-empty vector for x")
+    if np.ndim(y) < 1 or np.ndim(y) > 2:
+        raise TypeError("expected 1D or 2D array for y")
+    if np.shape(x)[0] != np.shape(y)[0]:
+        raise TypeError("expected x and y to have same length")
+    if rcond is None:
+        rcond = np.shape(x)[0] * np.finfo(np.result_type(x)).eps
+    lhs, rhs = vander(x, order), y
+    if w is not None:
+        w = np.add(w, 0.0)
+        if np.ndim(w) != 1:
+            raise TypeError("expected a 1-d array for weights")
+        if np.shape(w)[0] != np.shape(y)[0]:
+            raise TypeError("expected w and y to have the same length")
+        lhs = lhs * w[:, None]
+        rhs = rhs * (w[:, None] if np.ndim(rhs) == 2 else w)
+    scale = np.sqrt(np.sum(lhs * lhs, axis=0))
+    lhs = lhs / scale
+    if np.linalg.matrix_rank(lhs, rtol=rcond) != order:  # lstsq's rank: singular values above rcond * max
+        warnings.warn("Polyfit may be poorly conditioned", np.exceptions.RankWarning, stacklevel=2)
+    c = np.linalg.pinv(lhs, rcond) @ rhs
+    return (c.T / scale).T
+
+
 # ---- the table -------------------------------------------------------------------------------------------
 composite_rule(np.diff, diff)
 composite_rule(np.ediff1d, ediff1d)
@@ -254,3 +318,5 @@ composite_rule(np.polymul, polymul)
 composite_rule(np.polyder, polyder)
 composite_rule(np.polyint, polyint)
 composite_rule(np.vander, vander)
+composite_rule(np.poly, poly)
+composite_rule(np.polyfit, polyfit)

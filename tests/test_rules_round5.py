@@ -1,0 +1,389 @@
+"""Rules added for functions that researchers use: scipy.special's sine, cosine and Fresnel
+integrals, hypergeometric functions, orthogonal polynomials and distribution functions, and
+NumPy's unwrap, trim_zeros, i0, piecewise, apply_along_axis, apply_over_axes, polyfit and
+poly. Derivatives against finite differences (reverse and forward mode), values against
+NumPy's and SciPy's own functions, and the error for a parameter without a derivative."""
+
+import warnings
+
+import numpy as np
+import pytest
+
+import adrules as ad
+from adrules.testing import check_frule, check_grads, check_rrule, check_rules
+
+try:
+    import scipy.special as sp
+except ImportError:  # the NumPy tests run without SciPy
+    sp = None
+
+needs_scipy = pytest.mark.skipif(sp is None, reason="SciPy is an optional extra: pip install adrules[scipy]")
+
+
+def _x(*shape, low=-1.0, high=1.0, seed=0):
+    return np.random.default_rng(seed).uniform(low, high, size=shape)
+
+
+def _jvp_matches_gradient(f, x):
+    """The jvp along a random direction equals the gradient's inner product with it."""
+    dx = _x(*np.shape(x), seed=5)
+    _, dy = ad.jvp(lambda v: np.sum(f(v)), (x,), (dx,))
+    (g,) = ad.gradient(lambda v: np.sum(f(v)), x)
+    np.testing.assert_allclose(dy, np.sum(g * dx), rtol=1e-10, atol=1e-12)
+
+
+# ---- scipy.special: two outputs ------------------------------------------------------------------
+TWO_OUTPUTS = ["sici", "shichi", "fresnel"]
+
+
+@needs_scipy
+@pytest.mark.parametrize("name", TWO_OUTPUTS)
+def test_two_outputs(name):
+    f = getattr(sp, name)
+    x = np.array([-2.0, -0.5, 0.3, 0.5, 3.0])
+    check_rrule(f, x)
+    check_frule(f, x)
+    check_grads(lambda v: 1.3 * f(v)[0] + f(v)[1], x, order=2)
+    check_grads(lambda v: f(v)[1], np.float32(0.7) * np.ones(2, np.float32), order=1)
+
+
+@needs_scipy
+@pytest.mark.parametrize("name", TWO_OUTPUTS)
+# forward mode computes the tangent of Ci (Chi) too, which is infinite at 0 like Ci itself
+@pytest.mark.filterwarnings("ignore:divide by zero:RuntimeWarning", "ignore:invalid value:RuntimeWarning")
+def test_two_outputs_near_zero(name):
+    # Si, Shi, S and C are smooth through 0 (Ci and Chi have a log singularity there)
+    f = getattr(sp, name)
+    x = np.array([0.0, 1e-8, -1e-3, 0.0099, 0.0101, -0.05])
+    check_grads(lambda v: f(v)[0], x, order=3)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the unused output's infinite derivative is not computed
+        (g,) = ad.gradient(lambda v: np.sum(f(v)[0]), np.array([0.0, 1e-8]))
+    np.testing.assert_allclose(g, [1.0, 1.0] if name != "fresnel" else [0.0, 0.0], atol=1e-15)
+
+
+@needs_scipy
+def test_two_outputs_cotangent_traced_at_zero():
+    # the pullback differentiated w.r.t. its cotangent, at zero: not an unused output's
+    x = np.array([0.5, 2.0])
+    (g,) = ad.gradient(lambda c: np.sum(ad.pullback(lambda v: sp.sici(v)[0], x)[1](c)[0]), np.zeros(2))
+    np.testing.assert_allclose(g, np.sin(x) / x, rtol=1e-14)
+
+
+# ---- scipy.special: hypergeometric functions ------------------------------------------------------------
+HYPERGEOMETRIC = [  # name, parameters, z
+    ("hyp0f1", [(0.5,), (2.5,), (-0.5,)], np.array([-3.0, -0.5, 0.0, 0.4, 2.0])),
+    ("hyp1f1", [(0.5, 1.5), (-2.0, 1.5), (2.5, 0.7), (0.0, 1.0)], np.array([-3.0, -0.5, 0.0, 0.4, 2.0])),
+    ("hyp2f1", [(0.5, 1.5, 2.0), (-2.0, 1.5, 0.5), (2.5, 0.7, 1.3)], np.array([-3.0, -0.5, 0.0, 0.4, 0.8])),
+]
+
+
+@needs_scipy
+@pytest.mark.parametrize("name, parameters, z", HYPERGEOMETRIC, ids=[c[0] for c in HYPERGEOMETRIC])
+def test_hypergeometric(name, parameters, z):
+    f = getattr(sp, name)
+    for p in parameters:
+        check_grads(lambda v: f(*p, v), z, order=2)
+    _jvp_matches_gradient(lambda v: f(*parameters[0], v), z)
+
+
+# ---- scipy.special: orthogonal polynomials ----------------------------------------------------------------
+X_POLY = np.array([-1.0, -0.7, 0.0, 0.3, 0.9, 1.0, 1.5, -2.0])  # the interval's ends too
+N = np.array([0, 1, 2, 5])
+
+POLYNOMIALS = [  # name, fixed parameters between n and x
+    ("eval_chebyt", ()), ("eval_chebyu", ()), ("eval_chebyc", ()), ("eval_chebys", ()),
+    ("eval_sh_chebyt", ()), ("eval_sh_chebyu", ()), ("eval_legendre", ()), ("eval_sh_legendre", ()),
+    ("eval_hermite", ()), ("eval_hermitenorm", ()), ("eval_laguerre", ()),
+    ("eval_genlaguerre", (0.5,)), ("eval_genlaguerre", (-0.5,)),
+    ("eval_gegenbauer", (0.5,)), ("eval_gegenbauer", (2.0,)), ("eval_gegenbauer", (-0.3,)),
+    ("eval_jacobi", (0.5, 1.5)), ("eval_jacobi", (-0.3, 0.0)),
+]
+
+
+@needs_scipy
+@pytest.mark.parametrize("name, parameters", POLYNOMIALS, ids=[f"{c[0]}{c[1]}" for c in POLYNOMIALS])
+def test_orthogonal_polynomials(name, parameters):
+    f = getattr(sp, name)
+    for n in N:  # n = 0 (derivative 0) and n = 1 included
+        x = X_POLY[:, None] * np.ones(2)
+        check_grads(lambda v: f(n, *parameters, v), x, order=2)
+    if not parameters:  # integer n is held fixed: the registered rules themselves
+        check_rrule(f, N, X_POLY[:4])
+        check_frule(f, N, X_POLY[4:])
+
+
+@needs_scipy
+def test_orthogonal_polynomials_known_derivatives():
+    # T_n'(1) = n^2, P_n'(1) = n(n+1)/2, U_n'(1) = n(n+1)(n+2)/3, H_n'(0) = 2n H_{n-1}(0)
+    n = np.array([0, 1, 2, 3, 4])
+    ones = np.ones(5)
+    for f, expected in ((sp.eval_chebyt, n ** 2), (sp.eval_legendre, n * (n + 1) / 2),
+                        (sp.eval_chebyu, n * (n + 1) * (n + 2) / 3)):
+        np.testing.assert_allclose(ad.gradient(lambda v: np.sum(f(n, v)), ones)[0], expected, rtol=1e-13)
+        np.testing.assert_allclose(ad.gradient(lambda v: np.sum(f(n, v)), -ones)[0], expected * (-1.0) ** (n + 1),
+                                   rtol=1e-13)
+    np.testing.assert_allclose(ad.gradient(lambda v: np.sum(sp.eval_hermite(n, v)), np.zeros(5))[0],
+                               [0.0, 2.0, 0.0, -12.0, 0.0], atol=1e-13)
+
+
+@needs_scipy
+def test_non_integer_degree():
+    x = np.array([-0.6, 0.2, 0.8])
+    for f in (sp.eval_chebyt, sp.eval_legendre, sp.eval_laguerre):
+        check_grads(lambda v: f(2.5, v), x, order=2)
+    check_grads(lambda v: sp.eval_jacobi(1.7, 0.5, 0.2, v), x, order=2)
+
+
+# ---- scipy.special: distribution functions ------------------------------------------------------------------
+@needs_scipy
+def test_distribution_functions():
+    x = np.array([0.2, 1.0, 3.5, 8.0])
+    for v in (1.0, 2.0, 3.5):
+        check_grads(lambda t: sp.chdtr(v, t), x, order=2)
+        check_grads(lambda t: sp.chdtrc(v, t), x, order=1)
+    for a, b in ((0.5, 1.0), (2.0, 2.0), (1.3, 3.5)):
+        check_grads(lambda rate, t: sp.gdtr(rate, b, t), a, x, order=2)
+        check_grads(lambda rate, t: sp.gdtrc(rate, b, t), a, x, order=1)
+    for dfn, dfd in ((1.0, 3.0), (2.0, 5.0), (10.0, 2.5)):
+        check_grads(lambda t: sp.fdtr(dfn, dfd, t), x, order=2)
+        check_grads(lambda t: sp.fdtrc(dfn, dfd, t), x, order=1)
+
+
+@needs_scipy
+def test_densities_at_zero():
+    # the chi-square density with 2 degrees of freedom, the exponential's and F(2, 3)'s at 0
+    assert ad.gradient(lambda t: sp.chdtr(2.0, t), 0.0)[0] == pytest.approx(0.5, rel=1e-14)
+    assert ad.gradient(lambda t: sp.gdtr(1.5, 1.0, t), 0.0)[0] == pytest.approx(1.5, rel=1e-14)
+    assert ad.gradient(lambda t: sp.fdtr(2.0, 3.0, t), 0.0)[0] == pytest.approx(1.0, rel=1e-14)
+    assert ad.gradient(lambda t: sp.chdtrc(4.0, t), 0.0)[0] == 0.0
+
+
+@needs_scipy
+def test_inverse_box_cox():
+    y = np.array([-0.3, 0.0, 0.5, 2.0])
+    for lmbda in (0.0, 0.5, -0.4, 2.0):
+        check_grads(lambda v: sp.inv_boxcox(v, lmbda), y, order=2)
+        check_grads(lambda v: sp.inv_boxcox1p(v, lmbda), y, order=2)
+    np.testing.assert_allclose(ad.gradient(lambda v: np.sum(sp.inv_boxcox(v, 0.0)), y)[0], np.exp(y), rtol=1e-15)
+
+
+@needs_scipy
+def test_kolmogorov_and_smirnov_first_order():
+    x = np.array([0.3, 0.8, 1.5])
+    check_rrule(sp.kolmogorov, x)
+    check_frule(sp.kolmogorov, x)
+    n, d = np.array([5, 5, 20]), np.array([0.1, 0.3, 0.33])  # away from the kinks at k / n
+    check_rrule(sp.smirnov, n, d)
+    check_frule(sp.smirnov, n, d)
+    with pytest.raises(NotImplementedError, match="kolmogorov: first derivatives only"):
+        ad.hessian(lambda v: sp.kolmogorov(v), 0.8)
+
+
+NO_DERIVATIVE = [  # name, arguments, the traced one, the parameter the message names
+    ("hyp0f1", (1.5, 0.5), 0, "b"), ("hyp1f1", (0.5, 1.5, 0.3), 1, "b"),
+    ("hyp2f1", (0.5, 1.5, 2.0, 0.3), 2, "c"), ("eval_chebyt", (2.0, 0.3), 0, "the degree n"),
+    ("eval_genlaguerre", (2, 0.5, 0.3), 1, "alpha"), ("eval_gegenbauer", (2, 0.5, 0.3), 1, "alpha"),
+    ("eval_jacobi", (2, 0.5, 1.5, 0.3), 2, "beta"), ("chdtr", (2.0, 1.0), 0, "v"),
+    ("gdtr", (1.0, 2.0, 1.0), 1, "b"), ("fdtrc", (2.0, 3.0, 1.0), 1, "dfd"),
+    ("inv_boxcox", (0.5, 0.3), 1, "lmbda"), ("smirnov", (5.0, 0.3), 0, "n"),
+]
+
+
+@needs_scipy
+@pytest.mark.parametrize("name, args, i, parameter", NO_DERIVATIVE, ids=[c[0] for c in NO_DERIVATIVE])
+def test_parameter_without_derivative(name, args, i, parameter):
+    f = getattr(sp, name)
+
+    def of(p):
+        return f(*args[:i], p, *args[i + 1:])
+
+    message = f"scipy.special.{name}: no derivative with respect to {parameter}"
+    with pytest.raises(NotImplementedError, match=message):
+        ad.gradient(of, float(args[i]))
+    with pytest.raises(NotImplementedError, match=message):
+        ad.jvp(of, (float(args[i]),), (1.0,))
+
+
+# ---- NumPy: unwrap, trim_zeros, i0 ----------------------------------------------------------------------------
+def test_unwrap():
+    p = np.array([0.1, 3.0, 6.5, -3.0, 3.3, 9.8])
+    check_rules(np.unwrap, p)
+    check_rules(np.unwrap, p, 2.0)
+    check_rules(np.unwrap, np.stack([p, p[::-1]]), None, 0)
+    check_rules(np.unwrap, p, fkwargs={"period": 4.0})
+    (g,) = ad.gradient(lambda v: np.sum(np.unwrap(v) * np.arange(6.0)), p)
+    np.testing.assert_array_equal(g, np.arange(6.0))
+
+
+@pytest.mark.parametrize("trim", ["fb", "f", "b", "BF"])
+def test_trim_zeros_1d(trim):
+    a = np.array([0.3, 0.7, 1.5, 0.4, -2.0, 0.9])
+    mask = np.array([0.0, 0.0, 1.0, 0.0, 1.0, 0.0])  # the zeros stay zero under finite differences
+    check_grads(lambda v: np.trim_zeros(v * mask, trim), a)
+    y, _ = ad.pullback(lambda v: np.trim_zeros(v * mask, trim), a)
+    np.testing.assert_array_equal(y, np.trim_zeros(a * mask, trim))
+
+
+@pytest.mark.parametrize("axis", [None, 0, -1, (0, 1)])
+def test_trim_zeros_nd(axis):
+    b = np.array([[0, 0, 2.0, 3, 0, 0], [0, 1, 0, 3, 0, 0], [0, 0, 0, 0, 0, 0]])
+    a = _x(3, 6, seed=1)
+    try:
+        expected = np.trim_zeros(a * (b != 0), "fb", axis)
+    except TypeError:  # NumPy 2.2 takes one axis only
+        pytest.skip("this NumPy's trim_zeros takes no tuple of axes")
+    y, _ = ad.pullback(lambda v: np.trim_zeros(v * (b != 0), "fb", axis), a)
+    np.testing.assert_array_equal(y, expected)
+    check_grads(lambda v: np.trim_zeros(v * (b != 0), "fb", axis), a)
+    zeros = ad.pullback(lambda v: np.trim_zeros(0.0 * v, axis=axis), a)[0]
+    assert zeros.shape == np.trim_zeros(np.zeros((3, 6)), axis=axis).shape
+
+
+@needs_scipy
+def test_i0():
+    check_rules(np.i0, np.array([-2.0, 0.0, 0.5, 3.0]))
+    (g,) = ad.gradient(lambda v: np.sum(np.i0(v)), np.array([0.0, 1.0]))
+    np.testing.assert_allclose(g, [0.0, 0.5651591039924851], rtol=1e-14)  # I1(1)
+
+
+# ---- NumPy: piecewise ---------------------------------------------------------------------------------------------
+X_PIECES = np.array([-1.5, -0.4, 0.2, 0.6, 1.2, 2.5])  # away from the conditions' edges
+
+
+def _same_as_numpy(f, *args):
+    y, _ = ad.pullback(f, *args)
+    np.testing.assert_allclose(y, f(*args), rtol=1e-15, atol=0)
+
+
+def test_piecewise_otherwise_and_scalar_entries():
+    def f(v):
+        return np.piecewise(v, [v < 0, v > 1.0], [lambda t: t ** 2, lambda t: np.sqrt(t), 0.5])
+
+    _same_as_numpy(f, X_PIECES)
+    check_grads(f, X_PIECES)
+    np.testing.assert_array_equal(ad.gradient(lambda v: np.sum(f(v)), X_PIECES)[0],
+                                  [-3.0, -0.8, 0.0, 0.0, 0.5 / np.sqrt(1.2), 0.5 / np.sqrt(2.5)])
+
+
+def test_piecewise_later_conditions_win_and_no_otherwise():
+    def f(v):  # overlapping conditions; elements in none of them are 0
+        return np.piecewise(v, [v < 1.0, v > -1.0, v > 2.0], [np.sin, lambda t: t ** 3, lambda t: -t])
+
+    _same_as_numpy(f, X_PIECES)
+    check_grads(f, X_PIECES)
+
+
+def test_piecewise_functions_see_only_their_values():
+    # sqrt of the negative values would make nan derivatives if it were evaluated everywhere
+    def f(v):
+        return np.piecewise(v, [v >= 0], [np.sqrt, lambda t: t * t])
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        (g,) = ad.gradient(lambda v: np.sum(f(v)), X_PIECES)
+    assert np.all(np.isfinite(g))
+    check_grads(f, X_PIECES)
+
+
+def test_piecewise_arguments_closures_and_scalars():
+    def f(v, a):
+        return np.piecewise(v, [v < 0, v > 0.4], [lambda t, s, k=1.0: a * t * s * k, lambda t, s, k=1.0: np.sqrt(t) * a,
+                                                   lambda t, s, k=1.0: np.sin(t) + a + k], 2.0, k=3.0)
+
+    _same_as_numpy(f, X_PIECES, 1.7)
+    check_grads(f, X_PIECES, 1.7)
+    check_grads(lambda v: np.piecewise(v, [v < 0], [lambda t: t ** 3, lambda t: np.exp(t)]), 0.7)
+    _same_as_numpy(lambda v: np.piecewise(v, [v < 0], [lambda t: t ** 3, lambda t: np.exp(t)]), 0.7)
+
+
+def test_piecewise_condition_over_leading_axes():
+    rows = np.array([True, False, True])
+
+    def f(v):
+        return np.piecewise(v, [rows], [lambda t: t * np.array([1.0, 2.0]), lambda t: -t])
+
+    x = _x(3, 2, seed=2)
+    _same_as_numpy(f, x)
+    check_grads(f, x)
+
+
+# ---- NumPy: apply_along_axis, apply_over_axes ----------------------------------------------------------------------
+FUNCS_1D = {"scalar": lambda r: np.sum(r ** 2), "same length": lambda r: r * np.sum(r),
+            "matrix": lambda r: np.outer(r, r[:2])}
+
+
+@pytest.mark.parametrize("axis", [0, 1, -1])
+@pytest.mark.parametrize("kind", list(FUNCS_1D))
+def test_apply_along_axis(axis, kind):
+    func1d = FUNCS_1D[kind]
+    a = _x(3, 4, 2, seed=3)
+
+    def f(v):
+        return np.apply_along_axis(func1d, axis, v)
+
+    y, _ = ad.pullback(f, a)
+    assert y.shape == f(a).shape
+    np.testing.assert_allclose(y, f(a), rtol=1e-15, atol=0)
+    check_grads(f, a, order=1)
+
+
+def test_apply_along_axis_arguments_and_closures():
+    a = _x(3, 4, seed=4)
+
+    def f(v, w):
+        return np.apply_along_axis(lambda r, s, k: np.sum(np.sin(r * w)) * s + k, 1, v, 2.0, k=0.5)
+
+    _same_as_numpy(f, a, 0.3)
+    check_grads(f, a, 0.3, order=2)
+    _same_as_numpy(lambda v: np.apply_along_axis(np.cumsum, 0, v), _x(5, seed=4))
+    with pytest.raises(ValueError, match="iteration dimensions are 0"):
+        ad.pullback(lambda v: np.apply_along_axis(np.sum, 1, v), np.zeros((0, 3)))
+
+
+@pytest.mark.parametrize("axes", [0, [0, 2], (-1,)])
+def test_apply_over_axes(axes):
+    a = _x(3, 4, 2, seed=6)
+    for func in (np.sum, lambda v, axis: np.max(v, axis, keepdims=True) ** 2):
+        _same_as_numpy(lambda v: np.apply_over_axes(func, v, axes), a)
+        check_grads(lambda v: np.apply_over_axes(func, v, axes), a)
+
+
+# ---- NumPy: polyfit, poly ------------------------------------------------------------------------------------------
+X_FIT = np.linspace(-1.0, 2.0, 9)
+Y_FIT = np.sin(X_FIT) + 0.1 * _x(9, seed=7)
+W_FIT = _x(9, low=0.5, high=2.0, seed=8)
+
+
+@pytest.mark.parametrize("y, deg, kwargs", [
+    (Y_FIT, 0, {}), (Y_FIT, 2, {}), (Y_FIT, 3, {"w": W_FIT}),
+    (np.stack([Y_FIT, np.cos(X_FIT)], 1), 2, {}), (np.stack([Y_FIT, np.cos(X_FIT)], 1), 1, {"w": W_FIT}),
+], ids=["deg0", "deg2", "weights", "2d", "2d-weights"])
+def test_polyfit(y, deg, kwargs):
+    c, _ = ad.pullback(lambda v: np.polyfit(X_FIT, v, deg, **kwargs), y)
+    np.testing.assert_allclose(c, np.polyfit(X_FIT, y, deg, **kwargs), rtol=1e-10, atol=1e-12)
+    check_rules(np.polyfit, X_FIT, y, deg, fkwargs=kwargs, order=1)  # w.r.t. x, y (and w)
+    check_grads(lambda v: np.polyfit(list(X_FIT), v, deg, **kwargs), y, order=2)  # x a constant list
+
+
+def test_polyfit_rank_warning_and_refused_options():
+    with pytest.warns(np.exceptions.RankWarning):
+        ad.pullback(lambda v: np.polyfit(np.array([0.0, 0.0, 1.0, 1.0]), v, 2), _x(4, seed=9))
+    for option in ("full", "cov"):
+        with pytest.raises(NotImplementedError, match=f"polyfit\\(\\.\\.\\., {option}=True\\)"):
+            ad.pullback(lambda v: np.polyfit(X_FIT, v, 2, **{option: True}), Y_FIT)
+
+
+@pytest.mark.parametrize("roots", [np.array([0.3]), np.array([1.0, -2.0, 0.5]), np.array([2.0, 2.0, -1.0, 0.0])])
+def test_poly(roots):
+    y, _ = ad.pullback(np.poly, roots)
+    np.testing.assert_allclose(y, np.poly(roots), rtol=1e-15, atol=1e-15)
+    check_rules(np.poly, roots)
+
+
+def test_poly_edge_cases():
+    assert ad.pullback(np.poly, np.zeros(0))[0] == np.poly(np.zeros(0)) == 1.0
+    y, _ = ad.pullback(np.poly, np.array([0.5, -1.0], np.float32))
+    assert y.dtype == np.poly(np.array([0.5, -1.0], np.float32)).dtype
+    with pytest.raises(NotImplementedError, match="characteristic polynomial"):
+        ad.pullback(np.poly, np.eye(2))
