@@ -100,6 +100,50 @@ def conversion_site(frame: FrameType | None) -> tuple[str, str | None]:
         return "", None
     if not _in_library(frame):
         return f"{_qualname(frame)}, at {_where(frame)}", None
+    names, called_at = _library_call(frame)
+    known = next((name for name in names if name in LEFT_OUT), None)
+    if known is not None:
+        return known + called_at, f"{known} is {LEFT_OUT[known]}."
+    name = names[-1]
+    return name + called_at, (
+        f"{name} is {ASARRAY}: write it with NumPy functions, or wrap it in adrules.primitive "
+        f"and register a rule for the wrapper (see help(adrules.primitive)).")
+
+
+# NumPy functions that call the user's functions and reach the tracer (which traces them
+# as its own calls) only when this argument is traced
+_DISPATCHED_ON = {"numpy.piecewise": "x", "numpy.apply_along_axis": "arr", "numpy.apply_over_axes": "a"}
+
+
+def store_site(frame: FrameType | None) -> str | None:
+    """What to say of a traced value written into a NumPy array by a library's function
+    (``np.piecewise`` given a plain ``x`` and functions that capture a traced value);
+    None where the write is the user's own (``frame``: the frame writing it).
+
+    >>> script = {"__name__": "__main__", "store_site": store_site, "sys": sys}
+    >>> exec("def loss(x): return store_site(sys._getframe())", script)
+    >>> script["loss"](1.0) is None
+    True
+    """
+    if frame is None or not _in_library(frame):
+        return None
+    names, called_at = _library_call(frame)
+    name = next((name for name in names if name in _DISPATCHED_ON), names[-1])
+    argument = _DISPATCHED_ON.get(name)
+    if argument is not None:
+        return (f"{name}{called_at} wrote a traced value one of your functions returned into a NumPy "
+                f"array it made: NumPy hands {name} to the tracer only when its argument {argument} is "
+                f"traced, and here only a value your function captures is. Make {argument} traced "
+                f"too ({argument} + 0.0 * that value), or select with np.where.")
+    return (f"{name}{called_at} writes a traced value into a NumPy array it made, which cannot be "
+            f"differentiated: write it with NumPy functions, or wrap it in adrules.primitive and "
+            f"register a rule for the wrapper (see help(adrules.primitive)).")
+
+
+def _library_call(frame):
+    """``(names, called_at)`` of the library function running in ``frame``: the names a
+    user can call it by, from the innermost of its frames out, and the user's line that
+    called it."""
     chain, package = [frame], _package(frame)
     while chain[-1].f_back is not None and _package(chain[-1].f_back) == package:
         chain.append(chain[-1].f_back)
@@ -111,13 +155,8 @@ def conversion_site(frame: FrameType | None) -> tuple[str, str | None]:
     if "<locals>" in _qualname(chain[-1]):  # a decorator's wrapper: the function it wraps
         wrapped = [v for v in chain[-1].f_locals.values() if inspect.isfunction(v)]
         names += [_public_name(v.__module__, inspect.unwrap(v).__code__) for v in wrapped[:1]]
-    known = next((name for name in names if name in LEFT_OUT), None)
-    if known is not None:
-        return known + called_at, f"{known} is {LEFT_OUT[known]}."
-    name = names[-1] if names else _public_name(chain[-1].f_globals.get("__name__"), chain[-1].f_code)
-    return name + called_at, (
-        f"{name} is {ASARRAY}: write it with NumPy functions, or wrap it in adrules.primitive "
-        f"and register a rule for the wrapper (see help(adrules.primitive)).")
+    return names or [_public_name(chain[-1].f_globals.get("__name__"), chain[-1].f_code)], called_at
+
 
 def _package(frame):
     return str(frame.f_globals.get("__name__", "")).partition(".")[0]

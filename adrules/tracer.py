@@ -152,7 +152,13 @@ def _escape(what):
     with float() when it is stored into a plain array (y[i] = x) and then replaces our
     error by "setting an array element with a sequence", keeping ours as __cause__; the
     caller's current instruction being a subscript store tells that case apart."""
-    return _ASSIGN if _in_store(3) else _ESCAPE.format(what=what)
+    return _assign_error(sys._getframe(2)) if _in_store(3) else _ESCAPE.format(what=what)
+
+
+def _assign_error(frame):
+    """The error for a traced value stored into a plain array by ``frame``: a library's
+    function named (``np.piecewise`` of a plain x), or the user's own write."""
+    return gaps.store_site(frame) or _ASSIGN
 
 
 def _in_store(depth):
@@ -237,7 +243,7 @@ class Traced(TracedValue):
         # A property that raises (rather than __array__) so NumPy passes our error on
         # instead of replacing it with "setting an array element with a sequence".
         if _in_store(2):  # y[1:3] = x
-            raise TracerError(_ASSIGN)
+            raise TracerError(_assign_error(sys._getframe(1)))
         where, advice = gaps.conversion_site(sys._getframe(1))
         if advice is not None:  # in a library's function, which the tracer cannot enter
             raise TracerError(f"np.asarray of a traced value in {where} would drop its gradient. {advice} "

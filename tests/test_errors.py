@@ -742,3 +742,23 @@ def test_a_mistake_that_passed_silently_is_named(call, error, message):
 def test_projecting_onto_none_or_a_string_gives_no_tangent():
     assert ad.ProjectTo(None)(np.ones(2)) == ad.NoTangent()
     assert ad.ProjectTo("abc")(np.ones(2)) == ad.NoTangent()
+
+
+def test_piecewise_of_a_plain_x_whose_functions_capture_a_traced_value_names_the_fix():
+    # NumPy runs its own piecewise (x is plain) and writes c * v into its array: the error
+    # spoke of the user's "y[i] = x", which the user never wrote
+    z = np.array([-1.0, 0.5, 2.0])
+
+    def loss(c):
+        return np.sum(np.piecewise(z, [z < 0, z >= 0], [lambda v: c * v ** 2, lambda v: np.sin(v) * c]))
+
+    line = loss.__code__.co_firstlineno + 1
+    with pytest.raises(TypeError) as info:
+        grad(loss, 1.7)
+    message = str(info.value)
+    assert f"numpy.piecewise (called at test_errors.py:{line})" in message
+    assert "Make x traced too (x + 0.0 * that value)" in message and "y[i] = x" not in message
+    # the fix it gives works: d/dc of c * (sum of z**2 below 0 + sum of sin z above)
+    fixed, = grad(lambda c: np.sum(np.piecewise(z + 0.0 * c, [z < 0, z >= 0],
+                                                [lambda v: c * v ** 2, lambda v: np.sin(v) * c])), 1.7)
+    assert fixed == pytest.approx(np.sum(z[z < 0] ** 2) + np.sum(np.sin(z[z >= 0])), rel=1e-14)
