@@ -26,7 +26,7 @@ import executors
 from . import _state
 from .api import (_DROPPED_SUBCLASSES, _check_callable, _leaf_is_differentiable, _Name, _value_and_gradient,
                   gradient, jvp, pullback, _subclass_refused)
-from .pytrees import PyTree, flatten, tangent_leaves
+from .pytrees import LEAF, PyTree, TreeDef, _field_names, flatten, tangent_leaves, unflatten
 from .schedule import run, work_key
 from .tangents import Tangent, is_float_value, is_zero
 from .tracer import SECOND_ORDER, NoFruleError, NoRuleError, Traced, in_place_writes_explained
@@ -51,11 +51,11 @@ def _int_array(fname: str, where: str, dtype: Any) -> TypeError:
                      f"at those values, or capture it in a closure if it is data.")
 
 
-def _as_array_arg(fname: str, i: int, x: Any) -> Any:
+def _as_array_arg(fname: str, where: str, x: Any) -> Any:
     if type(x) is Traced:  # nested in another differentiation
         return x
     if isinstance(x, (bool, np.bool_)):  # (a boolean array: _int_array's message)
-        raise TypeError(f"{fname}: argument {i} is a boolean ({x!r}); Jacobians and Hessians are "
+        raise TypeError(f"{fname}: {where} is a boolean ({x!r}); Jacobians and Hessians are "
                         f"taken with respect to every argument, and a flag has no derivative. "
                         f"Capture it in a closure: {fname.split('(')[0]}(lambda x: f(x, flag), x).")
     if isinstance(x, np.floating):  # np.float32(2.0): its dtype kept, as a float32 array's is
@@ -63,14 +63,73 @@ def _as_array_arg(fname: str, i: int, x: Any) -> Any:
     if isinstance(x, (float, int, np.integer)):  # an integer point too, in float
         return np.asarray(x, dtype=float)
     if isinstance(x, _DROPPED_SUBCLASSES) and x.dtype.kind in "fc":
-        raise _subclass_refused(fname, f"argument {i}", x)
+        raise _subclass_refused(fname, where, x)
     if isinstance(x, np.ndarray) and is_float_value(x, allow_complex=False):
         return x
     if isinstance(x, np.ndarray):
-        raise _int_array(fname, f"argument {i}", x.dtype)
-    raise TypeError(f"{fname}: argument {i} is a {type(x).__name__}; Jacobians and Hessians are "
-                    f"taken with respect to float arrays or numbers. Use adrules.pullback or "
-                    f"adrules.jvp for containers.")
+        raise _int_array(fname, where, x.dtype)
+    raise TypeError(f"{fname}: {where} is a {type(x).__name__}; Jacobians and Hessians are "
+                    f"taken with respect to float arrays or numbers, or containers of them (a "
+                    f"class of your own: register it with adrules.register_node).")
+
+
+def _as_leaf(fname: str, where: str, x: Any) -> Any:
+    """A container's leaf as an array. An integer is refused, not taken as a point as an
+    argument is: in a container it is a count, an index or an option more often."""
+    if isinstance(x, (bool, np.bool_, int, np.integer)):
+        what = "a boolean" if isinstance(x, (bool, np.bool_)) else "an integer"
+        raise TypeError(f"{fname}: {where} is {what} ({x!r}); Jacobians and Hessians are taken "
+                        f"with respect to every leaf, each a float array or number. If it is "
+                        f"data, take it out of the container and capture it in a closure; pass "
+                        f"{float(x)!r} to differentiate at that value.")
+    if type(x) is Traced or isinstance(x, (np.ndarray, float, np.floating)):
+        return _as_array_arg(fname, where, x)
+    raise TypeError(f"{fname}: {where} is a {type(x).__name__}; Jacobians and Hessians are "
+                    f"taken with respect to float arrays or numbers. If it is data, take it out "
+                    f"of the container and capture it in a closure.")
+
+
+def _paths(tree: TreeDef) -> list[str]:
+    """Where each leaf of a container sits, as the user indexes it: ``['w']``, ``[0]``, ``.bias``."""
+    if tree.kind is None:
+        return [""]
+    names = _field_names(tree)
+    if names is None:  # a list, a tuple, a registered node
+        steps = [f"[{k}]" for k in range(len(tree.children))]
+    else:
+        steps = [f"[{k!r}]" if tree.kind is dict else f".{k}" for k in names]
+    return [step + path for step, child in zip(steps, tree.children) for path in _paths(child)]
+
+
+def _points(fname: str, args: tuple[Any, ...]) -> tuple[list[TreeDef], tuple[Any, ...]]:
+    """Each argument's structure, and the leaves of all of them as arrays, in order."""
+    trees, points = [], []
+    for i, arg in enumerate(args):
+        leaves, tree = flatten(arg)
+        trees.append(tree)
+        if tree.kind is None:
+            points.append(_as_array_arg(fname, f"argument {i}", arg))
+        else:
+            points += [_as_leaf(fname, f"argument {i}{path}", v) for path, v in zip(_paths(tree), leaves)]
+    return trees, tuple(points)
+
+
+class _OnLeaves:
+    """``f`` called with the leaves of its container arguments, which it rebuilds (picklable)."""
+
+    def __init__(self, f: Callable[..., Any], trees: list[TreeDef]) -> None:
+        self.f, self.trees = f, trees
+        self.__name__ = getattr(f, "__name__", "f")
+
+    def __call__(self, *leaves: Any) -> Any:
+        it = iter(leaves)
+        return self.f(*(unflatten(tree, it) for tree in self.trees))
+
+
+def _per_argument(trees: list[TreeDef], blocks: list[Any]) -> list[Any]:
+    """``blocks``, one per leaf of the arguments in order, rebuilt into each argument's structure."""
+    it = iter(blocks)
+    return [unflatten(tree, it) for tree in trees]
 
 
 def _array(v: Any) -> Any:
@@ -85,6 +144,8 @@ def _pieces(fn: Callable[..., Any], chunks: list[range], fn_args: tuple[Any, ...
     by ``f``, and they cannot leave this thread."""
     if _state.STATE.active:
         return [fn(chunk, *fn_args) for chunk in chunks]
+    while isinstance(f, (_OnLeaves, _OneArray, _Raveled)):  # the user's function names the work
+        f = f.f
     return run(executors.resolve(executor), fn, chunks, fn_args, key=work_key(f),
                dispatch=executors.resolve_dispatch(), label=label, about=f)
 
@@ -124,13 +185,37 @@ def _ranges(n: int, chunk_size: int | None) -> list[range]:
     return [range(r.start, r.stop) for r in executors.chunk_ranges(n, size)]
 
 
+def _check_numbers(fname: str, out: Any, where: str = "") -> None:
+    y = _array(out)
+    if type(y) is not Traced and y.dtype.kind not in "biufc":
+        what = f"an array of dtype {y.dtype}" if type(out) is np.ndarray else f"a {type(out).__name__}"
+        raise TypeError(f"{fname}: f returned {what}{where}; a Jacobian is of numbers or arrays of "
+                        f"numbers.")
+
+
+def _of_sequences(tree: TreeDef) -> bool:
+    return tree.kind is None or (tree.kind in (list, tuple) and all(map(_of_sequences, tree.children)))
+
+
+@overload
+def jacobian(f: Callable[..., Any], *args: FloatArg, mode: Literal["fwd", "rev"] | None = None,
+             executor: executors.Executor | str | None = None,
+             chunk_size: int | None = None) -> tuple[NDArray[np.floating], ...]: ...
+
+
+@overload
+def jacobian(f: Callable[..., Any], *args: PyTree, mode: Literal["fwd", "rev"] | None = None,
+             executor: executors.Executor | str | None = None,
+             chunk_size: int | None = None) -> tuple[Any, ...]: ...
+
+
 def jacobian(
     f: Callable[..., Any],
-    *args: Any,  # FloatArg each; Any as the body rebinds args to the arrays it made
+    *args: Any,  # the overloads above say what users pass
     mode: Literal["fwd", "rev"] | None = None,
     executor: executors.Executor | str | None = None,
     chunk_size: int | None = None,
-) -> tuple[NDArray[np.floating], ...]:
+) -> tuple[Any, ...]:
     """Jacobians of ``f`` with respect to each argument: shape ``y.shape + x.shape``.
 
     ``mode`` is ``"fwd"`` (one jvp per input element), ``"rev"`` (one pullback per
@@ -144,6 +229,20 @@ def jacobian(
     array([[2., 0.],
            [0., 4.]])
 
+    An argument may be a container of float arrays and numbers (dict, list, tuple,
+    NamedTuple, dataclass, a ``register_node`` type), and ``f`` may return a dict, NamedTuple
+    or dataclass of values (a list or tuple of values is one array, stacked). As with
+    ``jax.jacobian``, argument i's Jacobian is then shaped like the output, and each of its
+    leaves like argument i: ``J[out][in]`` of shape ``out.shape + in.shape``.
+
+    >>> p = {"w": np.array([1.0, 2.0]), "b": 3.0}
+    >>> (J,) = ad.jacobian(lambda p: {"y": p["w"] * p["b"], "s": np.sum(p["w"])}, p)
+    >>> J["y"]["w"]
+    array([[3., 0.],
+           [0., 3.]])
+    >>> J["y"]["b"], J["s"]["w"]
+    (array([1., 2.]), array([1., 1.]))
+
     It nests like every derivative: the derivative of ``x0 * x1**3``'s gradient is its Hessian.
 
     >>> ad.jacobian(lambda x: ad.jacobian(lambda u: u[0] * u[1] ** 3, x)[0], np.array([2.0, 1.0]))[0]
@@ -152,16 +251,34 @@ def jacobian(
     """
     _check_callable("jacobian", f)
     fname = f"jacobian({getattr(f, '__name__', 'f')})"
-    args = tuple(_as_array_arg(fname, i, a) for i, a in enumerate(args))
-    out = f(*args)
-    if type(out) in (list, tuple):  # [x[0] * x[1], x[2]]: one array, in both modes
+    trees, points = _points(fname, args)
+    if any(tree.kind is not None for tree in trees):  # the array Jacobians of its leaves, rebuilt
+        f = _OnLeaves(f, trees)
+    out = f(*points)
+    values, out_tree = flatten(out)
+    if type(out) in (list, tuple) and _of_sequences(out_tree):  # [x[0] * x[1], x[2]]: one array, in both modes
         f = _OneArray(fname, f)
-        out = f.stacked(out)
-    y = _array(out)
-    if type(y) is not Traced and y.dtype.kind not in "biufc":
-        what = f"an array of dtype {y.dtype}" if type(out) is np.ndarray else f"a {type(out).__name__}"
-        raise TypeError(f"{fname}: f returned {what}; a Jacobian is of numbers or arrays of "
-                        f"numbers.")
+        out, out_tree = f.stacked(out), LEAF
+    elif out_tree.kind is not None:  # {"y": .., "s": ..}: rows of one vector, split by value below
+        for path, v in zip(_paths(out_tree), values):
+            _check_numbers(fname, v, f" at output{path}")
+        f = _Raveled(f)
+        out = f.raveled(out)
+    _check_numbers(fname, out)
+    jacs = _jacobian(fname, f, points, _array(out), mode, executor, chunk_size)
+    if out_tree.kind is None:
+        return tuple(_per_argument(trees, list(jacs)))
+    starts = np.cumsum([0] + [np.size(v) for v in values])
+    per_value = [_per_argument(trees, [np.reshape(jac[a:b], np.shape(v) + np.shape(x))
+                                       for jac, x in zip(jacs, points)])
+                 for v, a, b in zip(values, starts, starts[1:])]
+    return tuple(unflatten(out_tree, [of_value[i] for of_value in per_value]) for i in range(len(trees)))
+
+
+def _jacobian(fname: str, f: Callable[..., Any], args: tuple[Any, ...], y: Any,
+              mode: Literal["fwd", "rev"] | None, executor: executors.Executor | str | None,
+              chunk_size: int | None) -> tuple[Any, ...]:
+    """The Jacobians of ``f``, whose value ``y`` at ``args`` is one array, at its array arguments."""
     if y.dtype.kind == "c":  # reverse mode's pullbacks project onto the real inputs
         if mode == "rev":
             raise TypeError(f"{fname}: f returned complex values, whose Jacobian reverse mode "
@@ -173,7 +290,7 @@ def jacobian(
             ("fwd", "rev") if n_in <= y.size else ("rev", "fwd"))
         first, then = order
         try:
-            return jacobian(f, *args, mode=first, executor=executor, chunk_size=chunk_size)
+            return _jacobian(fname, f, args, y, first, executor, chunk_size)
         except NoRuleError as e:  # NoFruleError in forward mode: an rrule-only primitive
             if (first == "fwd") != isinstance(e, NoFruleError):
                 raise
@@ -216,6 +333,22 @@ class _OneArray:
                             f"{sorted(shapes)}; a Jacobian is of one array: return "
                             f"np.concatenate([np.ravel(v) for v in values]), or one Jacobian per value.")
         return np.stack(parts) if parts else np.zeros(0)
+
+
+class _Raveled:
+    """``f`` whose dict, NamedTuple or dataclass of values is raveled into one vector (picklable)."""
+
+    def __init__(self, f: Callable[..., Any]) -> None:
+        self.f = f
+        self.__name__ = getattr(f, "__name__", "f")
+
+    def __call__(self, *args: Any) -> Any:
+        return self.raveled(self.f(*args))
+
+    @staticmethod
+    def raveled(out: Any) -> Any:
+        values = flatten(out)[0]
+        return np.concatenate([np.ravel(v) for v in values]) if values else np.zeros(0)
 
 
 def _hessian_columns(cols: range, f: Callable[..., Any], x: Any) -> list[Any]:
@@ -276,12 +409,17 @@ def hessian(f: Callable[..., Any], x: FloatArg, y: FloatArg, /, *args: FloatArg,
             chunk_size: int | None = None) -> tuple[tuple[NDArray[np.floating], ...], ...]: ...
 
 
+@overload
+def hessian(f: Callable[..., Any], x: PyTree, /, *args: PyTree, executor: executors.Executor | str | None = None,
+            chunk_size: int | None = None) -> Any: ...
+
+
 def hessian(
     f: Callable[..., Any],
     *args: Any,  # the overloads above say what users pass
     executor: executors.Executor | str | None = None,
     chunk_size: int | None = None,
-) -> NDArray[np.floating] | tuple[tuple[NDArray[np.floating], ...], ...]:
+) -> Any:
     """The Hessian of scalar ``f`` at ``x`` (shape ``x.shape + x.shape``), by
     forward-over-reverse, one column per input element, computed on an executor (by
     reverse-over-reverse, one row each, where a primitive has an rrule but no frule).
@@ -299,20 +437,39 @@ def hessian(
     >>> Hab
     array([[2., 0.],
            [0., 2.]])
+
+    At a container (a dict of parameters, a dataclass), as with ``jax.hessian``, the
+    Hessian is shaped like ``x`` and each of its leaves like ``x``: ``H[a][b]`` of shape
+    ``x[a].shape + x[b].shape``, the derivative of the gradient's ``a`` by ``x[b]``.
+
+    >>> H = ad.hessian(lambda p: np.sum(p["w"] ** 2) * p["b"], {"w": np.array([1.0, 2.0]), "b": 3.0})
+    >>> H["w"]["b"], H["b"]["b"]
+    (array([2., 4.]), array(0.))
     """
     _check_callable("hessian", f)
     fname = f"hessian({getattr(f, '__name__', 'f')})"
+    if not args:
+        raise TypeError(f"{fname}: give the point to differentiate at, hessian(f, x).")
+    trees, points = _points(fname, args)
+    g = f if all(tree.kind is None for tree in trees) else _OnLeaves(f, trees)
     with _rules_differentiated(fname):
-        return _hessian(fname, f, args, executor, chunk_size)
+        h = _hessian(fname, g, points, executor, chunk_size)
+    if g is f:
+        return h
+    # the blocks of the leaves: row k (the gradient's leaf k) rebuilt into each argument's
+    # structure, then the rows of argument i into its structure
+    rows = [_per_argument(trees, list(row)) for row in (((h,),) if len(points) == 1 else h)]
+    ends = np.cumsum([tree.n_leaves for tree in trees])
+    blocks = tuple(tuple(unflatten(a, [row[j] for row in rows[end - a.n_leaves:end]]) for j in range(len(trees)))
+                   for a, end in zip(trees, ends))
+    return blocks[0][0] if len(trees) == 1 else blocks
 
 
 def _hessian(fname: str, f: Callable[..., Any], args: tuple[Any, ...],
              executor: executors.Executor | str | None,
              chunk_size: int | None) -> NDArray[np.floating] | tuple[tuple[NDArray[np.floating], ...], ...]:
-    if not args:
-        raise TypeError(f"{fname}: give the point to differentiate at, hessian(f, x).")
-    if len(args) > 1:
-        args = tuple(_as_array_arg(fname, i, a) for i, a in enumerate(args))
+    """The Hessian of ``f`` at one array, or its blocks at none or several."""
+    if len(args) != 1:
         offsets = np.cumsum([0] + [a.size for a in args])
         parts = _pieces(_hessian_blocks, _ranges(int(offsets[-1]), chunk_size), (f, args, offsets),
                         f, executor, "hessian columns")
@@ -322,7 +479,7 @@ def _hessian(fname: str, f: Callable[..., Any], args: tuple[Any, ...],
                    if b.size else np.zeros(a.shape + (0,))).reshape(a.shape + b.shape)
                   for j, b in enumerate(args))
             for i, a in enumerate(args))
-    x = _as_array_arg(fname, 0, args[0])
+    (x,) = args
     if x.size == 0:
         return np.zeros(x.shape + x.shape)
     parts = _pieces(_hessian_columns, _ranges(x.size, chunk_size), (f, x), f, executor, "hessian columns")

@@ -113,8 +113,10 @@ def test_no_perturbation_confusion_in_forward_mode():
 def test_bad_input_is_named():
     with pytest.raises(ValueError, match="mode must be"):
         ad.jacobian(layer, X, mode="sideways")
-    with pytest.raises(TypeError, match="argument 0 is a dict"):
-        ad.jacobian(lambda d: d["x"], {"x": X})
+    with pytest.raises(TypeError, match=r"argument 0\['n'\] is an integer \(3\)"):
+        ad.jacobian(lambda d: d["x"] * d["n"], {"x": X, "n": 3})
+    with pytest.raises(TypeError, match="argument 0 is a str"):
+        ad.jacobian(lambda s: X, "x")
     with pytest.raises(TypeError, match="v has shape"):
         ad.hvp(quartic, X, np.ones(2))
     with pytest.raises(TypeError, match="tangent of argument 0 has shape"):
