@@ -12,6 +12,7 @@ Every executor is created and warmed (pool started, a psum gradient run once) in
 """
 
 import statistics
+import time
 
 import adrules as ad
 
@@ -320,6 +321,8 @@ class PsumHeavyFirstCall:
         # the pool is up (kept across samples: resolve caches it); without the preload each
         # worker's first chunk imported adrules (0.35 s) inside the timed first call
         ex.start(preload=("adrules",))
+        while not ex.ready():  # every worker up: a map may finish on the first worker alone,
+            time.sleep(0.01)   # and then the timed call had no probe and counted a start-up
         ex.map(abs, [-1, -2])
         loss = common.member_loss(common.HEAVY)
         self.total = lambda models: ad.psum(loss, models, x, y, executor=ex)
