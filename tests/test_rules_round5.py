@@ -387,3 +387,22 @@ def test_poly_edge_cases():
     assert y.dtype == np.poly(np.array([0.5, -1.0], np.float32)).dtype
     with pytest.raises(NotImplementedError, match="characteristic polynomial"):
         ad.pullback(np.poly, np.eye(2))
+
+
+# ---- segment extrema: maximum.reduceat / minimum.reduceat ------------------------------------
+@pytest.mark.parametrize("ufunc", [np.maximum, np.minimum])
+@pytest.mark.parametrize("axis", [0, 1, -1])
+def test_segment_extrema_against_finite_differences(ufunc, axis):
+    x = np.random.default_rng(3).normal(size=(6, 7))
+    idx = [0, 2, 2, 5, 3]  # an empty segment (2, 2) and a decreasing index (5, 3): x[i] alone
+    w = np.random.default_rng(4).normal(size=ufunc.reduceat(x, idx, axis=axis).shape)
+    check_grads(lambda x: np.sum(ufunc.reduceat(x, idx, axis=axis) * w), x, order=2)
+    check_grads(lambda x: np.sum(ufunc.reduceat(x, idx, axis) ** 2), x, order=1)
+
+
+def test_segment_maximum_shares_ties_as_np_max_does():
+    x = np.array([1.0, 3.0, 3.0, 2.0, 5.0])
+    g, = ad.gradient(lambda x: np.sum(np.maximum.reduceat(x, [0, 4])), x)
+    expected, = ad.gradient(lambda x: np.max(x[:4]) + np.max(x[4:]), x)
+    np.testing.assert_array_equal(g, expected)
+    np.testing.assert_array_equal(g, [0.0, 0.5, 0.5, 0.0, 1.0])

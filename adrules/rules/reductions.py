@@ -1,6 +1,7 @@
 """Rules: reductions (sums, means, products, extrema, moments, traces), cumulative ops,
 and the ufunc methods ``logaddexp.reduce`` (log-sum-exp), ``maximum.accumulate`` (running
-extrema) and ``add.reduceat`` (segment sums).
+extrema), ``add.reduceat`` (segment sums) and ``maximum.reduceat`` / ``minimum.reduceat``
+(segment extrema).
 
 A reduction's pullback spreads the output cotangent back over the reduced axes
 (``_expand``) and weights it by each element's share of the result; its frule reduces
@@ -554,6 +555,44 @@ def add_reduceat_rrule(array, *options, **kwargs):
 def add_reduceat_frule(tangents, array, *options, **kwargs):
     indices, axis, dtype = _reduceat_options(options, kwargs)
     return np.add.reduceat(array, indices, axis, dtype), np.add.reduceat(tangents[1], indices, axis)
+
+
+
+def _register_segment_extremum(ufunc):
+    """``maximum.reduceat`` / ``minimum.reduceat``: each output's derivative goes to the
+    elements of its segment that attain it, shared among ties (as ``np.max``'s rule does)."""
+    def shares(array, y, indices, axis):
+        axis = axis % np.ndim(array)
+        positions, owners = _segments(indices, np.shape(array)[axis])
+        gathered = np.take(array, positions, axis)
+        hits = (gathered == np.take(y, owners, axis)).astype(np.result_type(array))  # plain: no derivative
+        starts = np.concatenate([[0], np.cumsum(np.bincount(owners))[:-1]])
+        ties = np.add.reduceat(hits, starts, axis)
+        return positions, owners, starts, hits / np.take(ties, owners, axis), axis
+
+    @reverse_rule(ufunc.reduceat)
+    def segment_extremum_rrule(array, *options, **kwargs):
+        indices, axis, dtype = _reduceat_options(options, kwargs)
+        y = ufunc.reduceat(array, indices, axis, dtype)
+        shape = np.shape(array)
+        positions, owners, _, share, axis = shares(array, y, indices, axis)
+        index = (slice(None),) * axis + (positions,)
+
+        def segment_extremum_pullback(g):
+            return NoTangent(), scatter_add(shape, index, np.take(g, owners, axis) * share)
+
+        return y, segment_extremum_pullback
+
+    @forward_rule(ufunc.reduceat)
+    def segment_extremum_frule(tangents, array, *options, **kwargs):
+        indices, axis, dtype = _reduceat_options(options, kwargs)
+        y = ufunc.reduceat(array, indices, axis, dtype)
+        positions, _, starts, share, axis = shares(array, y, indices, axis)
+        return y, np.add.reduceat(np.take(tangents[1], positions, axis) * share, starts, axis)
+
+
+_register_segment_extremum(np.maximum)
+_register_segment_extremum(np.minimum)
 
 
 # ---- trace ------------------------------------------------------------------------------------
