@@ -34,6 +34,10 @@ ADD_AT = ("writes into its first argument in place, which cannot be differentiat
 
 FILES = "writes a file: nothing to differentiate"
 
+# what to do about a library's Python function the tracer cannot enter
+GIVE_IT_A_RULE = ("write it with NumPy functions, or wrap it in adrules.primitive and register a "
+                  "rule for the wrapper (see help(adrules.primitive))")
+
 # its pullback, sum over j >= i of g_j exp(x_i - y_j), factors only through exp(x_i) and
 # exp(-y_j), which overflow at opposite ends of a long log-likelihood
 LOG_ACCUMULATE = ("no rule: its derivative has no overflow-free vectorized form; write the recursion "
@@ -105,9 +109,7 @@ def conversion_site(frame: FrameType | None) -> tuple[str, str | None]:
     if known is not None:
         return known + called_at, f"{known} is {LEFT_OUT[known]}."
     name = names[-1]
-    return name + called_at, (
-        f"{name} is {ASARRAY}: write it with NumPy functions, or wrap it in adrules.primitive "
-        f"and register a rule for the wrapper (see help(adrules.primitive)).")
+    return name + called_at, f"{name} is {ASARRAY}: {GIVE_IT_A_RULE}."
 
 
 # NumPy functions that call the user's functions and reach the tracer (which traces them
@@ -136,8 +138,7 @@ def store_site(frame: FrameType | None) -> str | None:
                 f"traced, and here only a value your function captures is. Make {argument} traced "
                 f"too ({argument} + 0.0 * that value), or select with np.where.")
     return (f"{name}{called_at} writes a traced value into a NumPy array it made, which cannot be "
-            f"differentiated: write it with NumPy functions, or wrap it in adrules.primitive and "
-            f"register a rule for the wrapper (see help(adrules.primitive)).")
+            f"differentiated: {GIVE_IT_A_RULE}.")
 
 
 def _library_call(frame):

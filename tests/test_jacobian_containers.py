@@ -143,11 +143,15 @@ def test_an_int_value_of_a_dict_output_has_a_zero_jacobian():
 
 def test_on_an_executor_in_chunks_as_in_serial():
     serial = ad.jacobian(model, P, X, mode="fwd", executor="serial", chunk_size=2)
+    assert_trees_close(serial, tuple(central_differences(model, (P, X), i) for i in (0, 1)),
+                       rtol=1e-5, atol=1e-7)
     for mode in ("fwd", "rev"):
         threads = ad.jacobian(model, P, X, mode=mode, executor="threads", chunk_size=1)
         assert_trees_close(threads, serial, rtol=1e-14)
     h = ad.hessian(lambda p: model(p, X)["loss"], P, executor="threads", chunk_size=1)
     assert_trees_close(h, ad.hessian(lambda p: model(p, X)["loss"], P, executor="serial"), rtol=1e-14)
+    grad = lambda p: ad.gradient(lambda q: model(q, X)["loss"], p)[0]  # noqa: E731
+    assert_trees_close(h, central_differences(grad, (P,), 0), rtol=1e-5, atol=1e-7)
 
 
 def quadratic(p):  # sum(a**2 * b) + a0 * c**3
