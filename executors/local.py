@@ -373,7 +373,40 @@ def _loky_pool_healthy(pool) -> bool:
     """False once loky flagged the pool broken or one of its workers has exited."""
     if pool._flags.broken or pool._flags.shutdown:
         return False
-    return all(p.exitcode is None for p in _loky_workers(pool).values())
+    return not any(_has_exited(p) for p in _loky_workers(pool).values())
+
+
+def _has_exited(process) -> bool:
+    """Whether a worker has exited or is exiting, without reaping it.
+
+    ``exitcode`` reaps (waitpid), and loky's manager thread reaps the same worker once
+    it notices: the loser of that race is told "still running". And a worker killed a
+    moment ago is not reapable until all its threads have torn down (milliseconds):
+    Linux shows it as exiting meanwhile. Either way the next map failed on it.
+    """
+    if _exiting_on_linux(process.pid):
+        return True
+    if not hasattr(os, "waitid"):  # macOS
+        return process.exitcode is not None
+    try:
+        return os.waitid(os.P_PID, process.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
+    except ChildProcessError:  # reaped already
+        return True
+
+
+_PF_EXITING = 0x4  # linux/sched.h: "getting shut down"
+
+
+def _exiting_on_linux(pid) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+    except FileNotFoundError:  # gone, or no /proc at all (not Linux): waitid tells
+        return False
+    except ProcessLookupError:  # gone while reading
+        return True
+    fields = stat[stat.rindex(b")") + 2:].split()  # after "pid (command) "
+    return fields[0] in (b"Z", b"X") or bool(int(fields[6]) & _PF_EXITING)
 
 
 def _short(indices, limit=10):

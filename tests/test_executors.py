@@ -784,3 +784,23 @@ def test_loky_private_attributes():
             time.sleep(0.01)
         assert not _loky_pool_healthy(pool)
         assert ex.map(abs, [-3]) == [3]  # and the executor replaced it
+
+
+def test_a_reaped_worker_counts_as_dead():
+    """loky's manager thread reaps a dead worker (waitpid) when it notices the death;
+    a second waitpid learns nothing, so ``exitcode`` asked afterwards said "running"
+    and the next map went to a pool about to break. The test reaps the worker itself,
+    as the manager thread would (when the manager thread wins, the worker is reaped
+    all the same)."""
+    from executors.local import _has_exited, _loky_workers
+
+    with executors.ProcessExecutor(1) as ex:
+        ex.map(abs, [1])
+        (worker,) = _loky_workers(ex._pool).values()
+        os.kill(worker.pid, signal.SIGKILL)
+        try:
+            os.waitpid(worker.pid, 0)
+        except ChildProcessError:
+            pass  # loky's manager thread reaped it first
+        assert _has_exited(worker)
+        assert ex.map(abs, [-3]) == [3]
