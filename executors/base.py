@@ -202,6 +202,9 @@ class Executor:
     bytes_per_second: float = float("inf")
     #: number of tasks that can run at once
     n_workers: int = 1
+    #: True when ``map``'s ``caller_share`` runs in the calling thread while the workers
+    #: run the rest (else the workers run every item)
+    caller_helps: bool = False
 
     def map(
         self,
@@ -211,6 +214,7 @@ class Executor:
         shared: tuple[Any, ...] | list[Any] = (),
         on_done: Callable[[int], object] | None = None,
         on_result: Callable[[int, Any], Any] | None = None,
+        caller_share: int = 0,
     ) -> list[Any]:
         """Return ``[fn(item, *shared) for item in items]``, in item order.
 
@@ -224,6 +228,12 @@ class Executor:
         the failing item; the not-yet-started tasks are cancelled and the
         executor stays usable.  Called from inside chunk work, the map runs
         inline and serially.
+
+        ``caller_share=k`` lets the calling thread run items ``0..k-1`` itself while the
+        workers run the rest, instead of sitting idle until they are done (the caller is
+        a worker too, as in Stan's ``reduce_sum``); results, their order and errors are
+        as without it. :class:`ProcessExecutor` takes the offer (unless made with
+        ``caller_helps=False``); the other backends run every item on their workers.
 
         >>> import executors
         >>> executors.SerialExecutor().map(lambda x, k: x * k, range(4), shared=(10,))
@@ -239,20 +249,25 @@ class Executor:
         for name, hook in (("on_done", on_done), ("on_result", on_result)):
             if hook is not None and not callable(hook):
                 raise TypeError(f"{name} must be callable or None, got {type(hook).__name__}")
+        caller_share = check_positive_int(caller_share, "caller_share", minimum=0) or 0
         items = list(items)
         shared = tuple(shared)
         if not items:
             return []
         results = InOrder(len(items), on_result)
-        if _context.in_worker():
+        if _context.in_worker() or caller_share >= len(items):
             _map_inline(fn, items, shared, on_done, self.name, results)
+        elif caller_share and self.caller_helps:
+            self._map(fn, items, shared, on_done, results, caller_share=caller_share)
         else:
             self._map(fn, items, shared, on_done, results)
         return results.values
 
     def _map(self, fn: Callable[..., Any], items: list[Any], shared: tuple[Any, ...],
-             on_done: Callable[[int], object] | None, results: InOrder) -> None:  # pragma: no cover - abstract
-        """Run the items; hand each result to ``results.put(i, result)``."""
+             on_done: Callable[[int], object] | None, results: InOrder,
+             caller_share: int = 0) -> None:  # pragma: no cover - abstract
+        """Run the items; hand each result to ``results.put(i, result)``. Where
+        ``caller_helps``, run items ``0..caller_share-1`` in the calling thread meanwhile."""
         raise NotImplementedError
 
     def start(self, preload: Iterable[str] = ()) -> None:
@@ -329,13 +344,15 @@ class InOrder:
 
 
 def _map_inline(fn: Callable[..., Any], items: list[Any], shared: tuple[Any, ...],
-                on_done: Callable[[int], object] | None, name: str, results: InOrder) -> None:
+                on_done: Callable[[int], object] | None, name: str, results: InOrder,
+                n_items: int | None = None) -> None:
     """Run the map in this thread, in one copy of the caller's context marked as
-    worker context (one copy for all items: a copy per item cost more than tiny items)."""
+    worker context (one copy for all items: a copy per item cost more than tiny items).
+    ``items`` may be the first of ``n_items`` (a caller's share; errors count in those)."""
     context = contextvars.copy_context()
     context.run(_context.enter_worker)
     with blas_pinned():
-        context.run(_run_items, fn, items, shared, on_done, name, results)
+        context.run(_run_items, fn, items, shared, on_done, name, results, n_items)
 
 
 def call_inline(fn: Callable[[], Any], name: str = "serial") -> Any:
@@ -358,8 +375,9 @@ def call_inline(fn: Callable[[], Any], name: str = "serial") -> Any:
 
 
 def _run_items(fn: Callable[..., Any], items: list[Any], shared: tuple[Any, ...],
-               on_done: Callable[[int], object] | None, name: str, results: InOrder) -> None:
-    n = len(items)
+               on_done: Callable[[int], object] | None, name: str, results: InOrder,
+               n_items: int | None = None) -> None:
+    n = len(items) if n_items is None else n_items
     for i, item in enumerate(items):
         try:
             value = fn(item, *shared)

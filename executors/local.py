@@ -26,10 +26,11 @@ from __future__ import annotations
 import concurrent.futures
 import contextvars
 import os
+import pickle
 import threading
 from typing import Any, Iterable
 
-from . import _abandon, _context, _remote, _shm
+from . import _abandon, _context, _lane, _remote, _shm
 from ._blas import PIN_ENV, blas_pinned
 
 # Worker processes (loky's here, and those of a LocalCluster that DaskExecutor starts) are
@@ -52,11 +53,14 @@ _LOKY_ENV = {
     "LOKY_MAX_MEMORY_LEAK_SIZE": os.environ.get(
         "LOKY_MAX_MEMORY_LEAK_SIZE", str(int(WORKER_MALLOC_ENV["MALLOC_TRIM_THRESHOLD_"]) + 300 * 10**6)),
 }
+#: seconds loky keeps a worker whose serve task ended (idle for idle_timeout already)
+_LOKY_IDLE_SECONDS = 1.0
 from ._futures import collect
 from .base import (
     Executor,
     WorkerError,
     _map_inline,
+    annotate,
     check_positive_int,
     usable_cpu_count,
 )
@@ -156,7 +160,8 @@ class ThreadExecutor(Executor):
 
 
 class ProcessExecutor(Executor):
-    """A persistent loky process pool; ``fn``, items and shared args go by cloudpickle.
+    """A persistent loky process pool; ``fn``, items and shared args go by cloudpickle,
+    each task written by the calling thread straight to a worker's socket (``_lane``).
 
     NumPy arrays of at least ``max_nbytes`` bytes (default 1 MiB; None: never) inside
     shared arguments are written once per content to a memory-mapped file (in
@@ -174,6 +179,11 @@ class ProcessExecutor(Executor):
     :class:`executors.WorkerError` and the pool is restarted; Ctrl-C terminates
     the pool (restarted on the next call).  Results are copies.
 
+    With ``caller_helps`` (the default), a map given a ``caller_share`` (as psum and
+    pmap give it) runs that share in the calling thread while the workers run the rest;
+    ``caller_helps=False`` keeps every item in the workers (to isolate ``fn`` from the
+    caller's process, say).
+
     >>> import executors
     >>> with executors.ProcessExecutor(2) as ex:
     ...     ex.map(lambda x, k: x * k, range(5), shared=(3,))
@@ -187,40 +197,48 @@ class ProcessExecutor(Executor):
     startup_cost = 1.0  # measured here: 0.7 s for 2 workers, then ~0.5 s importing numpy
     bytes_per_second = 3e8  # measured here: 0.55, 0.41, 0.27 GB/s for results of 1, 10, 95 MB
 
-    _warm_up: list[Any] | None  # start()'s futures; None until then
-
     def __init__(self, n_workers: int | None = None, *, idle_timeout: float = 300.0,
-                 max_nbytes: int | None = 2**20) -> None:
+                 max_nbytes: int | None = 2**20, caller_helps: bool = True) -> None:
         n = check_positive_int(n_workers)
         self.n_workers = n if n is not None else usable_cpu_count()
         self.idle_timeout = idle_timeout
+        self.caller_helps = bool(caller_helps)
         self.max_nbytes = check_positive_int(max_nbytes, "max_nbytes")
         self._arrays = _shm.ArrayStore(self.max_nbytes) if self.max_nbytes is not None else None
         self._pool = None
-        self._warm_up = None  # futures of start(): done once the workers are up
-        self._lock = threading.Lock()
+        self._lane: _lane.Lane | None = None  # the sockets to the workers (see _lane)
+        self._lock = threading.Lock()  # guards _pool and _lane
+        self._map_lock = threading.Lock()  # one map at a time uses the lane
 
-    def _get_pool(self):
+    def _get_lane(self, preload: Iterable[str] = ()) -> _lane.Lane:
         with self._lock:
-            if self._pool is not None and not _loky_pool_healthy(self._pool):
-                # a worker died while idle (killed, OOM): start afresh rather than fail
-                # the next map with "died while this map was running"
+            lane = self._lane
+            if lane is not None and not (lane.serving() and _loky_pool_healthy(self._pool)):
+                # a worker died while idle (killed, OOM), or sat idle past idle_timeout:
+                # start afresh rather than fail the next map on it
                 self._shutdown_locked(kill=True)
             if self._pool is None:
                 from loky import ProcessPoolExecutor
 
                 self._pool = ProcessPoolExecutor(
                     max_workers=self.n_workers,
-                    timeout=self.idle_timeout,
+                    # a worker waits idle_timeout in its serve task; once that returns,
+                    # loky may let it go at once
+                    timeout=_LOKY_IDLE_SECONDS,
                     initializer=_remote.init_process_worker,
                     initargs=(os.getpid(),),
                     env=_LOKY_ENV,
                 )
-            return self._pool
+                self._lane = _lane.Lane(self._pool, self.n_workers, preload, self.idle_timeout)
+                _lane.register_exit_hook()
+            assert self._lane is not None
+            return self._lane
 
     def _shutdown_locked(self, kill):
         pool, self._pool = self._pool, None
-        self._warm_up = None
+        lane, self._lane = self._lane, None
+        if lane is not None:
+            lane.close()  # each serve task returns once its running task (if any) is done
         if pool is not None:
             pool.shutdown(wait=True, kill_workers=kill)
 
@@ -233,11 +251,7 @@ class ProcessExecutor(Executor):
         ...     ex.start(preload=("numpy",)); ex.map(abs, [-1])
         [1]
         """
-        pool = self._get_pool()
-        with self._lock:
-            if self._warm_up is None:
-                self._warm_up = [pool.submit(_remote.warm_up, tuple(preload))
-                                 for _ in range(self.n_workers)]
+        self._get_lane(preload)
 
     def ready(self) -> bool:
         """True once the worker processes are up (after ``start`` or a map).
@@ -245,8 +259,8 @@ class ProcessExecutor(Executor):
         >>> ProcessExecutor(1).ready()
         False
         """
-        warm = self._warm_up
-        return warm is not None and all(f.done() for f in warm)
+        with self._lock:
+            return self._lane is not None and self._lane.ready()
 
     def _reset(self, pool, kill=True):
         """Shut ``pool`` down if it is still the current one."""
@@ -263,19 +277,10 @@ class ProcessExecutor(Executor):
         pool = self._pool
         return sorted(_loky_workers(pool)) if pool is not None else []
 
-    def _submit_all(self, pool, items_data, fn_blob, shared_blobs, chunk_size, flag):
-        pid = os.getpid()
-        return [
-            pool.submit(
-                _remote.run_task, i, data, fn_blob, shared_blobs, pid, chunk_size, self.name, flag
-            )
-            for i, data in enumerate(items_data)
-        ]
-
-    def _map(self, fn, items, shared, on_done, results):
+    def _map(self, fn, items, shared, on_done, results, caller_share=0):
         paths = []  # memory-mapped arrays this map uses: kept until it is over
         try:
-            self._map_sending(fn, items, shared, on_done, results, paths)
+            self._map_sending(fn, items, shared, on_done, results, paths, caller_share)
         finally:
             if paths:
                 self._arrays.release(paths)
@@ -290,48 +295,73 @@ class ProcessExecutor(Executor):
             _remote.dumps(a, what, self.name)  # raises SerializationError naming `what`
             raise
 
-    def _map_sending(self, fn, items, shared, on_done, results, paths):
-        from loky.process_executor import BrokenProcessPool, ShutdownExecutorError
-
+    def _map_sending(self, fn, items, shared, on_done, results, paths, caller_share):
         name = self.name
         fn_blob = _remote.make_blob(_remote.dumps(fn, "fn", name))
         shared_blobs = [
             _remote.make_blob(self._dumps_shared(a, j, paths)) for j, a in enumerate(shared)
         ]
-        items_data = [_remote.dumps(x, f"item {i}", name) for i, x in enumerate(items)]
         chunk_size = _context.SETTINGS.get().chunk_size
-
-        pool = self._get_pool()
         flag = _abandon.FileFlag()
-        try:
-            futures = self._submit_all(pool, items_data, fn_blob, shared_blobs, chunk_size, flag)
-        except (BrokenProcessPool, ShutdownExecutorError, RuntimeError):
-            # the pool broke or was shut down between calls: start a fresh one
-            self._reset(pool)
-            pool = self._get_pool()
-            futures = self._submit_all(pool, items_data, fn_blob, shared_blobs, chunk_size, flag)
+        pid = os.getpid()
+        tasks = [
+            (i, pickle.dumps((i, _remote.dumps(items[i], f"item {i}", name), fn_blob, shared_blobs,
+                              pid, chunk_size, name, flag), protocol=5))
+            for i in range(caller_share, len(items))
+        ]
 
-        def translate(exc, i, pending):
-            if isinstance(exc, BrokenProcessPool):
-                self._reset(pool)
-                unfinished = sorted([i, *pending])
+        def put(i, data):
+            results.put(i, _remote.load_result(data, i, name))
+
+        def callers_share():
+            _map_inline(fn, items[:caller_share], shared, on_done, name, results, len(items))
+
+        with self._map_lock:
+            for attempt in (0, 1):
+                lane = self._get_lane()
+                try:
+                    lane.wait_ready(failed=lambda: self._failed_to_start(lane))
+                    lane.run(tasks, put, on_done, callers_share if caller_share else None)
+                    return
+                except _lane.WorkerGone as gone:
+                    flag.set()
+                    self._reset_lane(lane)
+                    if gone.unstarted and attempt == 0:
+                        continue  # it died before this map reached it: run the map afresh
+                    raise self._worker_error(len(items), gone) from None
+                except BaseException as exc:
+                    flag.set()
+                    i = getattr(exc, "executors_lane_index", None)
+                    if i is not None:  # raised by a task (SystemExit too): the workers are fine
+                        del exc.executors_lane_index
+                        raise annotate(exc, i, len(items), name)
+                    if not isinstance(exc, Exception):  # KeyboardInterrupt: stop the workers
+                        self._reset_lane(lane)
+                    raise
+
+    def _failed_to_start(self, lane):
+        for f in lane.futures:
+            if f.done():
+                exc = f.exception()
                 return WorkerError(
-                    f"a worker process of the {name!r} executor died while this map of "
-                    f"{len(items)} items was running (unfinished items: {_short(unfinished)}); "
-                    "it was killed (e.g. by the OS for lack of memory) or crashed "
-                    "(segfault, os._exit). The broken pool was shut down; the next call "
-                    f"starts fresh workers. Cause: {exc}"
-                )
-            return None
+                    f"a worker process of the {self.name!r} executor died while starting: "
+                    f"{exc if exc is not None else 'it stopped serving'}")
+        return None
 
-        def on_abort(exc):
-            if not isinstance(exc, Exception):  # KeyboardInterrupt, SystemExit
-                self._reset(pool, kill=True)
+    def _worker_error(self, n_items, gone):
+        unfinished = sorted([gone.index, *gone.pending]) if gone.index >= 0 else list(range(n_items))
+        return WorkerError(
+            f"a worker process of the {self.name!r} executor died while this map of "
+            f"{n_items} items was running (unfinished items: {_short(unfinished)}); "
+            "it was killed (e.g. by the OS for lack of memory) or crashed "
+            "(segfault, os._exit). The broken pool was shut down; the next call "
+            "starts fresh workers."
+        )
 
-        collect(futures, on_done, name, results, convert=lambda i, blob: _remote.load_result(blob, i, name),
-                translate=translate, on_abort=on_abort, abandon=flag)
-        if self._warm_up is None and self._pool is pool:
-            self._warm_up = ()  # workers answered: they are up
+    def _reset_lane(self, lane):
+        with self._lock:
+            if self._lane is lane:
+                self._shutdown_locked(kill=True)
 
     def close(self) -> None:
         """Shut the worker processes down (idempotent); a later map starts new ones.

@@ -17,6 +17,7 @@ LAYERS = {
         ["executors._context", "executors._blas", "executors._plain", "executors._shm", "executors._abandon"],
         ["executors.base"],
         ["executors._futures", "executors._remote", "executors.reduce"],
+        ["executors._lane"],
         ["executors.local", "executors.dask", "executors.joblib_backend"],
         ["executors.config"],
         ["executors"],

@@ -214,7 +214,8 @@ def test_the_first_call_of_a_call_site_sends_heavy_work_to_the_workers(processes
     ex = processes
     ex.map(abs, [1, 2])  # the pool is up, as after a first call
     pids = ad.pmap(_busy_pid, list(range(8)), executor=ex, chunk_size=1)
-    assert pids[0] == os.getpid() and os.getpid() not in pids[1:]
+    # the caller runs a share of the rest too, beside the workers
+    assert pids[0] == os.getpid() and set(pids[1:]) - {os.getpid()}
 
 
 def test_tiny_work_stays_inline_on_its_first_call(processes, monkeypatch):

@@ -1,0 +1,263 @@
+"""A direct line from the calling thread to each worker process of a ProcessExecutor.
+
+loky hands a task to a worker through two threads of the parent (its manager thread and
+the call queue's feeder thread) and one pipe that every worker reads; results come back
+through the manager thread. On this project's 2-core machine those hops cost ~3 ms a
+call, measured with loky alone (RESULTS.md, "The small ensemble"), and they need the
+GIL, which a busy caller holds. So each loky worker runs one long task, :func:`serve`,
+that connects back to the parent over a Unix socket, and the calling thread writes each
+task to a worker's socket and reads the results from the sockets itself::
+
+    caller ──send_bytes(task)──▶ worker k: serve() ── run_task ──┐
+    caller ◀──recv_bytes(result or error)────────────────────────┘
+    (one task in flight per worker: a worker is only written to while it waits to
+     read, so the two never block on each other's full socket buffer)
+
+loky still starts the workers (with their initializer and environment), notices when
+one dies, and stops them. A worker's socket at end-of-file mid-task means it died.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import pickle
+import shutil
+import socket
+import tempfile
+import threading
+import traceback
+import weakref
+from multiprocessing.connection import Connection, wait
+import typing
+from typing import Any, Callable, Iterable
+
+from . import _remote
+
+_OK, _ERROR = b"\x00", b"\x01"
+
+
+class RemoteTraceback(Exception):
+    """The traceback of an error raised on a worker, set as its ``__cause__`` (as loky
+    does): Python prints it above the caller's own traceback."""
+
+    def __init__(self, text: str) -> None:
+        super().__init__(text)
+        self.text = text
+
+    def __str__(self) -> str:
+        return f'\n"""\n{self.text}"""'
+
+
+def _rebuilt(exc, text):
+    exc.__cause__ = RemoteTraceback(text)
+    return exc
+
+
+def serve(address: str, preload: Iterable[str], idle_timeout: float) -> str:
+    """The long task each worker runs: import ``preload``, connect to ``address``, then
+    run the tasks that arrive until the parent hangs up (returns "closed") or none came
+    for ``idle_timeout`` seconds (returns "idle"; loky then lets the worker exit)."""
+    try:
+        _remote.warm_up(preload)
+    except Exception:  # a map whose fn needs the module reports it; the worker is fine
+        pass
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.connect(address)
+    conn = Connection(sock.detach())
+    try:
+        conn.send_bytes(str(os.getpid()).encode())
+        while conn.poll(idle_timeout):
+            try:
+                task = conn.recv_bytes()
+            except (EOFError, OSError):
+                return "closed"
+            try:
+                (data,) = _remote.run_task(*pickle.loads(task))
+                reply = _OK + data
+            except Exception as exc:
+                reply = _ERROR + _pickled_error(exc)
+            except SystemExit as exc:  # loky sends it back as it is; so do we
+                reply = _ERROR + _pickled_error(exc)
+            try:
+                conn.send_bytes(reply)
+            except OSError:  # the parent hung up (a map that raised, then close())
+                return "closed"
+        return "idle"
+    finally:
+        conn.close()
+
+
+def _pickled_error(exc: BaseException) -> bytes:
+    import cloudpickle
+
+    text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+    try:
+        return cloudpickle.dumps((exc, text), protocol=5)
+    except Exception as why:  # _remote._run stands in for what it raises; this is the rest
+        return cloudpickle.dumps((_remote._stand_in(exc, f"{type(why).__name__}: {why}"), text))
+
+
+class WorkerGone(Exception):
+    """A worker's socket closed: while task ``index`` of this map was on it, or
+    (``unstarted``) before the worker had any of this map's tasks."""
+
+    def __init__(self, index: int, pending: list[int], unstarted: bool = False) -> None:
+        super().__init__(index, pending)
+        self.index, self.pending, self.unstarted = index, pending, unstarted
+
+
+class Lane:
+    """The parent's end: a socket per worker, the tasks in flight, the tasks owed.
+
+    Not thread-safe: the executor holds a lock around :meth:`run`.
+    """
+
+    def __init__(self, pool: Any, n_workers: int, preload: Iterable[str], idle_timeout: float) -> None:
+        if not hasattr(socket, "AF_UNIX"):  # pragma: no cover - Windows
+            raise NotImplementedError(
+                "the 'processes' executor talks to its workers over Unix sockets, which this "
+                "platform lacks: use the 'threads' or 'dask' executor")
+        self._folder = tempfile.mkdtemp(prefix="executors-lane-")  # 0700: only this user
+        address = os.path.join(self._folder, "s")
+        self._listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self._listener.bind(address)
+        self._listener.listen(n_workers)
+        self._listener.setblocking(False)
+        self.n_workers = n_workers
+        self.futures = [pool.submit(serve, address, tuple(preload), idle_timeout)
+                        for _ in range(n_workers)]
+        self.conns: list[Connection] = []
+        self._owed: set[Connection] = set()  # a task of a map that raised is still on it
+        self._accepting = threading.Lock()  # ready() may be asked while a map waits
+        _open_lanes.add(self)
+
+    # ---------------------------------------------------------------- connecting
+
+    def ready(self) -> bool:
+        """Accept the workers that have connected so far; True once all have."""
+        if len(self.conns) == self.n_workers:
+            return True
+        with self._accepting:
+            while len(self.conns) < self.n_workers:
+                try:
+                    sock, _ = self._listener.accept()
+                except (BlockingIOError, InterruptedError, OSError):  # none yet, or closed
+                    return False
+                sock.setblocking(True)
+                conn = Connection(sock.detach())
+                conn.recv_bytes()  # the worker's hello: it is serving
+                self.conns.append(conn)
+            return True
+
+    def wait_ready(self, failed: Callable[[], BaseException | None]) -> None:
+        """Block until every worker has connected; ``failed()`` returns an error to raise
+        (a worker died while starting) or None."""
+        while not self.ready():
+            wait([self._listener], timeout=0.05)
+            error = failed()
+            if error is not None:
+                raise error
+
+    def serving(self) -> bool:
+        """False once a worker's serve task has ended (it sat idle for idle_timeout)."""
+        return not any(f.done() for f in self.futures)
+
+    # ---------------------------------------------------------------- a map
+
+    def run(self, tasks: list[tuple[int, bytes]], on_result: Callable[[int, memoryview], None],
+            on_done: Callable[[int], None] | None, meanwhile: Callable[[], None] | None = None) -> None:
+        """Send ``tasks`` (item index, pickled ``run_task`` arguments) to the workers, one
+        at a time each; ``on_result(i, data)`` for each result, in completion order.
+        ``meanwhile()`` runs in this thread once the first tasks are out (the caller's
+        own share of the work). The first error raised by a task is raised here,
+        rebuilt, with ``executors_lane_index`` set; a dead worker raises
+        :class:`WorkerGone`. Tasks still running then are owed: their replies are read
+        and dropped before the worker gets another."""
+        self._settle_owed()
+        idle = list(self.conns)
+        on: dict[Connection, int] = {}
+        waiting = tasks[::-1]  # popped from the end: in item order
+
+        def send_while_idle():
+            while idle and waiting:
+                conn = idle.pop()
+                i, task = waiting.pop()
+                try:
+                    conn.send_bytes(task)
+                except OSError:  # it had died before it got this task
+                    raise WorkerGone(-1, [], unstarted=True) from None
+                on[conn] = i
+
+        try:
+            send_while_idle()
+            if meanwhile is not None:
+                meanwhile()
+            while on:
+                for ready in wait(list(on)):
+                    conn = typing.cast(Connection, ready)
+                    i = on.pop(conn)
+                    try:
+                        reply = conn.recv_bytes()
+                    except (EOFError, OSError):
+                        pending = sorted({*on.values(), *(j for j, _ in waiting)})
+                        raise WorkerGone(i, pending) from None
+                    idle.append(conn)
+                    if reply[:1] == _ERROR:
+                        exc = _rebuilt(*pickle.loads(memoryview(reply)[1:]))
+                        exc.executors_lane_index = i
+                        raise exc
+                    if on_done is not None:
+                        on_done(i)
+                    on_result(i, memoryview(reply)[1:])
+                send_while_idle()
+        except BaseException:
+            self._owed.update(on)
+            raise
+
+    def _settle_owed(self) -> None:
+        for conn in list(self._owed):
+            try:
+                conn.recv_bytes()  # the reply of a task whose map raised: nobody reads it
+            except (EOFError, OSError):
+                raise WorkerGone(-1, [], unstarted=True) from None
+            self._owed.discard(conn)
+
+    def close(self) -> None:
+        """Hang up: each worker's serve task returns (after its running task, if any)."""
+        _open_lanes.discard(self)
+        with self._accepting:
+            for conn in self.conns:
+                conn.close()
+            self.conns = []
+            self._listener.close()
+        shutil.rmtree(self._folder, ignore_errors=True)
+
+
+# A lane left open at exit (an executor never closed: a script's) would keep each
+# worker's serve task running, and loky's exit handler waits for running tasks: the
+# interpreter hung at exit. loky registers that handler with threading's exit hooks,
+# which run before atexit's and last-registered first; so is this one, after it.
+_open_lanes: "weakref.WeakSet[Lane]" = weakref.WeakSet()
+
+
+def _hang_up_all() -> None:
+    for lane in list(_open_lanes):
+        lane.close()
+
+
+def register_exit_hook() -> None:
+    """Hang up every lane at exit, before loky's exit handler (call after loky made its
+    first pool, which registers that handler)."""
+    global _exit_hook_registered
+    if _exit_hook_registered:
+        return
+    _exit_hook_registered = True
+    register = getattr(threading, "_register_atexit", None)  # what loky and concurrent.futures use
+    if register is not None:
+        register(_hang_up_all)
+    atexit.register(_hang_up_all)
+
+
+_exit_hook_registered = False
+
