@@ -561,8 +561,11 @@ def _map_in_tasks(executor, timed, items, shared, per_task, on_done, on_result, 
     ``caller_helps``, the calling thread runs the first tasks' share itself (where the
     executor lets it) while the workers run the rest."""
     parties = _parties(executor, caller_helps)
+    callers = 0
+    if parties > 1 and caller_helps and _caller_may_help(executor):
+        # one task a party: the caller, busy with its own, cannot hand a worker its next
+        per_task, callers = -(-len(items) // parties), 1
     batches = _batches(items, per_task, parties)
-    callers = len(batches) // parties if parties > 1 and caller_helps and _caller_may_help(executor) else 0
     starts = list(itertools.accumulate(map(len, batches[:-1]), initial=0))
     cpu = [0.0]
 

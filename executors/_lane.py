@@ -166,16 +166,18 @@ class Lane:
     # ---------------------------------------------------------------- a map
 
     def run(self, tasks: list[tuple[int, bytes]], on_result: Callable[[int, memoryview], None],
-            on_done: Callable[[int], None] | None, meanwhile: Callable[[], None] | None = None) -> None:
+            on_done: Callable[[int], None] | None, meanwhile: Callable[[], None] | None = None,
+            n_workers: int | None = None) -> None:
         """Send ``tasks`` (item index, pickled ``run_task`` arguments) to the workers, one
         at a time each; ``on_result(i, data)`` for each result, in completion order.
         ``meanwhile()`` runs in this thread once the first tasks are out (the caller's
-        own share of the work). The first error raised by a task is raised here,
+        own share of the work), on the first ``n_workers`` workers only where given. The
+        first error raised by a task is raised here,
         rebuilt, with ``executors_lane_index`` set; a dead worker raises
         :class:`WorkerGone`. Tasks still running then are owed: their replies are read
         and dropped before the worker gets another."""
         self._settle_owed()
-        idle = list(self.conns)
+        idle = list(self.conns[:n_workers])[::-1]  # popped from the end: worker 0 first
         on: dict[Connection, int] = {}
         waiting = tasks[::-1]  # popped from the end: in item order
 
@@ -237,7 +239,9 @@ class Lane:
 # A lane left open at exit (an executor never closed: a script's) would keep each
 # worker's serve task running, and loky's exit handler waits for running tasks: the
 # interpreter hung at exit. loky registers that handler with threading's exit hooks,
-# which run before atexit's and last-registered first; so is this one, after it.
+# which run before atexit's and last-registered first, and it registers it again with
+# every new pool (``threading._register_atexit`` returns None, which loky stores as
+# "not registered yet"); so this one is registered after each new pool too.
 _open_lanes: "weakref.WeakSet[Lane]" = weakref.WeakSet()
 
 
@@ -247,17 +251,13 @@ def _hang_up_all() -> None:
 
 
 def register_exit_hook() -> None:
-    """Hang up every lane at exit, before loky's exit handler (call after loky made its
-    first pool, which registers that handler)."""
-    global _exit_hook_registered
-    if _exit_hook_registered:
-        return
-    _exit_hook_registered = True
+    """Hang up every lane at exit, before loky's exit handler: call after each new loky
+    pool has started (which registers that handler again)."""
     register = getattr(threading, "_register_atexit", None)  # what loky and concurrent.futures use
-    if register is not None:
+    if register is None:  # pragma: no cover - no such hook in this Python
+        atexit.register(_hang_up_all)
+        return
+    try:
         register(_hang_up_all)
-    atexit.register(_hang_up_all)
-
-
-_exit_hook_registered = False
-
+    except RuntimeError:  # already shutting down
+        pass

@@ -233,7 +233,9 @@ class Executor:
         workers run the rest, instead of sitting idle until they are done (the caller is
         a worker too, as in Stan's ``reduce_sum``); results, their order and errors are
         as without it. :class:`ProcessExecutor` takes the offer (unless made with
-        ``caller_helps=False``); the other backends run every item on their workers.
+        ``caller_helps=False``), the caller then taking one core and the rest going to
+        as many workers as there are other cores; the other backends run every item on
+        their workers.
 
         >>> import executors
         >>> executors.SerialExecutor().map(lambda x, k: x * k, range(4), shared=(10,))

@@ -321,7 +321,11 @@ class ProcessExecutor(Executor):
                 lane = self._get_lane()
                 try:
                     lane.wait_ready(failed=lambda: self._failed_to_start(lane))
-                    lane.run(tasks, put, on_done, callers_share if caller_share else None)
+                    if caller_share:  # the caller takes a core: the workers get the others
+                        lane.run(tasks, put, on_done, callers_share,
+                                 max(1, min(self.n_workers, usable_cpu_count() - 1)))
+                    else:
+                        lane.run(tasks, put, on_done)
                     return
                 except _lane.WorkerGone as gone:
                     flag.set()

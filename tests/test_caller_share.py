@@ -95,12 +95,22 @@ def test_a_script_that_never_closes_its_pool_exits_at_once(tmp_path):
 
     script = tmp_path / "script.py"
     script.write_text(
+        "import os, signal\n"
         "import executors\n"
+        "def die(x):\n"
+        "    if x == 1:\n"
+        "        os.kill(os.getpid(), signal.SIGKILL)\n"
+        "    return x\n"
         "ex = executors.ProcessExecutor(2)\n"
         "print(ex.map(abs, [-1, -2, -3], caller_share=1))\n"
+        "try:\n"
+        "    ex.map(die, [0, 1])\n"
+        "except executors.WorkerError:\n"
+        "    print('died')\n"
+        "print(ex.map(abs, [-4, -5]))\n"  # on a second pool: loky's exit hook is registered again
     )
     t0 = time.monotonic()
     r = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
-    assert r.stdout.strip() == "[1, 2, 3]"
+    assert r.stdout.split("\n")[:3] == ["[1, 2, 3]", "died", "[4, 5]"]
     assert time.monotonic() - t0 < 30, "the script hung at exit"
