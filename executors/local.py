@@ -263,12 +263,6 @@ class ProcessExecutor(Executor):
         with self._lock:
             return self._lane is not None and self._lane.ready()
 
-    def _reset(self, pool, kill=True):
-        """Shut ``pool`` down if it is still the current one."""
-        with self._lock:
-            if self._pool is pool:
-                self._shutdown_locked(kill=kill)
-
     def worker_pids(self) -> list[int]:
         """Process ids of the current worker processes (empty before first use).
 
@@ -384,10 +378,6 @@ class ProcessExecutor(Executor):
             self._shutdown_locked(kill=pool is not None and not _loky_pool_healthy(pool))
         if self._arrays is not None:
             self._arrays.close()  # after the workers are gone: nothing maps the files any more
-
-
-def _boxed(fn, item, shared):
-    return [fn(item, *shared)]  # see _futures.collect
 
 
 def _boxed_unless_abandoned(fn, item, shared, flag):
