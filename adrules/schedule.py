@@ -562,11 +562,14 @@ def _map_in_tasks(executor, timed, items, shared, per_task, on_done, on_result, 
     executor lets it) while the workers run the rest."""
     parties = _parties(executor, caller_helps)
     callers = 1 if parties > 1 and caller_helps and _caller_may_help(executor) else 0
-    if callers or not getattr(executor, "queues_tasks", True):
+    if callers:
         # one task a party: a worker of ProcessExecutor's lane gets its next task only
-        # once the caller has read its last result, and a caller busy with its own share
-        # (or with chunk 0, in a first call) leaves it idle meanwhile (the heavy hvp on
-        # processes took 3.3 s in 4 tasks a worker, 1.6 s in one)
+        # once the calling thread has read its last result, and a caller busy with its own
+        # share leaves it idle meanwhile (the heavy hvp on processes took 3.3 s in 4 tasks
+        # a worker, 1.6 s in one). A map from a thread that only waits (a first call's
+        # probe) keeps the tasks _tasks gives: their dynamic balance evens out the worker
+        # that shares a core with chunk 0 (heavy first call, 8 runs each: 0.55 s against
+        # 0.65 s in one task a worker)
         per_task = -(-len(items) // parties)
     batches = _batches(items, per_task, parties)
     starts = list(itertools.accumulate(map(len, batches[:-1]), initial=0))

@@ -205,9 +205,6 @@ class Executor:
     #: True when ``map``'s ``caller_share`` runs in the calling thread while the workers
     #: run the rest (else the workers run every item)
     caller_helps: bool = False
-    #: False where a worker gets its next task only once the caller has read its last
-    #: result (ProcessExecutor): a scheduler then gives each worker one task
-    queues_tasks: bool = True
 
     def map(
         self,

@@ -192,7 +192,6 @@ class ProcessExecutor(Executor):
 
     name = "processes"
     shares_memory = False
-    queues_tasks = False  # one task in flight a worker (see _lane)
     dispatch_cost = 5e-4
     call_cost = 1e-3
     startup_cost = 1.0  # measured here: 0.7 s for 2 workers, then ~0.5 s importing numpy
