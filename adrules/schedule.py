@@ -82,7 +82,8 @@ _SERIAL = executors.SerialExecutor()
 
 
 class _Timed:
-    """``fn`` over a batch of items, returning ``(result, CPU seconds)`` for each
+    """``fn`` over a batch of items, returning ``(result, CPU seconds, end)`` for each,
+    ``end`` read from ``time.perf_counter``, which every process of this machine shares
     (picklable: a module-level class)."""
 
     __slots__ = ("fn",)
@@ -104,7 +105,7 @@ class _Timed:
                 except Exception:  # pragma: no cover - an exception without __dict__
                     pass
                 raise
-            out.append((result, time.thread_time() - t0))
+            out.append((result, time.thread_time() - t0, time.perf_counter()))
         return out
 
     def __reduce__(self):
@@ -207,7 +208,7 @@ class _Site:
     """What one call site has learnt about its chunks on one executor."""
 
     __slots__ = ("chunk_seconds", "measured_inline", "losses", "calls", "parallel_runs", "time_a_loop",
-                 "inline_runs", "inline_walls", "watch_chunk_0", "suspect", "result_bytes")
+                 "inline_runs", "inline_walls", "watch_chunk_0", "suspect", "result_bytes", "caller_shares")
 
     def __init__(self):
         self.chunk_seconds = None  # CPU seconds of one chunk
@@ -219,6 +220,12 @@ class _Site:
         self.watch_chunk_0 = False  # a one pass ran heavy: the next call times chunk 0 alone
         self.suspect = None  # wall seconds per chunk of a parallel run that looked like a loss
         self.result_bytes = 0  # of one chunk's result, as the caller told (see parallel_seconds)
+        self.caller_shares = []  # what share of the chunks the caller should take, last 3 runs
+
+    def caller_share(self, parties):
+        """The share of a parallel run's chunks the caller takes: an even one until runs
+        where it took a share showed how long it and the workers took."""
+        return _median(self.caller_shares) if self.caller_shares else 1 / parties
 
     def record_inline(self, cpu_seconds, n, wall_seconds):
         # The median of the last three: one run slowed down (a garbage collection, a
@@ -237,6 +244,7 @@ class _Site:
         self.inline_runs = [chunk_seconds] if measured_inline else []
         self.inline_walls = []
         self.losses, self.time_a_loop, self.watch_chunk_0, self.suspect = 0, False, False, None
+        self.caller_shares = []
 
     def record_parallel(self, wall, cpu_seconds, n, first_on_workers, n_workers=2):
         """Judge a parallel run against the loop it replaced."""
@@ -403,8 +411,8 @@ def _auto(site, executor, timed, items, shared, on_done, on_result, always=False
     parallel, why = (True, "dispatch='always'") if always else _wants_parallel(site, executor, len(items))
     if not parallel:
         return _inline_watching_chunk_0(site, executor, timed, items, shared, on_done, on_result, why)
-    out, n_tasks = _parallel(site, executor, timed, items, shared, on_done, on_result)
-    return out, _placement(executor, len(items), n_tasks), why
+    out, where = _parallel(site, executor, timed, items, shared, on_done, on_result)
+    return out, where, why
 
 
 def _inline_watching_chunk_0(site, executor, timed, items, shared, on_done, on_result, why):
@@ -491,7 +499,7 @@ def _first_call_on_threads(site, executor, timed, items, shared, on_done, on_res
     cpu = []
 
     def take(i, pairs):
-        (result, seconds), = pairs
+        (result, seconds, _), = pairs
         cpu.append(seconds)
         return result if on_result is None else on_result(i, result)
 
@@ -513,8 +521,8 @@ def _rest_after_timed_chunks(site, executor, timed, rest, offset, shared, on_don
     on_done, on_result = _shift(on_done, offset), _shift_result(on_result, offset)
     if not parallel:
         return _inline(site, timed, rest, shared, on_done, on_result, offset, offset + len(rest)), "inline", why
-    out, n_tasks = _parallel(site, executor, timed, rest, shared, on_done, on_result, offset)
-    return out, _placement(executor, len(rest), n_tasks), why
+    out, where = _parallel(site, executor, timed, rest, shared, on_done, on_result, offset)
+    return out, where, why
 
 
 def _inline(site, timed, items, shared, on_done, on_result, first, total):
@@ -542,27 +550,36 @@ def _serial_map(fn, items, first, total, shared, on_done=None, on_result=None):
 
 
 def _parallel(site, executor, timed, items, shared, on_done, on_result, first=0):
-    """``(results, tasks)`` of ``items`` (chunks ``first..`` of the call) on the executor,
-    grouped in tasks of consecutive chunks; the run teaches the site."""
+    """``(results, where they ran)`` of ``items`` (chunks ``first..`` of the call) on the
+    executor, grouped in tasks of consecutive chunks; the run teaches the site."""
     per_task = _tasks(len(items), _parties(executor), site.chunk_seconds or 0.0, executor.dispatch_cost,
                       executor.shares_memory)
     first_on_workers = site.parallel_runs == 0 and not executor.shares_memory
     t0 = time.perf_counter()
-    out, n_tasks, cpu = _map_in_tasks(executor, timed, items, shared, per_task, on_done, on_result, first,
-                                      caller_helps=True)
+    # (the workers' first contact with the site's work, slow as they unpickle it and run
+    # it cold, says nothing of their pace)
+    shares = list(site.caller_shares) if first_on_workers else site.caller_shares
+    out, n_tasks, cpu, in_caller = _map_in_tasks(executor, timed, items, shared, per_task, on_done, on_result,
+                                                 first, caller_helps=True, shares=shares)
     site.record_parallel(time.perf_counter() - t0, cpu, len(items), first_on_workers, executor.n_workers)
-    return out, n_tasks
+    return out, _placement(executor, len(items), n_tasks, in_caller)
 
 
-def _map_in_tasks(executor, timed, items, shared, per_task, on_done, on_result, first=0, caller_helps=False):
-    """``(results, tasks, CPU seconds)`` of ``timed`` over ``items`` (chunks ``first..``
+def _map_in_tasks(executor, timed, items, shared, per_task, on_done, on_result, first=0, caller_helps=False,
+                  shares=None):
+    """``(results, tasks, CPU seconds, chunks run by the caller)`` of ``timed`` over ``items`` (chunks ``first..``
     of the call) on the executor, in tasks of consecutive chunks (``_batches``);
     ``on_done(i)`` and ``on_result(i, r)`` per chunk, ``i`` counted in ``items``. With
-    ``caller_helps``, the calling thread runs the first tasks' share itself (where the
-    executor lets it) while the workers run the rest."""
+    ``caller_helps``, the calling thread runs the first task itself (where the executor
+    lets it) while the workers run the rest: the median share of ``shares`` (the last
+    three runs' balanced shares, this run's appended), else an even one."""
     parties = _parties(executor, caller_helps)
     callers = 1 if parties > 1 and caller_helps and _caller_may_help(executor) else 0
-    if callers:
+    t0 = time.perf_counter()
+    if callers and len(items) >= parties:
+        share = _median(shares) if shares else 1 / parties
+        batches = _caller_first(items, parties - 1, share)
+    elif callers:
         # one task a party: a worker of ProcessExecutor's lane gets its next task only
         # once the calling thread has read its last result, and a caller busy with its own
         # share leaves it idle meanwhile (the heavy hvp on processes took 3.3 s in 4 tasks
@@ -570,15 +587,18 @@ def _map_in_tasks(executor, timed, items, shared, per_task, on_done, on_result, 
         # probe) keeps the tasks _tasks gives: their dynamic balance evens out the worker
         # that shares a core with chunk 0 (heavy first call, 8 runs each: 0.55 s against
         # 0.65 s in one task a worker)
-        per_task = -(-len(items) // parties)
-    batches = _batches(items, per_task, parties)
+        batches = _batches(items, -(-len(items) // parties), parties)
+    else:
+        batches = _batches(items, per_task, parties)
     starts = list(itertools.accumulate(map(len, batches[:-1]), initial=0))
-    cpu = [0.0]
+    cpu = [0.0] * len(batches)  # CPU seconds of each task's chunks
+    ends = [t0] * len(batches)  # when each task's last chunk ended
 
     def batch_result(b, pairs):
         out = []
-        for k, (result, seconds) in enumerate(pairs):
-            cpu[0] += seconds
+        for k, (result, seconds, end) in enumerate(pairs):
+            cpu[b] += seconds
+            ends[b] = end
             out.append(result if on_result is None else on_result(starts[b] + k, result))
         return out
 
@@ -604,7 +624,43 @@ def _map_in_tasks(executor, timed, items, shared, per_task, on_done, on_result, 
     except (Exception, SystemExit) as e:
         _name_the_chunk(e, [first + start for start in starts], first + len(items))
         raise
-    return [r for part in parts for r in part], len(batches), cpu[0]
+    if callers and shares is not None and len(batches) > 1:
+        _last_three(shares, _balanced_share(len(batches[0]), ends[0] - t0, len(items), max(ends[1:]) - t0))
+    return [r for part in parts for r in part], len(batches), sum(cpu), len(batches[0]) if callers else 0
+
+
+def _balanced_share(mine, my_seconds, n, seconds):
+    """The share of ``n`` chunks at which the caller, done with ``mine`` of them after
+    ``my_seconds``, and the workers, done with the others after ``seconds``, end together
+    at the paces they showed (clocks start as the map does: the caller's share begins
+    after it sent the tasks, a worker's after it read one). Heavy chunks took 69 ms in the
+    caller against 52 ms on the worker beside it: the caller's untuned malloc gives big
+    temporaries back to the system and faults them in again.
+
+    >>> round(_balanced_share(8, 0.55, 16, 0.41), 2)  # the heavy ensemble: 7 of 16 next
+    0.43
+    """
+    if my_seconds <= 0 or seconds <= 0:
+        return mine / n
+    mine_pace, their_pace = mine / my_seconds, (n - mine) / seconds
+    return mine_pace / (mine_pace + their_pace)
+
+
+def _caller_first(items, n_workers, share):
+    """``items`` in one batch of about ``share`` of them for the caller, then one for each
+    worker; each gets one at least.
+
+    >>> [len(b) for b in _caller_first(list(range(16)), 1, 0.5)]
+    [8, 8]
+    >>> [len(b) for b in _caller_first(list(range(16)), 1, 0.43)]
+    [7, 9]
+    >>> [len(b) for b in _caller_first(list(range(9)), 2, 0.2)]
+    [2, 4, 3]
+    """
+    n = len(items)
+    mine = min(max(1, round(n * share)), n - n_workers)
+    rest = items[mine:]
+    return [items[:mine], *_batches(rest, -(-len(rest) // n_workers), n_workers)]
 
 
 def _name_the_chunk(e, starts, n):
@@ -686,7 +742,7 @@ class _Probe:
             self.sent, self.t0 = True, time.perf_counter()
         ex = self.executor
         per_task = _tasks(n, ex.n_workers, lower, ex.dispatch_cost, ex.shares_memory)
-        _, self.n_tasks, self.cpu_seconds = _map_in_tasks(ex, self.timed, self.items, self.shared, per_task,
+        _, self.n_tasks, self.cpu_seconds, _ = _map_in_tasks(ex, self.timed, self.items, self.shared, per_task,
                                                           _shift(self.on_done, 1), self._arrived, 1)
 
     def _arrived(self, j, result):
@@ -817,14 +873,17 @@ def _shift(on_done, offset):
     return lambda i: on_done(i + offset)
 
 
-def _placement(executor, n, n_tasks=None):
+def _placement(executor, n, n_tasks=None, in_caller=0):
     """Where ``n`` chunks ran, for the log.
 
     >>> _placement(executors.ThreadExecutor(2), 3, 1)
     '3 chunks on threads:2, 1 task'
+    >>> _placement(executors.ProcessExecutor(2), 16, 2, in_caller=7)
+    '16 chunks on processes:2, 2 tasks (7 chunks in the calling thread)'
     """
     tasks = f", {_count(n_tasks, 'task')}" if n_tasks is not None and n_tasks != n else ""
-    return f"{_count(n, 'chunk')} on {executor.name}:{executor.n_workers}{tasks}"
+    mine = f" ({_count(in_caller, 'chunk')} in the calling thread)" if in_caller else ""
+    return f"{_count(n, 'chunk')} on {executor.name}:{executor.n_workers}{tasks}{mine}"
 
 
 def _count(n, noun):

@@ -2,6 +2,7 @@
 the first call of a call site, the log, and the guarantee that results never depend on
 where chunks ran."""
 
+import functools
 import logging
 import os
 import threading
@@ -216,6 +217,27 @@ def test_the_first_call_of_a_call_site_sends_heavy_work_to_the_workers(processes
     pids = ad.pmap(_busy_pid, list(range(8)), executor=ex, chunk_size=1)
     # the caller runs a share of the rest too, beside the workers
     assert pids[0] == os.getpid() and set(pids[1:]) - {os.getpid()}
+
+
+def _slower_in(parent, i):
+    _burn(0.02 if os.getpid() == parent else 0.004)
+    return os.getpid()
+
+
+def test_the_caller_takes_fewer_chunks_where_they_run_slower_in_it(processes):
+    """The caller's share follows the paces the runs showed: chunks 5x slower in the
+    caller than on a worker leave it far fewer than an even share, the same results."""
+    schedule.forget()
+    n, parent = 12, os.getpid()
+    counts = []
+    for _ in range(4):
+        pids = ad.pmap(functools.partial(_slower_in, parent), list(range(n)), executor=processes, chunk_size=1,
+                       dispatch="always")
+        counts.append(pids.count(parent))
+    parties = schedule._parties(processes)
+    assert counts[0] == n // parties, counts  # an even share until a run has shown the paces
+    # balanced at 20 ms against 4 ms a chunk: 2 of 12 for the caller beside one worker
+    assert 1 <= counts[-1] <= n // parties - 2, counts
 
 
 def test_tiny_work_stays_inline_on_its_first_call(processes, monkeypatch):
