@@ -44,7 +44,7 @@ import time
 
 import executors
 from executors._blas import blas_pinned
-from executors.base import SerializationError, call_inline, usable_cpu_count
+from executors.base import SerializationError, call_inline
 
 from .callables import code_of
 from .registry import travelling_rules
@@ -139,12 +139,10 @@ def _tasks(n, n_workers, chunk_seconds, dispatch_cost, shares_memory=False):
 def _parties(executor, caller_helps=True):
     """How many run a parallel phase's chunks side by side: the workers, and the calling
     thread where the executor lets it take a share (``map``'s ``caller_share``) rather
-    than wait. The caller takes a worker's place where the workers would fill every
-    core: a third process on 2 cores made the three wait for time slices (the small
-    ensemble on 2 processes: 1.0x, against 1.2x for the caller and one worker)."""
+    than wait, beside as many workers as the executor then uses."""
     if not (caller_helps and _caller_may_help(executor)):
         return executor.n_workers
-    return min(executor.n_workers + 1, max(2, usable_cpu_count()))
+    return executor.workers_beside_caller() + 1
 
 
 def _caller_may_help(executor):

@@ -315,9 +315,8 @@ class ProcessExecutor(Executor):
                 lane = self._get_lane()
                 try:
                     lane.wait_ready(failed=lambda: self._failed_to_start(lane))
-                    if caller_share:  # the caller takes a core: the workers get the others
-                        lane.run(tasks, put, on_done, callers_share,
-                                 max(1, min(self.n_workers, usable_cpu_count() - 1)))
+                    if caller_share:
+                        lane.run(tasks, put, on_done, callers_share, self.workers_beside_caller())
                     else:
                         lane.run(tasks, put, on_done)
                     return

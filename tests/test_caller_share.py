@@ -28,6 +28,21 @@ def test_the_callers_share_runs_in_the_caller_and_the_rest_on_the_workers(proces
     assert os.getpid() not in {pid for _, pid in out[3:]}
 
 
+def _slow_pid(x):
+    time.sleep(0.05)  # long enough that every worker given a task is still busy with it
+    return os.getpid()
+
+
+def test_the_caller_takes_a_core_and_the_workers_the_others():
+    cores = executors.base.usable_cpu_count()
+    with executors.ProcessExecutor(cores + 1) as ex:
+        assert ex.workers_beside_caller() == max(1, cores - 1)
+        pids = ex.map(_slow_pid, range(2 * cores + 2), caller_share=1)
+        assert len(set(pids[1:])) == ex.workers_beside_caller() and os.getpid() not in pids[1:]
+    with executors.ProcessExecutor(2, caller_helps=False) as ex:
+        assert ex.workers_beside_caller() == 2
+
+
 @pytest.mark.parametrize("backend", ["serial", "threads"])
 def test_other_backends_give_the_same_results(backend):
     ex = executors.resolve(backend, n_workers=2)
