@@ -218,12 +218,7 @@ class _Site:
         self.watch_chunk_0 = False  # a one pass ran heavy: the next call times chunk 0 alone
         self.suspect = None  # wall seconds per chunk of a parallel run that looked like a loss
         self.result_bytes = 0  # of one chunk's result, as the caller told (see parallel_seconds)
-        self.caller_shares = []  # what share of the chunks the caller should take, last 3 runs
-
-    def caller_share(self, parties):
-        """The share of a parallel run's chunks the caller takes: an even one until runs
-        where it took a share showed how long it and the workers took."""
-        return _median(self.caller_shares) if self.caller_shares else 1 / parties
+        self.caller_shares = []  # the share of the chunks the caller should take, last 3 runs
 
     def record_inline(self, cpu_seconds, n, wall_seconds):
         # The median of the last three: one run slowed down (a garbage collection, a
@@ -565,19 +560,16 @@ def _parallel(site, executor, timed, items, shared, on_done, on_result, first=0)
 
 def _map_in_tasks(executor, timed, items, shared, per_task, on_done, on_result, first=0, caller_helps=False,
                   shares=None):
-    """``(results, tasks, CPU seconds, chunks run by the caller)`` of ``timed`` over ``items`` (chunks ``first..``
-    of the call) on the executor, in tasks of consecutive chunks (``_batches``);
-    ``on_done(i)`` and ``on_result(i, r)`` per chunk, ``i`` counted in ``items``. With
-    ``caller_helps``, the calling thread runs the first task itself (where the executor
-    lets it) while the workers run the rest: the median share of ``shares`` (the last
-    three runs' balanced shares, this run's appended), else an even one."""
+    """``(results, tasks, CPU seconds, chunks the caller ran)`` of ``timed`` over ``items``
+    (chunks ``first..`` of the call) on the executor, in tasks of consecutive chunks
+    (``_batches``); ``on_done(i)`` and ``on_result(i, r)`` per chunk, ``i`` counted in
+    ``items``. With ``caller_helps``, the calling thread runs the first task itself (where
+    the executor lets it) while the workers run the rest: the median share of ``shares``
+    (the last three runs' balanced shares, this run's appended), else an even one."""
     parties = _parties(executor, caller_helps)
     callers = 1 if parties > 1 and caller_helps and _caller_may_help(executor) else 0
     t0 = time.perf_counter()
-    if callers and len(items) >= parties:
-        share = _median(shares) if shares else 1 / parties
-        batches = _caller_first(items, parties - 1, share)
-    elif callers:
+    if callers:
         # one task a party: a worker of ProcessExecutor's lane gets its next task only
         # once the calling thread has read its last result, and a caller busy with its own
         # share leaves it idle meanwhile (the heavy hvp on processes took 3.3 s in 4 tasks
@@ -585,7 +577,7 @@ def _map_in_tasks(executor, timed, items, shared, per_task, on_done, on_result, 
         # probe) keeps the tasks _tasks gives: their dynamic balance evens out the worker
         # that shares a core with chunk 0 (heavy first call, 8 runs each: 0.55 s against
         # 0.65 s in one task a worker)
-        batches = _batches(items, -(-len(items) // parties), parties)
+        batches = _caller_first(items, parties - 1, _median(shares) if shares else 1 / parties)
     else:
         batches = _batches(items, per_task, parties)
     starts = list(itertools.accumulate(map(len, batches[:-1]), initial=0))
@@ -646,7 +638,7 @@ def _balanced_share(mine, my_seconds, n, seconds):
 
 def _caller_first(items, n_workers, share):
     """``items`` in one batch of about ``share`` of them for the caller, then one for each
-    worker; each gets one at least.
+    worker; each gets one at least (the caller the first, where there are too few).
 
     >>> [len(b) for b in _caller_first(list(range(16)), 1, 0.5)]
     [8, 8]
@@ -654,8 +646,12 @@ def _caller_first(items, n_workers, share):
     [7, 9]
     >>> [len(b) for b in _caller_first(list(range(9)), 2, 0.2)]
     [2, 4, 3]
+    >>> [len(b) for b in _caller_first(list(range(2)), 2, 0.2)]
+    [1, 1]
     """
     n = len(items)
+    if n <= n_workers + 1:
+        return [[item] for item in items]
     mine = min(max(1, round(n * share)), n - n_workers)
     rest = items[mine:]
     return [items[:mine], *_batches(rest, -(-len(rest) // n_workers), n_workers)]
@@ -741,7 +737,7 @@ class _Probe:
         ex = self.executor
         per_task = _tasks(n, ex.n_workers, lower, ex.dispatch_cost, ex.shares_memory)
         _, self.n_tasks, self.cpu_seconds, _ = _map_in_tasks(ex, self.timed, self.items, self.shared, per_task,
-                                                          _shift(self.on_done, 1), self._arrived, 1)
+                                                             _shift(self.on_done, 1), self._arrived, 1)
 
     def _arrived(self, j, result):
         """Chunk ``1 + j``'s result, in chunk order, in the helper thread (kept in
