@@ -6,7 +6,8 @@ import pytest
 
 import adrules as ad
 from adrules import ops
-from adrules.rules.indexing import scatter_add
+from adrules.rules import indexing
+from adrules.rules.indexing import scatter_add, window_sum
 from adrules.testing import check_frule, check_grads, check_rrule
 
 rng = np.random.default_rng(7)
@@ -49,6 +50,8 @@ RULES = [
     case(scatter_add, (6,), REPEATED, R(5)),
     case(scatter_add, (3, 4), (slice(None), np.array([1, 1])), R(3, 2)),
     case(scatter_add, (3, 4), (slice(None), np.array([1, 1])), R(2)),  # broadcast values
+    case(window_sum, (7,), 3, None, R(5, 3)),
+    case(window_sum, (4, 5), (2, 2), (1, 0), R(3, 4, 2, 2)),
     # gathers along an axis
     case(np.take, R(5), REPEATED),
     case(np.take, R(3, 4), np.array([0, 3, 3, -1]), 1),
@@ -159,6 +162,21 @@ def test_sliding_windows_convolution_has_np_convolve_s_gradient():
     np.testing.assert_allclose(gr, windows(x, 3).T @ gy)
     image, filters = R(6, 5), R(2, 3, 3)  # a 2-D filter bank over 3x3 patches
     check_grads(lambda f, im: np.einsum("hwij,cij->chw", windows(im, (3, 3)), f) ** 2, filters, image)
+
+
+@pytest.mark.parametrize("shape, window, axis", [((50,), 4, None), ((9, 8), (2, 3), None), ((6, 7, 5), (3, 2), (2, 0)),
+                                                  ((8, 2), (2, 3), (0, 0)), ((5,), 5, None)])
+def test_window_sum_adds_each_window_where_it_read_in_blocks_of_any_size(shape, window, axis, monkeypatch):
+    """Against a loop over every window and every position in it; blocks of one row of
+    the windows up to all of them give the same numbers."""
+    x = R(*shape)
+    g = R(*np.lib.stride_tricks.sliding_window_view(x, window, axis).shape)
+    expected = np.zeros(shape)
+    reads = np.lib.stride_tricks.sliding_window_view(np.arange(x.size).reshape(shape), window, axis)
+    np.add.at(expected.reshape(-1), reads.reshape(-1), g.reshape(-1))
+    for block_bytes in (1, 100, 2**18):
+        monkeypatch.setattr(indexing, "_WINDOW_BLOCK_BYTES", block_bytes)
+        np.testing.assert_allclose(window_sum(shape, window, axis, g), expected, rtol=1e-13, atol=1e-13)
 
 
 def test_repeated_indices_accumulate():

@@ -3,8 +3,8 @@
 Every function here reads ``x[index]`` for some index it can name (``take``,
 ``take_along_axis``, ``sort``, ``diagonal`` only compute that index), so every pullback
 is the same scatter, ``scatter_add(x.shape, index, g)``; the overlapping windows of
-``sliding_window_view`` scatter one slice per position in the window. The scatter is a
-primitive of its own, with the gather as its pullback, so second derivatives trace through it.
+``sliding_window_view`` add up in ``window_sum``. Both are primitives of their own, with
+the gather (the windows) as their pullback, so second derivatives trace through them.
 
     x --getitem(·, index)--> y          ȳ --scatter_add(shape, index, ·)--> x̄
 
@@ -226,16 +226,62 @@ def _window_slices(shape, window_shape, axis):
         yield (Ellipsis, *offset), tuple(slice(s, s + n) for s, n in zip(starts, lengths))
 
 
+@primitive
+def window_sum(shape, window_shape, axis, g):
+    """An array of ``shape`` to which each window of ``g`` (shaped as
+    ``sliding_window_view(x, window_shape, axis)`` of an ``x`` of ``shape``) adds its
+    values where it read them: the adjoint of the windows, and their pullback.
+
+    >>> window_sum((4,), 2, None, np.array([[1.0, 2.0], [10.0, 20.0], [100.0, 200.0]]))
+    array([  1.,  12., 120., 200.])
+    """
+    out = np.zeros(shape, dtype=np.result_type(g))
+    if not out.ndim:
+        return out
+    # Block by block along the first axis, every window position within a block: a
+    # position's slice of g is strided (one number a window), and a pass over the whole
+    # of g for each of them read all of it as many times as the window is long (windows
+    # of 32 over 200k numbers: 42 ms, against 7 ms in blocks of ~256 KiB of g).
+    rows = g.shape[0]
+    block = max(1, _WINDOW_BLOCK_BYTES // max(1, g[:1].nbytes))
+    slices = list(_window_slices(shape, window_shape, axis))
+    for r0 in range(0, rows, block):
+        r1 = min(r0 + block, rows)
+        g_rows = g[r0:r1]
+        for position, part in slices:
+            first = part[0]
+            out[(slice(first.start + r0, first.start + r1),) + part[1:]] += g_rows[position]
+    return out
+
+
+_WINDOW_BLOCK_BYTES = 2**18
+
+
+@rrule.register(window_sum)
+def window_sum_rrule(shape, window_shape, axis, g):
+    def window_sum_pullback(h):
+        h = unthunk(h)
+        return NoTangent(), NoTangent(), NoTangent(), NoTangent(), np.lib.stride_tricks.sliding_window_view(
+            h, window_shape, axis)
+
+    return window_sum(shape, window_shape, axis, g), window_sum_pullback
+
+
+@frule.register(window_sum)
+def window_sum_frule(tangents, shape, window_shape, axis, g):
+    dg = tangents[4]
+    y = window_sum(shape, window_shape, axis, g)
+    return y, ZeroTangent() if is_zero(dg) else window_sum(shape, window_shape, axis, dg)
+
+
 @reverse_rule(np.lib.stride_tricks.sliding_window_view)
 def sliding_window_view_rrule(x, window_shape, axis=None, **kwargs):
     shape = np.shape(x)
 
     def sliding_window_view_pullback(g):
-        # one slice per window position: np.add.at over all the windows cost 2-3x more
-        dx = ZeroTangent()
-        for position, part in _window_slices(shape, window_shape, axis):
-            dx = dx + scatter_add(shape, part, ops.getitem(g, position))
-        return NoTangent(), dx
+        # (a scatter of a whole array a window position took 15x the primal for windows
+        # of 32 over 200k numbers)
+        return NoTangent(), window_sum(shape, window_shape, axis, unthunk(g))
 
     # always read-only (writeable=True would let an in-place write reach x through the view)
     return np.lib.stride_tricks.sliding_window_view(x, window_shape, axis), sliding_window_view_pullback
