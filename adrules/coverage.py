@@ -92,8 +92,6 @@ NOTES.update({
     "scipy.special.gdtrc": "w.r.t. a and x (not b)",
     "scipy.special.fdtr": "w.r.t. x (not dfn, dfd)",
     "scipy.special.fdtrc": "w.r.t. x (not dfn, dfd)",
-    "scipy.special.inv_boxcox": "w.r.t. y (not lmbda)",
-    "scipy.special.inv_boxcox1p": "w.r.t. y (not lmbda)",
     "scipy.special.kolmogorov": "first derivatives only",
     "scipy.special.smirnov": "w.r.t. d (not n); first derivatives only",
 })

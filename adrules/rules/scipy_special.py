@@ -214,12 +214,38 @@ scalar_rule(sp.tandg, lambda x, y: _DEGREE * (1.0 + y * y))
 scalar_rule(sp.cotdg, lambda x, y: -_DEGREE * (1.0 + y * y))
 scalar_rule(sp.radian, lambda d, m, s, y: _DEGREE, lambda d, m, s, y: _DEGREE / 60.0,
             lambda d, m, s, y: _DEGREE / 3600.0)
-scalar_rule(sp.boxcox, lambda x, lmbda, y: np.power(x, lmbda - 1.0), _no_derivative("boxcox", "lmbda"))
-scalar_rule(sp.boxcox1p, lambda x, lmbda, y: np.power(1.0 + x, lmbda - 1.0), _no_derivative("boxcox1p", "lmbda"))
+
+
+def _boxcox_lmbda(log_x, lmbda):
+    """d boxcox(x, lmbda) / d lmbda = L**2 h(lmbda L), L = log x, h(u) = (u e^u - e^u + 1) / u**2;
+    by h's series near u = 0 (lmbda = 0 included: L**2 / 2), where the closed form cancels.
+    What fitting lmbda by maximum likelihood, as scipy.stats.boxcox does, differentiates."""
+    u = lmbda * log_x
+    near = np.abs(u) < 1e-3
+    safe = np.where(near, 1.0, u)
+    h = np.where(near, 0.5 + u / 3.0 + u * u / 8.0 + u * u * u / 30.0,
+                 (safe * np.exp(safe) - np.expm1(safe)) / (safe * safe))
+    return log_x * log_x * h
+
+
+def _inv_boxcox_lmbda(y, lmbda, x):
+    """d inv_boxcox(y, lmbda) / d lmbda = x y**2 k(lmbda y), k(v) = (v / (1 + v) - log1p(v)) / v**2
+    (x = exp(log1p(lmbda y) / lmbda)); by k's series near v = 0 (-1/2 at lmbda = 0)."""
+    v = lmbda * y
+    near = np.abs(v) < 1e-3
+    safe = np.where(near, 1.0, v)
+    k = np.where(near, -0.5 + v * (2.0 / 3.0 + v * (-0.75 + v * (0.8 - v * (5.0 / 6.0)))),
+                 (safe / (1.0 + safe) - np.log1p(safe)) / (safe * safe))
+    return x * y * y * k
+
+
+scalar_rule(sp.boxcox, lambda x, lmbda, y: np.power(x, lmbda - 1.0), lambda x, lmbda, y: _boxcox_lmbda(np.log(x), lmbda))
+scalar_rule(sp.boxcox1p, lambda x, lmbda, y: np.power(1.0 + x, lmbda - 1.0),
+            lambda x, lmbda, y: _boxcox_lmbda(np.log1p(x), lmbda))
 # x = (1 + lmbda y)**(1 / lmbda): dx/dy = x**(1 - lmbda), exp(y) at lmbda = 0 too
-scalar_rule(sp.inv_boxcox, lambda y, lmbda, x: np.power(x, 1.0 - lmbda), _no_derivative("inv_boxcox", "lmbda"))
+scalar_rule(sp.inv_boxcox, lambda y, lmbda, x: np.power(x, 1.0 - lmbda), _inv_boxcox_lmbda)
 scalar_rule(sp.inv_boxcox1p, lambda y, lmbda, x: np.power(1.0 + x, 1.0 - lmbda),
-            _no_derivative("inv_boxcox1p", "lmbda"))
+            lambda y, lmbda, x: _inv_boxcox_lmbda(y, lmbda, 1.0 + x))
 scalar_rule(sp.loggamma, lambda x, y: sp.digamma(x))  # real x > 0
 scalar_rule(sp.poch, lambda z, m, y: y * (sp.digamma(z + m) - sp.digamma(z)), lambda z, m, y: y * sp.digamma(z + m))
 scalar_rule(sp.expn, _no_derivative("expn", "the order n"), lambda n, x, y: -sp.expn(n - 1, x))
