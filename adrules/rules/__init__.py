@@ -7,6 +7,7 @@ from . import shape_more  # noqa: F401,E402
 from . import statistics  # noqa: F401,E402
 from . import linalg_more  # noqa: F401,E402
 from . import higher_order  # noqa: F401,E402
+from . import histograms  # noqa: F401,E402
 from ._optional import load_with  # noqa: E402
 
 load_with("scipy.special", "adrules.rules.scipy_special")
