@@ -51,6 +51,7 @@ CASES = [
     (np.bincount, (np.array([0, 2, 2, 1]), R(4), 5)),
     (np.histogram, (R(8), np.array([0.5, 0.8, 1.1, 1.5]), None, True, R(8, seed=1))),
     (np.histogram_bin_edges, (R(8), 4, None, R(8, seed=1))),
+    (np.histogramdd, (R(8, 2), [np.array([0.5, 1.0, 1.5]), 2], None, True, R(8, seed=2))),
     (np.take, (R(2, 3), np.array([0, 2, 0]), 1)), (np.take_along_axis, (R(2, 3), np.array([[0, 2], [1, 1]]), 1)),
     (np.choose, (np.array([0, 1, 0]), [R(3), R(3, seed=1)])),
     (np.select, ([R(3) > 1.0], [R(3, seed=1)], 0.5)),

@@ -70,3 +70,56 @@ def test_bin_edges_against_finite_differences():
     check_rrule(np.histogram_bin_edges, A, 5)
     check_frule(np.histogram_bin_edges, A, 5)
     check_grads(lambda a: np.sum(np.histogram_bin_edges(a, 3) ** 3), A.reshape(2, 5), order=2)
+
+
+# ---- D dimensions ------------------------------------------------------------------------------
+P = np.random.default_rng(5).uniform(0.0, 1.0, size=(12, 3))
+WP = np.random.default_rng(6).uniform(0.5, 2.0, size=12)
+
+
+@pytest.mark.parametrize("density", [False, True])
+@pytest.mark.parametrize("bins, range_", [
+    (3, None), ([np.array([0.0, 0.3, 0.7, 1.0]), 2, np.array([0.0, 0.5, 1.0])], None),
+    ([2, 3, 2], np.array([[0.1, 0.9], [0.0, 1.0], [0.2, 0.95]])),
+])
+def test_histogramdd_rules_against_finite_differences(bins, range_, density):
+    """Points, explicit edges (some axes), ranges and weights at once, then without weights."""
+    check_rrule(np.histogramdd, P, bins, range_, density, WP)
+    check_frule(np.histogramdd, P, bins, range_, density, WP)
+    check_rrule(np.histogramdd, P, bins, range_, density)
+    check_frule(np.histogramdd, P, bins, range_, density)
+
+
+@pytest.mark.parametrize("density", [False, True])
+def test_histogram2d_and_a_list_of_coordinates_to_second_order(density):
+    x, y = P[:, 0], P[:, 1]
+
+    def loss2d(w, x, y):
+        hist, xe, ye = np.histogram2d(x, y, bins=[3, 2], density=density, weights=w)
+        return np.sum(hist ** 2 * np.add.outer(xe[1:], ye[1:])) + np.sum(np.cos(xe)) * np.sum(ye)
+
+    def loss_dd(w, x, y):
+        hist, (xe, ye) = np.histogramdd([x, y], bins=[3, 2], density=density, weights=w)
+        return np.sum(hist ** 2 * np.add.outer(xe[1:], ye[1:])) + np.sum(np.cos(xe)) * np.sum(ye)
+
+    check_grads(loss2d, WP, x, y, order=2)
+    check_grads(loss_dd, WP, x, y, order=2)
+    g2 = ad.gradient(loss2d, WP, x, y)
+    gdd = ad.gradient(loss_dd, WP, x, y)
+    for a, b in zip(g2, gdd):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_histogram2d_value_is_numpys_own():
+    x, y = P[:, 0], P[:, 1]
+    (hist, xe, ye), _ = ad.pullback(lambda w: np.histogram2d(x, y, bins=np.array([0.0, 0.4, 1.0]), weights=w), WP)
+    want = np.histogram2d(x, y, bins=np.array([0.0, 0.4, 1.0]), weights=WP)
+    for got, expected in zip((hist, xe, ye), want):
+        np.testing.assert_array_equal(got, expected)
+
+
+def test_histogramdd_weights_gradient_is_the_cells_cotangent():
+    c = np.arange(8.0).reshape(2, 2, 2)
+    (g,) = ad.gradient(lambda w: np.sum(c * np.histogramdd(P, bins=2, range=[(0, 1)] * 3, weights=w)[0]), WP)
+    cell = np.minimum((P * 2).astype(int), 1)
+    np.testing.assert_array_equal(g, c[cell[:, 0], cell[:, 1], cell[:, 2]])
