@@ -553,21 +553,21 @@ def _parallel(site, executor, timed, items, shared, on_done, on_result, first=0)
     # it cold, says nothing of their pace)
     shares = list(site.caller_shares) if first_on_workers else site.caller_shares
     out, n_tasks, cpu, in_caller = _map_in_tasks(executor, timed, items, shared, per_task, on_done, on_result,
-                                                 first, caller_helps=True, shares=shares)
+                                                 first, shares=shares)
     site.record_parallel(time.perf_counter() - t0, cpu, len(items), first_on_workers, executor.n_workers)
     return out, _placement(executor, len(items), n_tasks, in_caller)
 
 
-def _map_in_tasks(executor, timed, items, shared, per_task, on_done, on_result, first=0, caller_helps=False,
-                  shares=None):
+def _map_in_tasks(executor, timed, items, shared, per_task, on_done, on_result, first=0, shares=None):
     """``(results, tasks, CPU seconds, chunks the caller ran)`` of ``timed`` over ``items``
     (chunks ``first..`` of the call) on the executor, in tasks of consecutive chunks
     (``_batches``); ``on_done(i)`` and ``on_result(i, r)`` per chunk, ``i`` counted in
-    ``items``. With ``caller_helps``, the calling thread runs the first task itself (where
-    the executor lets it) while the workers run the rest: the median share of ``shares``
-    (the last three runs' balanced shares, this run's appended), else an even one."""
-    parties = _parties(executor, caller_helps)
-    callers = 1 if parties > 1 and caller_helps and _caller_may_help(executor) else 0
+    ``items``. Given ``shares`` (the call site's last balanced shares of the caller, this
+    run's appended), the calling thread runs the first task itself where the executor
+    lets it, their median share of the chunks (an even one while there are none), and
+    the workers the rest."""
+    callers = int(shares is not None and _caller_may_help(executor))
+    parties = _parties(executor, bool(callers))
     t0 = time.perf_counter()
     if callers:
         # one task a party: a worker of ProcessExecutor's lane gets its next task only
@@ -581,13 +581,13 @@ def _map_in_tasks(executor, timed, items, shared, per_task, on_done, on_result, 
     else:
         batches = _batches(items, per_task, parties)
     starts = list(itertools.accumulate(map(len, batches[:-1]), initial=0))
-    cpu = [0.0] * len(batches)  # CPU seconds of each task's chunks
+    cpu = [0.0]
     ends = [t0] * len(batches)  # when each task's last chunk ended
 
     def batch_result(b, pairs):
         out = []
         for k, (result, seconds, end) in enumerate(pairs):
-            cpu[b] += seconds
+            cpu[0] += seconds
             ends[b] = end
             out.append(result if on_result is None else on_result(starts[b] + k, result))
         return out
@@ -614,9 +614,9 @@ def _map_in_tasks(executor, timed, items, shared, per_task, on_done, on_result, 
     except (Exception, SystemExit) as e:
         _name_the_chunk(e, [first + start for start in starts], first + len(items))
         raise
-    if callers and shares is not None and len(batches) > 1:
+    if callers and len(batches) > 1:
         _last_three(shares, _balanced_share(len(batches[0]), ends[0] - t0, len(items), max(ends[1:]) - t0))
-    return [r for part in parts for r in part], len(batches), sum(cpu), len(batches[0]) if callers else 0
+    return [r for part in parts for r in part], len(batches), cpu[0], len(batches[0]) if callers else 0
 
 
 def _balanced_share(mine, my_seconds, n, seconds):

@@ -1,20 +1,20 @@
-"""Collect ``concurrent.futures`` results in item order (threads and loky).
+"""Collect ``concurrent.futures`` results in item order (the thread pool's).
 
 ::
 
-    parent thread                              pool threads / loky manager
-    ─────────────                              ───────────────────────────
+    parent thread                              pool threads
+    ─────────────                              ────────────
     futures = [submit(task_i) ...]            (threads: only a window of them; the
     add_done_callback(queue.put) ──────────▶   next one once a result was handed on)
     loop n times:  f = queue.get()   ◀──────────┘ future finishes → queue.put(future)
         error?  cancel pending futures, raise (annotated with the item index)
-        else    on_done(index[f]); results.put(index[f], convert(f.result().pop()))
+        else    on_done(index[f]); results.put(index[f], f.result().pop())
                 (InOrder hands results on in item order)
 
 The parent blocks only in ``SimpleQueue.get``, which a real SIGINT interrupts,
-so Ctrl-C reaches the caller; ``on_abort`` then lets the backend clean up
-(cancel, or terminate a process pool).  Fail fast: the first error observed is
-raised at once; tasks already running are left to finish in the background.
+so Ctrl-C reaches the caller, and the tasks not yet started are cancelled.  Fail
+fast: the first error observed is raised at once; tasks already running are left to
+finish in the background.  (Process workers are read by ``_lane`` instead.)
 """
 
 from __future__ import annotations
@@ -26,10 +26,9 @@ from .base import annotate
 __all__ = ["collect"]
 
 
-def collect(futures, on_done, name, results, *, convert=None, translate=None, on_abort=None,
-            submit=None, n_items=None, abandon=None) -> None:
+def collect(futures, on_done, name, results, *, submit=None, n_items=None, abandon=None) -> None:
     """Wait for ``futures``; hand each result to ``results.put(i, value)`` (an
-    ``InOrder``), after ``convert(i, raw)`` when given (e.g. unpickling).
+    ``InOrder``).
 
     Each task returns its result in a one-element list, popped here: a finished
     future would otherwise keep every result alive until the map returns, and a
@@ -40,17 +39,14 @@ def collect(futures, on_done, name, results, *, convert=None, translate=None, on
     on: no more than ``len(futures)`` results are ever computed ahead of the caller's
     reduction (a result that finished early waits in memory for the ones before it).
 
-    ``translate(exc, i, pending_indices) -> exception or None`` may replace an
-    infrastructure error (e.g. a dead worker) before it is raised; user errors
-    are annotated with the item index and re-raised unchanged. ``abandon`` (the map's
-    flag, see ``_abandon``) is set before raising: tasks still to run stop early.
+    Errors are annotated with the item index and re-raised unchanged. ``abandon`` (the
+    map's flag, see ``_abandon``) is set before raising: tasks still to run stop early.
     """
     futures = list(futures)
     window = len(futures)
     n = len(futures) if submit is None else n_items
     index = {f: i for i, f in enumerate(futures)}
     done_q: queue.SimpleQueue = queue.SimpleQueue()
-    finished = [False] * n
     failure = None
     try:
         for f in futures:
@@ -62,32 +58,24 @@ def collect(futures, on_done, name, results, *, convert=None, translate=None, on
             if exc is not None:
                 failure = (exc, i)
                 break
-            finished[i] = True
             if on_done is not None:
                 on_done(i)
-            value = f.result().pop()  # tasks return [result]: the future keeps an empty list
-            results.put(i, value if convert is None else convert(i, value))
+            results.put(i, f.result().pop())  # tasks return [result]: the future keeps an empty list
             while submit is not None and len(futures) < min(n, results.delivered + window):
                 f = submit(len(futures))
                 index[f] = len(futures)
                 futures.append(f)
                 f.add_done_callback(done_q.put)
-    except BaseException as exc:  # KeyboardInterrupt, or an error from on_done/on_result
+    except BaseException:  # KeyboardInterrupt, or an error from on_done/on_result
         if abandon is not None:
             abandon.set()
         _cancel(futures)
-        if on_abort is not None:
-            on_abort(exc)
         raise
     if failure is not None:
         exc, i = failure
         if abandon is not None:
             abandon.set()
         _cancel(futures)
-        pending = [j for j in range(n) if not finished[j] and j != i]
-        new = translate(exc, i, pending) if translate is not None else None
-        if new is not None:
-            raise new from exc
         annotate(exc, i, n, name)
         raise exc
 

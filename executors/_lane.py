@@ -28,8 +28,8 @@ import tempfile
 import threading
 import traceback
 import weakref
-from multiprocessing.connection import Connection, wait
 import typing
+from multiprocessing.connection import Connection, wait
 from typing import Any, Callable, Iterable
 
 from . import _remote
@@ -172,8 +172,8 @@ class Lane:
         at a time each; ``on_result(i, data)`` for each result, in completion order.
         ``meanwhile()`` runs in this thread once the first tasks are out (the caller's
         own share of the work), on the first ``n_workers`` workers only where given. The
-        first error raised by a task is raised here,
-        rebuilt, with ``executors_lane_index`` set; a dead worker raises
+        first error raised by a task is raised here, rebuilt, with
+        ``executors_lane_index`` set; a dead worker raises
         :class:`WorkerGone`. Tasks still running then are owed: their replies are read
         and dropped before the worker gets another."""
         self._settle_owed()

@@ -28,7 +28,7 @@ import contextvars
 import os
 import pickle
 import threading
-from typing import Any, Iterable
+from typing import Iterable
 
 from . import _abandon, _context, _lane, _remote, _shm
 from ._blas import PIN_ENV, blas_pinned
