@@ -119,6 +119,9 @@ class Lane:
                 "the 'processes' executor talks to its workers over Unix sockets, which this "
                 "platform lacks: use the 'threads' or 'dask' executor")
         self._folder = tempfile.mkdtemp(prefix="executors-lane-")  # 0700: only this user
+        # the folder goes once every worker has connected (ready()); this covers a lane
+        # dropped before then, or at exit
+        self._remove_folder = weakref.finalize(self, shutil.rmtree, self._folder, ignore_errors=True)
         address = os.path.join(self._folder, "s")
         self._listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self._listener.bind(address)
@@ -148,6 +151,10 @@ class Lane:
                 conn = Connection(sock.detach())
                 conn.recv_bytes()  # the worker's hello: it is serving
                 self.conns.append(conn)
+            # nobody else may connect, and nothing is left on disk should this process be
+            # killed: a replaced worker comes with a new lane
+            self._listener.close()
+            self._remove_folder()
             return True
 
     def wait_ready(self, failed: Callable[[], BaseException | None]) -> None:
@@ -233,7 +240,7 @@ class Lane:
                 conn.close()
             self.conns = []
             self._listener.close()
-        shutil.rmtree(self._folder, ignore_errors=True)
+        self._remove_folder()
 
 
 # A lane left open at exit (an executor never closed: a script's) would keep each

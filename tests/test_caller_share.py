@@ -129,3 +129,33 @@ def test_a_script_that_never_closes_its_pool_exits_at_once(tmp_path):
     assert r.returncode == 0, r.stderr
     assert r.stdout.split("\n")[:3] == ["[1, 2, 3]", "died", "[4, 5]"]
     assert time.monotonic() - t0 < 30, "the script hung at exit"
+
+
+def test_no_socket_folder_outlives_the_workers_start(tmp_path):
+    """The lane's Unix socket lives in a private temporary folder. It goes once every
+    worker has connected, so nothing is left in the temporary directory by an executor
+    that is dropped without close() or by a parent that is killed."""
+    import subprocess
+    import sys
+
+    script = tmp_path / "script.py"
+    script.write_text(
+        "import gc, glob, os, sys\n"
+        "import executors\n"
+        "ex = executors.ProcessExecutor(2)\n"
+        "print(ex.map(abs, [-1, -2, -3]))\n"
+        "print(len(glob.glob(os.path.join(sys.argv[1], 'executors-lane-*'))))\n"
+        "del ex\n"
+        "gc.collect()\n"
+        "ex = executors.ProcessExecutor(2)\n"
+        "ex.map(abs, [-1])\n"
+        "os.kill(os.getpid(), 9)\n"
+    )
+    folder = tmp_path / "tmp"
+    folder.mkdir()
+    env = dict(os.environ, TMPDIR=str(folder))
+    r = subprocess.run([sys.executable, str(script), str(folder)], capture_output=True,
+                       text=True, timeout=120, env=env)
+    assert r.returncode == -9, r.stderr
+    assert r.stdout.split("\n")[:2] == ["[1, 2, 3]", "0"]
+    assert not list(folder.glob("executors-lane-*"))
