@@ -29,7 +29,7 @@ from .api import (_DROPPED_SUBCLASSES, _check_callable, _leaf_is_differentiable,
 from .pytrees import LEAF, PyTree, TreeDef, _field_names, flatten, tangent_leaves, unflatten
 from .schedule import run, work_key
 from .tangents import Tangent, is_float_value, is_zero
-from .tracer import SECOND_ORDER, NoFruleError, NoRuleError, Traced, in_place_writes_explained
+from .tracer import SECOND_ORDER, NoFruleError, NoRuleError, Traced, TracerError, in_place_writes_explained
 
 #: What ``jacobian``, ``hessian`` and ``hvp`` differentiate at: a float array or a number.
 FloatArg = Union[float, np.floating[Any], np.integer[Any], NDArray[np.floating[Any]]]
@@ -523,11 +523,19 @@ def hvp(f: Callable[..., Any], x: PyTree, v: PyTree) -> Any:
         if isinstance(a, np.ndarray) and a.dtype.kind in "biu" and not is_zero(b) and np.any(np.asarray(b) != 0):
             raise _int_array(fname, where, a.dtype)
         _leaf_is_differentiable(a, fname, where)
-    with _rules_differentiated(fname):
-        try:
-            return jvp(_grad_of(f, "hvp"), (x,), (v,))[1]
-        except NoFruleError:  # a primitive with an rrule only: the gradient of <gradient f(x), v>
-            return gradient(lambda x: _inner(_grad_of(f, "hvp")(x), v_leaves), x)[0]
+    try:
+        with _rules_differentiated(fname):
+            try:
+                return jvp(_grad_of(f, "hvp"), (x,), (v,))[1]
+            except NoFruleError:  # a primitive with an rrule only: the gradient of <gradient f(x), v>
+                return gradient(lambda x: _inner(_grad_of(f, "hvp")(x), v_leaves), x)[0]
+    except TracerError as e:
+        if type(x) is not tuple:
+            raise
+        # JAX's recipe is hvp(f, primals, tangents), with tuples: here f got the tuple
+        raise TracerError(f"{e} Note: x is a tuple, and f received that tuple as its argument: "
+                          f"hvp takes the point itself, hvp(f, x, v), not a tuple of arguments "
+                          f"as jax.jvp does.") from e
 
 
 def _inner(g: Any, v_leaves: list[Any]) -> Any:

@@ -133,18 +133,30 @@ _IN_PLACE_SIGNS = ("in place", "in-place", "assigning a traced value", "storing 
 @contextlib.contextmanager
 def in_place_writes_explained(explain):
     """Re-raise an in-place write into an array of traced values (or NumPy's "setting an
-    array element with a sequence" it caused) as ``TracerError(explain(message))``: a
-    second derivative traces the rules' pullbacks and frules as ordinary code, so the
-    write was in a rule. An error explained already passes through."""
+    array element with a sequence" it caused) made while a rule ran as
+    ``TracerError(explain(message))``: a second derivative traces the rules' pullbacks
+    and frules as ordinary code. The same error from the differentiated function's own
+    code (``x @ w`` where ``x`` is a tuple), or one explained already, passes through."""
     try:
         yield
     except (TypeError, ValueError) as e:
         cause = e if isinstance(e, TracerError) else e.__cause__
         text = str(cause)
         if not isinstance(cause, TracerError) or SECOND_ORDER in text or not any(
-                sign in text for sign in _IN_PLACE_SIGNS):
+                sign in text for sign in _IN_PLACE_SIGNS) or not _raised_in_a_rule(e):
             raise
         raise TracerError(explain(text)) from e
+
+
+def _raised_in_a_rule(e):
+    """Whether ``e`` came from a rule the tracer called: a pullback run by backprop, an
+    rrule or an frule."""
+    tb = e.__traceback__
+    while tb is not None:
+        if tb.tb_frame.f_code in _RULE_CALLS:
+            return True
+        tb = tb.tb_next
+    return False
 
 
 def _escape(what):
@@ -250,7 +262,7 @@ class Traced(TracedValue):
                               "If you want its value without a derivative, pass x.value.")
         raise TracerError(
             "np.asarray / np.array of a traced value, or storing it into a NumPy array "
-            f"(a[i] = x), would drop its gradient{f' (in {where})' if where else ''}. If you passed a Python list of "
+            f"(a[i] = x), would drop its gradient{f' (in {where})' if where else ''}. If you passed a Python list or tuple of "
             "traced values to a NumPy function (np.array([a, b]), np.mean([a, b]), ...), build the "
             "array with np.stack([a, b]) first: NumPy gives no hook for lists. A plain array's "
             "method given a traced argument converts it too (X.dot(w)): write X @ w or "
@@ -1141,6 +1153,10 @@ def backprop(trace, seeds, consume=True):
                 gi = None
         grads = gi = None  # this node's cotangents: not alive during the next pullback
     return cot
+
+
+#: where the tracer runs rules: an error raised below one of these came from a rule
+_RULE_CALLS = frozenset((backprop.__code__, call_rrule.__code__, call_frule.__code__))
 
 
 def _zeros_like(y):

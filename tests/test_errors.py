@@ -682,6 +682,44 @@ def test_a_second_derivative_names_a_pullback_that_writes_in_place(call):
         call(lambda x: np.sum(square_filled(x)), X)
 
 
+@ad.primitive
+def _square_listed(x):
+    return x ** 2
+
+
+@ad.rrule.register(_square_listed)
+def _square_listed_rrule(x):
+    def back(g):  # a list of numbers made an array: traced at second order, it drops them
+        return ad.NoTangent(), np.array([2 * x[i] * g[i] for i in range(len(x))])
+    return x ** 2, back
+
+
+@pytest.mark.parametrize("call", [lambda f, x: ad.hessian(f, x), lambda f, x: ad.hvp(f, x, x)])
+def test_a_second_derivative_names_a_pullback_that_builds_an_array_from_a_list(call):
+    with pytest.raises(TracerError, match=r"a second derivative differentiates the rules' pullbacks .*"
+                                          r"in _square_listed_rrule.<locals>.back"):
+        call(lambda x: np.sum(_square_listed(x)), X)
+
+
+@pytest.mark.parametrize("call", [lambda f, x: ad.hessian(f, x), lambda f, x: ad.hvp(f, x, x)])
+def test_a_second_derivative_does_not_blame_the_rules_for_the_users_own_code(call):
+    """np.array of a list of traced numbers in f itself: the error says so, with its fix,
+    and not that a rule's pullback wrote in place."""
+    with pytest.raises(TracerError) as info:
+        call(lambda x: np.sum(np.array([x[0], x[1]]) ** 2), X)
+    assert "pullbacks" not in str(info.value) and "np.stack([a, b])" in str(info.value)
+    assert "<lambda>" in str(info.value)
+
+
+def test_hvp_given_a_tuple_as_jax_users_write_it_says_it_takes_the_point_itself():
+    w = np.ones(3)
+    with pytest.raises(TracerError, match=r"x is a tuple, and f received that tuple as its argument: "
+                                          r"hvp takes the point itself, hvp\(f, x, v\)"):
+        ad.hvp(lambda x: np.sum((x @ w) ** 2), (X,), (X,))
+    h = ad.hvp(lambda p: np.sum(p[0] ** 3), (X,), (np.ones(3),))  # a tuple meant as one: fine
+    np.testing.assert_allclose(h[0], 6 * X)
+
+
 # ---- mistakes that passed silently (a wrong value, a zero gradient, a check of nothing) ----
 
 @ad.primitive
