@@ -321,6 +321,25 @@ class Executor:
     def __repr__(self) -> str:
         return f"{type(self).__name__}(n_workers={self.n_workers})"
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickled, an executor is the serial one: a copy in another process cannot use
+        this one's workers, and the copy is there because work sent to workers took it
+        along (``f`` running a ``psum`` of its own), where every map runs inline anyway.
+
+        >>> import pickle, executors
+        >>> pickle.loads(pickle.dumps(executors.ThreadExecutor(2)))
+        SerialExecutor()
+        """
+        from .local import SerialExecutor
+
+        return (SerialExecutor, ())
+
+    def __copy__(self: _E) -> _E:
+        return self  # a handle on workers, as a logger is on its handlers: shared, not copied
+
+    def __deepcopy__(self: _E, memo: dict[int, Any]) -> _E:
+        return self
+
 
 class InOrder:
     """Results of a map, handed to ``on_result(i, result)`` in item order whatever

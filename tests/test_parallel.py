@@ -196,6 +196,30 @@ def test_strided_arrays_give_the_same_bits_on_every_backend(pools, dask_pool):
     np.testing.assert_allclose(ad.psum(f, ws, X, executor="serial"), sum(f(w, X) for w in ws), rtol=1e-12)
 
 
+def test_a_psum_inside_f_given_the_outer_executor_runs_on_every_backend(data, pools, dask_pool):
+    """An ensemble of ensembles: f runs a psum of its own on the executor it captured.
+    Sent to workers with f, the executor arrives as the serial one (inside chunk work
+    every map runs inline); the gradient is the nested loop's."""
+    models, x, y = data
+    groups = [models[:3], models[3:5], models[5:]]
+    expected = ad.value_and_gradient(lambda gs, x: sum(loop_total(g, x, y) for g in gs), groups, x)
+    for ex in [*pools.values(), dask_pool]:
+        def group_loss(g, x):
+            return ad.psum(loss, g, x, y, executor=ex, chunk_size=1)
+        got = ad.value_and_gradient(lambda gs, x: ad.psum(group_loss, gs, x, executor=ex, chunk_size=1),
+                                    groups, x)
+        _assert_close_tree(got, expected)
+
+
+def test_an_executor_pickles_as_the_serial_one_and_copies_as_itself(pools):
+    import copy
+    import pickle
+
+    ex = pools[("processes", 2)]
+    assert type(pickle.loads(pickle.dumps(ex))) is executors.SerialExecutor
+    assert copy.copy(ex) is ex and copy.deepcopy({"ex": ex})["ex"] is ex
+
+
 def test_chunk_size_changes_only_rounding(data):
     models, x, y = data
     _, g1 = _psum_value_and_grad(models, x, y, "serial", chunk_size=1)
