@@ -33,6 +33,7 @@ import sys
 import threading
 
 import numpy as np
+from executors._abandon import Abandoned, watcher as _abandon_watcher
 
 from . import _state, gaps, ops
 from ._state import TracedValue
@@ -53,7 +54,7 @@ class Trace:
     ``config`` that rules of higher-order functions registered with ``config=True``
     receive (``config.rrule_via_ad``)."""
 
-    __slots__ = ("level", "nodes", "n_slots", "forward", "config")
+    __slots__ = ("level", "nodes", "n_slots", "forward", "config", "stop")
 
     def __init__(self, config, forward=False):
         self.level = _next_level()
@@ -61,6 +62,10 @@ class Trace:
         self.n_slots = 0
         self.forward = forward
         self.config = config
+        # Inside a task on threads: whether its map has raised (Ctrl-C in the caller), asked
+        # at each operation, so that a long chunk stops there instead of running on while
+        # the script waits for it at exit; None elsewhere
+        self.stop = _abandon_watcher()
 
     def leaf(self, value, tangent=None):
         """Box ``value`` as an input of this trace."""
@@ -677,6 +682,8 @@ def apply(f, args, kwargs, sequences=False, containers=False):
     numpy_call = sequences or type(f) is _ufunc  # NumPy's own functions take lists as arrays
     if sequences and f not in _JOINS:
         args = _numbers_as_arrays(args, top)
+    if top.stop is not None and top.stop():  # (the operators' short path asks in _record_scalar)
+        raise Abandoned()
     if top.forward:
         return _apply_forward(f, args, kwargs, top, numpy_call)
     entry = _rrule_table.get(f)
@@ -771,6 +778,8 @@ def _scalar_rule_of_outputs(entry, y):
 def _record_scalar(f, entry, values, slots, kwargs, top):
     """``f`` on the opened ``values``, recorded on ``top`` for a scalar rule
     (registry.scalar_rrule, with the partials read from the entry in backprop)."""
+    if top.stop is not None and top.stop():  # the operators' short path comes here too
+        raise Abandoned()
     y = f(*values, **kwargs) if kwargs else f(*values)  # **{} doubles a small ufunc call's cost
     out = Traced(y, top)
     # An elementwise output is as big as its biggest input: small, nothing worth dropping.
@@ -1073,7 +1082,10 @@ def backprop(trace, seeds, consume=True):
             cot[slot] = g if cot[slot] is None else cot[slot] + g
     nodes = trace.nodes
     order = (nodes.pop() for _ in range(len(nodes))) if consume else reversed(nodes)
+    stop = _abandon_watcher()  # this task's, as Trace.stop (the tape may be another task's)
     for entry, out, slots, values, pullback, y in order:
+        if stop is not None and stop():
+            raise Abandoned()
         if type(out) is int:
             g = cot[out]
             if g is None:

@@ -23,7 +23,7 @@ import shutil
 import tempfile
 import threading
 import uuid
-from typing import Any
+from typing import Any, Callable
 
 _FLAG: contextvars.ContextVar[Any] = contextvars.ContextVar("executors_abandon", default=None)
 
@@ -38,6 +38,23 @@ def abandoned() -> bool:
     """
     flag = _FLAG.get()
     return flag is not None and flag.is_set()
+
+
+class Abandoned(Exception):
+    """Raised inside a task whose map has already raised, by work that stops mid-way
+    (the tracer, at its next operation): nobody reads the result."""
+
+
+def watcher() -> Callable[[], bool] | None:
+    """A test, cheap enough to ask at every operation, of whether the current task's map
+    has raised; None outside a task, and in worker processes, where the test is a file
+    lookup (those are stopped otherwise: loky's are killed on Ctrl-C).
+
+    >>> watcher() is None
+    True
+    """
+    flag = _FLAG.get()
+    return flag._event.is_set if type(flag) is ThreadFlag else None
 
 
 def enter(flag: Any) -> None:

@@ -340,3 +340,37 @@ def test_a_generator_as_xs_is_refused_with_the_fix_and_a_range_is_taken():
     with pytest.raises(TypeError, match=r"got generator, which can be gone through once only: pass list\(xs\)"):
         ad.psum(lambda x: x * x, (float(i) for i in range(3)))
     assert ad.psum(lambda x: x * x, range(4), executor="serial") == 14
+
+
+def _traced_for(seconds):
+    """A function whose gradient takes ``seconds`` of small traced operations."""
+    def f(w):
+        h, end = w, time.monotonic() + seconds
+        while time.monotonic() < end:
+            h = np.tanh(h * w + 0.1 * (h @ w))
+        return np.sum(h)
+    return f
+
+
+def test_a_gradient_in_a_task_of_a_map_that_failed_stops_at_its_next_operation():
+    """A thread cannot be killed: a differentiation running on the pool when its map
+    raised would run on to its end (and close(), or a script's exit, wait for it). It
+    stops at its next traced operation instead, in forward and reverse mode alike."""
+    long = _traced_for(10.0)
+
+    def item(i):
+        if i == 0:
+            time.sleep(0.3)  # the other items are well under way
+            raise ValueError("item 0 failed")
+        if i == 1:
+            return ad.gradient(long, np.ones(3))
+        return ad.jvp(long, (np.ones(3),), (np.ones(3),))
+
+    t0 = time.monotonic()
+    ex = executors.ThreadExecutor(3)
+    with pytest.raises(ValueError, match="item 0 failed"):
+        ex.map(item, [0, 1, 2])
+    ex.close()  # waits for the tasks still running
+    assert time.monotonic() - t0 < 3.0
+    # in this thread, outside any map, a differentiation runs to its end
+    assert np.all(np.isfinite(ad.gradient(_traced_for(0.05), np.ones(3))[0]))

@@ -378,3 +378,49 @@ def test_an_error_on_a_dask_worker_is_reported_once_to_the_caller_not_logged_by_
     assert caught.startswith("x too big |") and "element 2" in caught, caught
     assert _lines(r, "AFTER") == ["5.0"]
     assert "Compute Failed" not in r.stderr, r.stderr  # 20 lines a failed task, before
+
+
+CTRL_C_ON_THREADS = textwrap.dedent('''
+    import signal
+    import time
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # as in a terminal
+    import numpy as np
+    import adrules as ad
+
+    def slow(w, x):  # 8 s of small traced operations
+        h, end = x, time.monotonic() + 8.0
+        while time.monotonic() < end:
+            h = np.tanh(h * w)
+        return np.sum(h)
+
+    if __name__ == "__main__":
+        print("started", flush=True)
+        ad.gradient(lambda ws: ad.psum(slow, ws, np.ones(3), chunk_size=1), [np.ones(3)] * 4)
+''')
+
+
+def test_ctrl_c_stops_a_psum_on_threads_mid_chunk(tmp_path):
+    """The chunks running on the pool's threads stop at their next traced operation, so
+    the script ends at once: before, it waited at exit for them (a thread cannot be
+    killed), here 8 s more, in general as long as a chunk takes."""
+    import signal
+    import time
+
+    script = tmp_path / "script.py"
+    script.write_text(CTRL_C_ON_THREADS)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ADRULES_")}
+    env.update(ADRULES_EXECUTOR="threads:2", ADRULES_DISPATCH="always",
+               PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    proc = subprocess.Popen([sys.executable, str(script)], cwd=tmp_path, env=env, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        assert proc.stdout.readline() == "started\n"
+        time.sleep(1.0)  # the chunks are running on the threads
+        proc.send_signal(signal.SIGINT)
+        t0 = time.monotonic()
+        _, err = proc.communicate(timeout=60)
+        waited = time.monotonic() - t0
+    finally:
+        proc.kill()
+    assert proc.returncode != 0 and err.rstrip().endswith("KeyboardInterrupt"), err[-2000:]
+    assert waited < 3.0, f"the script took {waited:.1f} s to end after Ctrl-C"
