@@ -43,6 +43,7 @@ import threading
 import time
 
 import executors
+from executors import _abandon
 from executors._blas import blas_pinned
 from executors.base import SerializationError, call_inline
 
@@ -698,6 +699,7 @@ class _Probe:
         self.early, self.values = [], {}
         self.t0 = self.cpu_seconds = 0.0
         self.n_tasks, self.why, self.future = 0, None, None
+        self.stopper = _abandon.Stopper()  # abandon() stops the map sent, on its workers too
 
     @classmethod
     def start(cls, executor, timed, items, shared, on_done, on_result, result_bytes=0):
@@ -718,6 +720,7 @@ class _Probe:
             return cls._pool
 
     def _run(self):
+        self.stopper.use()  # (in the context copied for this thread)
         n, wait = len(self.items), self.grace
         while not self.chunk0_done.wait(wait):
             so_far = self.chunk0_seconds()
@@ -781,6 +784,7 @@ class _Probe:
         self.chunk0_done.set()
         with self.lock:
             self.stopped = self.abandoned = True
+        self.stopper.set()  # its tasks stop at their next operation (Ctrl-C: at once, not after a chunk)
         concurrent.futures.wait([self.future])
 
 

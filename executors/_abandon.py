@@ -22,6 +22,7 @@ import os
 import shutil
 import tempfile
 import threading
+import time
 import uuid
 from typing import Any, Callable
 
@@ -47,14 +48,123 @@ class Abandoned(Exception):
 
 def watcher() -> Callable[[], bool] | None:
     """A test, cheap enough to ask at every operation, of whether the current task's map
-    has raised; None outside a task, and in worker processes, where the test is a file
-    lookup (those are stopped otherwise: loky's are killed on Ctrl-C).
+    has raised (an Event's flag: in a worker process, one thread looks for the flag
+    file every ``POLL_SECONDS`` and sets it); None outside a task.
 
     >>> watcher() is None
     True
     """
     flag = _FLAG.get()
-    return flag._event.is_set if type(flag) is ThreadFlag else None
+    if type(flag) is ThreadFlag:
+        return flag._event.is_set
+    if type(flag) is FileFlag:
+        return _poller.event(flag.path).is_set
+    return None
+
+
+def watch(flag: Any) -> None:
+    """A task of ``flag``'s map starts in this process: look for its file (until
+    ``leave``), so that ``watcher`` reads an Event."""
+    if type(flag) is FileFlag:
+        _poller.watch(flag.path)
+
+
+def leave(flag: Any) -> None:
+    """That task is over."""
+    if type(flag) is FileFlag:
+        _poller.forget(flag.path)
+
+
+POLL_SECONDS = 0.05
+
+
+class _Poller:
+    """The flag files of the maps whose tasks run in this process, looked for by one
+    daemon thread, started on first use: the tracer asks an Event at each operation
+    (~30 ns), where a file lookup would be a system call."""
+
+    def __init__(self) -> None:
+        self._events: dict[str, threading.Event] = {}
+        self._tasks: collections.Counter[str] = collections.Counter()  # running, by path
+        self._changed = threading.Condition()
+        self._thread: threading.Thread | None = None
+
+    def watch(self, path: str) -> None:
+        with self._changed:
+            if path not in self._events:
+                self._events[path] = threading.Event()
+                self._changed.notify()
+            self._tasks[path] += 1
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="executors-abandon-poller",
+                                                daemon=True)
+                self._thread.start()
+
+    def forget(self, path: str) -> None:
+        with self._changed:
+            self._tasks[path] -= 1
+            if self._tasks[path] <= 0:
+                del self._tasks[path]
+                self._events.pop(path, None)
+
+    def event(self, path: str) -> threading.Event:
+        """The Event set once ``path`` exists (one never set where it is not watched)."""
+        event = self._events.get(path)
+        return event if event is not None else threading.Event()
+
+    def _run(self) -> None:
+        while True:
+            with self._changed:
+                while not self._events:
+                    self._changed.wait()
+                watched = list(self._events.items())
+            for path, event in watched:
+                if not event.is_set() and os.path.exists(path):
+                    event.set()
+            time.sleep(POLL_SECONDS)
+
+
+_poller = _Poller()
+
+
+class Stopper:
+    """Sets the flags of the maps started where it is current (``use``), those made
+    later too: a thread that ran a map on a caller's behalf (adrules' first-call probe)
+    stops it when that caller gives up, without waiting for the map's next result."""
+
+    def __init__(self) -> None:
+        self._flags: list[Any] = []
+        self._set = False
+        self._lock = threading.Lock()
+
+    def use(self) -> None:
+        """Make this the current context's stopper."""
+        _STOPPER.set(self)
+
+    def add(self, flag: Any) -> Any:
+        with self._lock:
+            self._flags.append(flag)
+            if self._set:
+                flag.set()
+        return flag
+
+    def set(self) -> None:
+        with self._lock:
+            self._set = True
+            flags = list(self._flags)
+        for flag in flags:
+            flag.set()
+
+
+_STOPPER: contextvars.ContextVar[Stopper | None] = contextvars.ContextVar("executors_stopper", default=None)
+
+
+def new_flag(kind: type) -> Any:
+    """A new map's flag (``ThreadFlag`` or ``FileFlag``), handed to the current
+    ``Stopper`` if there is one."""
+    flag = kind()
+    stopper = _STOPPER.get()
+    return flag if stopper is None else stopper.add(flag)
 
 
 def enter(flag: Any) -> None:

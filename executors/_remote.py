@@ -216,8 +216,11 @@ def _run(index, item_data, fn_blob, shared_blobs, chunk_size, backend, flag=None
     ctx = contextvars.Context()
     ctx.run(_context.enter_worker, chunk_size, keep_settings=False)
     ctx.run(_abandon.enter, flag)
+    _abandon.watch(flag)
     try:
         result = ctx.run(fn, item, *shared)
+    except _abandon.Abandoned:  # the map raised meanwhile: nobody reads this
+        return dumps(None, f"the result of item {index}", backend)
     except Exception as exc:
         reason = _unsendable(exc)
         if reason is None:
@@ -229,6 +232,8 @@ def _run(index, item_data, fn_blob, shared_blobs, chunk_size, backend, flag=None
         failure = ExitRequested(exc)  # a Dask worker would die of it, and the map with it
     else:
         return dumps(result, f"the result of item {index}", backend)
+    finally:
+        _abandon.leave(flag)
     # raised out of the except block: with the original as its __context__, Dask's
     # serializer tried to pickle that too, failed, and sent a bare Exception instead
     raise failure

@@ -289,7 +289,7 @@ class DaskExecutor(Executor):
         shared_refs = [self._ref(a, f"shared arg {j}") for j, a in enumerate(shared)]
         items_data = [_remote.dumps(x, f"item {i}", name) for i, x in enumerate(items)]
         token = uuid.uuid4().hex
-        flag = _abandon.FileFlag()  # seen by workers on this machine (a LocalCluster's)
+        flag = _abandon.new_flag(_abandon.FileFlag)  # seen by workers on this machine (a LocalCluster's)
         futures = self._client.map(
             _remote.run_task,
             range(n),

@@ -131,7 +131,7 @@ class ThreadExecutor(Executor):
         pool = self._get_pool()
         base = contextvars.copy_context()
         base.run(_context.enter_worker)
-        flag = _abandon.ThreadFlag()
+        flag = _abandon.new_flag(_abandon.ThreadFlag)
         base.run(_abandon.enter, flag)
 
         def submit(i):
@@ -296,7 +296,7 @@ class ProcessExecutor(Executor):
             _remote.make_blob(self._dumps_shared(a, j, paths)) for j, a in enumerate(shared)
         ]
         chunk_size = _context.SETTINGS.get().chunk_size
-        flag = _abandon.FileFlag()
+        flag = _abandon.new_flag(_abandon.FileFlag)
         pid = os.getpid()
         tasks = [
             (i, pickle.dumps((i, _remote.dumps(items[i], f"item {i}", name), fn_blob, shared_blobs,

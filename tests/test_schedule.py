@@ -341,6 +341,43 @@ def test_a_first_call_on_dask_sends_the_rest_while_chunk_0_runs(monkeypatch):
     assert all(pid != os.getpid() and start < end0 for pid, start, _ in rest)
 
 
+def _long_gradient_after_a_failing_chunk_0(i):
+    """Chunk 0 fails after 0.3 s; the others differentiate 10 s of small operations."""
+    if i == 0:
+        _burn(0.3)
+        raise ValueError("chunk 0 failed")
+    def f(w):
+        h, end = w, time.monotonic() + 10.0
+        while time.monotonic() < end:
+            h = np.tanh(h * w + 0.1 * (h @ w))
+        return np.sum(h)
+    return ad.gradient(f, np.ones(3))[0]
+
+
+@pytest.mark.parametrize("backend", ["processes", "dask"])
+def test_a_first_call_whose_chunk_0_fails_stops_the_chunks_sent_meanwhile(backend, processes, monkeypatch):
+    """The probe sent the other chunks while chunk 0 ran; chunk 0 failed: the call
+    raises its error once they stopped, at their next operation, not after a chunk (10 s
+    here; Ctrl-C on Dask waited as long), and the executor is free at once."""
+    monkeypatch.delenv("ADRULES_DISPATCH", raising=False)
+    if backend == "dask":
+        pytest.importorskip("distributed")
+        ex = executors.DaskExecutor(n_workers=2, silence_logs=logging.CRITICAL)
+    else:
+        ex = processes
+    try:
+        ex.map(abs, [1, 2])  # up
+        schedule.forget()
+        t0 = time.monotonic()
+        with pytest.raises(ValueError, match="chunk 0 failed"):
+            ad.pmap(_long_gradient_after_a_failing_chunk_0, list(range(4)), executor=ex, chunk_size=1)
+        assert ex.map(abs, [-1, -2]) == [1, 2]
+        assert time.monotonic() - t0 < 4.0
+    finally:
+        if backend == "dask":
+            ex.close()
+
+
 def test_a_first_call_on_threads_runs_one_chunk_per_worker_to_time_them(monkeypatch):
     """Not chunk 0 inline: a cold chunk in the calling thread costs ~2x one on a pool
     thread. Tiny work pays one round trip to the pool on its first call only."""
