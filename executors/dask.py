@@ -278,6 +278,7 @@ class DaskExecutor(Executor):
     # ------------------------------------------------------------------- map
 
     def _map(self, fn, items, shared, on_done, results):
+        import dask
         import distributed
         from distributed.scheduler import KilledWorker
 
@@ -290,22 +291,26 @@ class DaskExecutor(Executor):
         items_data = [_remote.dumps(x, f"item {i}", name) for i, x in enumerate(items)]
         token = uuid.uuid4().hex
         flag = _abandon.new_flag(_abandon.FileFlag)  # seen by workers on this machine (a LocalCluster's)
-        futures = self._client.map(
-            _remote.run_task,
-            range(n),
-            items_data,
-            key=[f"executors-{token}-{i}" for i in range(n)],
-            # keys are unique already: pure=True had Dask hash every item's bytes to name
-            # the map (dask.tokenize: ~40% of the parent's CPU on 200x200 models)
-            pure=False,
-            retries=self.retries,
-            fn_blob=fn_ref,
-            shared_blobs=shared_refs,
-            origin_pid=os.getpid(),
-            chunk_size=_context.SETTINGS.get().chunk_size,
-            backend=name,
-            flag=flag,
-        )
+        # The graph carries each item once, as it must reach a worker: Dask's warning
+        # about graphs over 10 MB ("consider loading the data with Dask directly") would
+        # ask every user with big models for what this map already does
+        with dask.config.set({"distributed.admin.large-graph-warning-threshold": "1 PiB"}):
+            futures = self._client.map(
+                _remote.run_task,
+                range(n),
+                items_data,
+                key=[f"executors-{token}-{i}" for i in range(n)],
+                # keys are unique already: pure=True had Dask hash every item's bytes to name
+                # the map (dask.tokenize: ~40% of the parent's CPU on 200x200 models)
+                pure=False,
+                retries=self.retries,
+                fn_blob=fn_ref,
+                shared_blobs=shared_refs,
+                origin_pid=os.getpid(),
+                chunk_size=_context.SETTINGS.get().chunk_size,
+                backend=name,
+                flag=flag,
+            )
         index = {f.key: i for i, f in enumerate(futures)}
         try:
             for f in distributed.as_completed(futures, loop=self._client.loop):

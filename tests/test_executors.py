@@ -804,3 +804,17 @@ def test_a_reaped_worker_counts_as_dead():
             pass  # loky's manager thread reaped it first
         assert _has_exited(worker)
         assert ex.map(abs, [-3]) == [3]
+
+
+def test_dask_sends_big_items_without_dask_s_large_graph_warning(dask_executor):
+    """Items reach the workers in the task graph, each once: Dask's advice for graphs
+    over 10 MB ("load the data with Dask directly") is noise to a psum user with big
+    models."""
+    import warnings
+
+    items = [np.full(800_000, float(i)) for i in range(3)]  # 19 MB in all
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        sums = dask_executor.map(np.sum, items)
+    assert sums == [np.sum(a) for a in items]
+    assert not [w for w in caught if "large graph" in str(w.message)], [str(w.message) for w in caught]
