@@ -330,9 +330,8 @@ class Executor:
         >>> pickle.loads(pickle.dumps(executors.ThreadExecutor(2)))
         SerialExecutor()
         """
-        from .local import SerialExecutor
-
-        return (SerialExecutor, ())
+        serial = next(c for c in Executor.__subclasses__() if c.name == "serial")  # no import up the layers
+        return (serial, ())
 
     def __copy__(self: _E) -> _E:
         return self  # a handle on workers, as a logger is on its handlers: shared, not copied
