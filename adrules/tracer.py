@@ -62,9 +62,9 @@ class Trace:
         self.n_slots = 0
         self.forward = forward
         self.config = config
-        # Inside a task on threads: whether its map has raised (Ctrl-C in the caller), asked
-        # at each operation, so that a long chunk stops there instead of running on while
-        # the script waits for it at exit; None elsewhere
+        # Inside a task of a map: whether the map has raised (Ctrl-C in the caller, an error
+        # in another chunk), asked at each operation, so that a long chunk stops there
+        # rather than run on while the script or the next map waits for it; else None
         self.stop = _abandon_watcher()
 
     def leaf(self, value, tangent=None):

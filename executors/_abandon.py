@@ -5,12 +5,16 @@ would run on: loky feeds workers ahead of time, Dask cannot stop a running task,
 thread cannot be stopped at all. A script then waited at exit for work whose results
 nobody reads, and the next map waited behind it. So each map carries a flag, set when
 the map raises (or is interrupted); tasks that have not started yet return at once,
-and a task running several pieces of work (psum's batches of chunks) asks
-:func:`abandoned` between them.
+a task running several pieces of work (psum's batches of chunks) asks
+:func:`abandoned` between them, and a differentiation running in a task asks
+:func:`watcher`'s test at each traced operation and raises :class:`Abandoned`.
 
 Threads share an ``Event``. Worker processes on this machine (loky's, a Dask
-``LocalCluster``'s) look for a file, created when the flag is set; workers elsewhere do
-not see it and run their tasks to the end, as before.
+``LocalCluster``'s) look for a file, created when the flag is set (a thread of theirs
+looks every ``POLL_SECONDS`` for the tracer's sake); workers elsewhere do not see it and
+run their tasks to the end, as before. A ``Stopper`` sets the flags of the maps made
+under it: adrules' first-call probe runs its map in a thread of its own and stops it
+when its caller gives up.
 """
 
 from __future__ import annotations
