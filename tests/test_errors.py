@@ -696,8 +696,9 @@ def _square_listed_rrule(x):
 
 @pytest.mark.parametrize("call", [lambda f, x: ad.hessian(f, x), lambda f, x: ad.hvp(f, x, x)])
 def test_a_second_derivative_names_a_pullback_that_builds_an_array_from_a_list(call):
+    # (Python 3.10 names a function without its qualified name: "in back")
     with pytest.raises(TracerError, match=r"a second derivative differentiates the rules' pullbacks .*"
-                                          r"in _square_listed_rrule.<locals>.back"):
+                                          r"in (_square_listed_rrule.<locals>.)?back, at"):
         call(lambda x: np.sum(_square_listed(x)), X)
 
 
