@@ -525,10 +525,7 @@ def hvp(f: Callable[..., Any], x: PyTree, v: PyTree) -> Any:
         _leaf_is_differentiable(a, fname, where)
     try:
         with _rules_differentiated(fname):
-            try:
-                return jvp(_grad_of(f, "hvp"), (x,), (v,))[1]
-            except NoFruleError:  # a primitive with an rrule only: the gradient of <gradient f(x), v>
-                return gradient(lambda x: _inner(_grad_of(f, "hvp")(x), v_leaves), x)[0]
+            return _hvp(f, x, v, v_leaves)
     except TracerError as e:
         if type(x) is not tuple:
             raise
@@ -536,6 +533,15 @@ def hvp(f: Callable[..., Any], x: PyTree, v: PyTree) -> Any:
         raise TracerError(f"{e} Note: x is a tuple, and f received that tuple as its argument: "
                           f"hvp takes the point itself, hvp(f, x, v), not a tuple of arguments "
                           f"as jax.jvp does.") from e
+
+
+def _hvp(f: Callable[..., Any], x: Any, v: Any, v_leaves: list[Any]) -> Any:
+    """Forward over reverse; reverse over reverse where a primitive has an rrule only
+    (the gradient of <gradient f(x), v>)."""
+    try:
+        return jvp(_grad_of(f, "hvp"), (x,), (v,))[1]
+    except NoFruleError:
+        return gradient(lambda x: _inner(_grad_of(f, "hvp")(x), v_leaves), x)[0]
 
 
 def _inner(g: Any, v_leaves: list[Any]) -> Any:

@@ -63,8 +63,9 @@ class Trace:
         self.forward = forward
         self.config = config
         # Inside a task of a map: whether the map has raised (Ctrl-C in the caller, an error
-        # in another chunk), asked at each operation, so that a long chunk stops there
-        # rather than run on while the script or the next map waits for it; else None
+        # in another chunk), asked as each traced value is made, so that a long chunk stops
+        # at its next operation rather than run on while the script or the next map waits
+        # for it; else None
         self.stop = _abandon_watcher()
 
     def leaf(self, value, tangent=None):
@@ -209,6 +210,8 @@ class Traced(TracedValue):
     __array_priority__ = 1000
 
     def __init__(self, value, trace, tangent=None):
+        if trace.stop is not None and trace.stop():  # every traced operation makes one
+            raise Abandoned()
         self.value = value
         self._trace = trace
         if trace.forward:
@@ -682,8 +685,6 @@ def apply(f, args, kwargs, sequences=False, containers=False):
     numpy_call = sequences or type(f) is _ufunc  # NumPy's own functions take lists as arrays
     if sequences and f not in _JOINS:
         args = _numbers_as_arrays(args, top)
-    if top.stop is not None and top.stop():  # (the operators' short path asks in _record_scalar)
-        raise Abandoned()
     if top.forward:
         return _apply_forward(f, args, kwargs, top, numpy_call)
     entry = _rrule_table.get(f)
@@ -778,8 +779,6 @@ def _scalar_rule_of_outputs(entry, y):
 def _record_scalar(f, entry, values, slots, kwargs, top):
     """``f`` on the opened ``values``, recorded on ``top`` for a scalar rule
     (registry.scalar_rrule, with the partials read from the entry in backprop)."""
-    if top.stop is not None and top.stop():  # the operators' short path comes here too
-        raise Abandoned()
     y = f(*values, **kwargs) if kwargs else f(*values)  # **{} doubles a small ufunc call's cost
     out = Traced(y, top)
     # An elementwise output is as big as its biggest input: small, nothing worth dropping.

@@ -62,7 +62,8 @@ def watcher() -> Callable[[], bool] | None:
     if type(flag) is ThreadFlag:
         return flag._event.is_set
     if type(flag) is FileFlag:
-        return _poller.event(flag.path).is_set
+        event = _poller.event(flag.path)
+        return event.is_set if event is not None else None
     return None
 
 
@@ -111,10 +112,9 @@ class _Poller:
                 del self._tasks[path]
                 self._events.pop(path, None)
 
-    def event(self, path: str) -> threading.Event:
-        """The Event set once ``path`` exists (one never set where it is not watched)."""
-        event = self._events.get(path)
-        return event if event is not None else threading.Event()
+    def event(self, path: str) -> threading.Event | None:
+        """The Event set once ``path`` exists, while it is watched."""
+        return self._events.get(path)
 
     def _run(self) -> None:
         while True:
