@@ -292,10 +292,28 @@ def _pullback(fname: _Name, f: Callable[..., Any], args: tuple[Any, ...]) -> tup
     return pullback_of(fname, trace, plans, out)
 
 
-def chunk_pullback(f: Callable[..., Any], *args: PyTree) -> tuple[PyTree, Pullback]:
-    """``pullback`` of psum's chunk work, whose caller names what ``f`` returned."""
+def pullback_or_gradient(f: Callable[..., Any], args: tuple[Any, ...],
+                         scalar: bool) -> tuple[Any, tuple[PyTree, ...] | None, Pullback | None]:
+    """psum's chunk work, traced once: ``(y, cotangents, None)`` when ``scalar`` is asked
+    and ``f(*args)`` is a number (its pullback is linear in ȳ, so the cotangents of
+    ``args`` at ȳ = 1 say it all, from one reverse pass at once), else ``(y, None, back)``
+    as ``pullback`` gives. The caller names what ``f`` returned in its own errors.
+
+    >>> import numpy as np
+    >>> pullback_or_gradient(lambda x: np.sum(x * x), (np.array([1.0, 2.0]),), scalar=True)
+    (np.float64(5.0), (array([2., 4.]),), None)
+    """
     fname = _Name("pullback", f)
-    return pullback_of(fname, *traced_call(fname, f, args))
+    trace, plans, out = traced_call(fname, f, args)
+    if scalar:
+        traced = type(out) is Traced and out._trace is trace
+        value = out.value if traced else out
+        if type(value) in _F64_SCALARS or (value is not None and type(value) is not str
+                                           and flatten(value)[1] is LEAF and np.shape(value) == ()):
+            cot = backprop(trace, [(out.slot, _one_like(value))] if traced else [])
+            return value, _gather(plans, cot), None
+    y, back = pullback_of(fname, trace, plans, out)
+    return y, None, back
 
 
 def traced_call(fname: object, f: Callable[..., Any], args: tuple[Any, ...]) -> tuple[Trace, list[_Plan], Any]:

@@ -1,48 +1,29 @@
-"""One chunk's work for psum and pmap, as it runs wherever the schedule puts it: inline,
-in a pool thread, in a worker process or on a Dask worker. Everything here is at module
-level, so it pickles by reference (a worker imports this module), and none of it knows
-about executors.
+"""One chunk's work for psum and pmap, the same wherever it runs: inline, in a pool
+thread, in a worker process or on a Dask worker. Everything here is at module level, so
+it pickles by reference (a worker imports this module), and none of it knows about
+executors.
 
     Plan.body(state, xs, start, *shared)   f over one chunk: a left fold in index order
                                            (psum) or the list of values (pmap)
-    chunk_value / chunk_forward / chunk_backward / chunk_pullback / chunk_jvp
-                                           what the first-order rules map over chunks
+    chunk_value      the body's value (nothing differentiated)
+    chunk_forward    value and, for a scalar sum, the cotangents at ȳ = 1 at once;
+                     else the chunk's pullback (kept where memory is shared) or nothing
+    chunk_backward   recompute the chunk and pull its ȳ back (nothing kept on workers)
+    chunk_pullback   pull ȳ back through a kept pullback
+    chunk_jvp        value and tangent (forward mode)
     ChunkGradient / ChunkPullback / ChunkJVP
-                                           what they map under a second derivative (a
-                                           pmap over chunks, differentiated in turn)
+                     what the rules map under a second derivative (a pmap over
+                     chunks, differentiated in turn)
 """
 
 from __future__ import annotations
 
-import enum
-
 import numpy as np
-from executors._plain import plain_record
 
-from .api import chunk_pullback as pullback, jvp
+from .api import jvp, pullback_or_gradient
 from .pytrees import LEAF, LEAF_TYPES, flatten, tree_map, unflatten
 from .tangents import NoTangent, ZeroTangent, is_zero
 from .tracer import Traced
-
-
-def callable_of(rebuild, state, f):
-    return f if rebuild is None else rebuild(state)
-
-
-def _values(fn, xs, shared, start):
-    """fn(x, *shared) for each element of the chunk, in index order; an exception says
-    which element raised it."""
-    for k in range(len(xs)):
-        try:
-            yield fn(xs[k], *shared)
-        except (Exception, SystemExit) as e:
-            _blame(e, fn, start + k)
-            raise
-
-
-def _blame(e, fn, element):
-    if not isinstance(fn, ChunkWork):  # which already named the user's element
-        _note(e, f"psum/pmap: raised by f at element {element}")
 
 
 def is_container(v):
@@ -51,7 +32,9 @@ def is_container(v):
 
 def add_values(a, b):
     """``a + b`` for values of ``f``; leaf by leaf when ``f`` returns a container (a tuple
-    ``(loss, aux)``, a dict of metrics), which must then have the same structure.
+    ``(loss, aux)``, a dict of metrics), which must then have the same structure, and
+    each leaf the same shape (a sum that broadcast would depend on how the elements
+    were split into chunks).
 
     >>> add_values((1.0, {"n": 2.0}), (3.0, {"n": 4.0}))
     (4.0, {'n': 6.0})
@@ -59,12 +42,14 @@ def add_values(a, b):
     if not (is_container(a) or is_container(b)):
         if type(a) is str or type(b) is str:  # '+' would join them: not a sum
             raise TypeError("a string is not summed")
+        if getattr(a, "shape", ()) != getattr(b, "shape", ()):
+            raise ValueError(f"a value of shape {np.shape(b)} does not add to one of shape {np.shape(a)}")
         return a + b
     la, ta = flatten(a)
     lb, tb = flatten(b)
     if ta != tb:
         raise ValueError(f"a value of structure {tb} does not add to one of structure {ta}")
-    return unflatten(ta, [add_values(u, v) if type(u) is str else u + v for u, v in zip(la, lb)])
+    return unflatten(ta, [add_values(u, v) for u, v in zip(la, lb)])
 
 
 def why_not_added(a, b):
@@ -82,7 +67,29 @@ def why_not_added(a, b):
                 "leave it out of f's value)")
     if flatten(a)[1] != flatten(b)[1]:
         return "every element must give a value of the same structure"
-    return "every element must give a value of the same shape"
+    return ("every element must give a value of the same shape (psum does not broadcast: "
+            "the sum would depend on the chunks)")
+
+
+def what(value):
+    shape = getattr(value, "shape", None)
+    return f"shape {shape}" if shape is not None else f"a {type(value).__name__}"
+
+
+def _blame(e, fn, element):
+    if not isinstance(fn, ChunkWork):  # which already named the user's element
+        note(e, f"psum/pmap: raised by f at element {element}")
+
+
+def note(exc, text):
+    """``exc.add_note(text)``, on Python 3.10 too."""
+    if hasattr(exc, "add_note"):
+        exc.add_note(text)
+    else:  # Python 3.10: keep the same __notes__ list that 3.11 would print
+        try:
+            exc.__notes__ = [*getattr(exc, "__notes__", ()), text]
+        except Exception:
+            pass
 
 
 def fold(fn, xs, shared, start, vectorized):
@@ -91,13 +98,13 @@ def fold(fn, xs, shared, start, vectorized):
         leaves, tdef = _rows(fn(xs, *shared), len(xs), start)
         return unflatten(tdef, [np.sum(leaf, axis=0) for leaf in leaves])
     total = None
-    for k in range(len(xs)):  # _values, inlined: a generator costs more than f on tiny work
+    for k in range(len(xs)):
         try:
             value = fn(xs[k], *shared)
         except (Exception, SystemExit) as e:
             _blame(e, fn, start + k)
             raise
-        if total is None:
+        if k == 0:
             total = value
             continue
         try:
@@ -110,33 +117,18 @@ def fold(fn, xs, shared, start, vectorized):
     return total
 
 
-def fold_chunks(fn, xs, items, shared, vectorized):
-    """``fold`` over each chunk of ``xs``, ``items`` being its ``(chunk, start)`` pairs
-    (the chunk's elements are taken from ``xs``). Chunks of one element (``len(xs) / 16``
-    rounded up, for up to 16 elements) give ``fn``'s values themselves: no fold call and
-    slice per chunk, on tiny work their main cost."""
-    if len(items) == len(xs) and not vectorized:
-        out = []
-        try:
-            for k in range(len(xs)):
-                out.append(fn(xs[k], *shared))
-        except (Exception, SystemExit) as e:
-            _blame(e, fn, len(out))
-            raise
-        return out
-    return [fold(fn, xs[start:start + len(chunk)], shared, start, vectorized) for chunk, start in items]
-
-
-def what(value):
-    shape = getattr(value, "shape", None)
-    return f"shape {shape}" if shape is not None else f"a {type(value).__name__}"
-
-
 def map_list(fn, xs, shared, start, vectorized):
     if vectorized:
         leaves, tdef = _rows(fn(xs, *shared), len(xs), start)
         return [unflatten(tdef, [leaf[i] for leaf in leaves]) for i in range(len(xs))]
-    return list(_values(fn, xs, shared, start))
+    out = []
+    for k in range(len(xs)):
+        try:
+            out.append(fn(xs[k], *shared))
+        except (Exception, SystemExit) as e:
+            _blame(e, fn, start + k)
+            raise
+    return out
 
 
 def _rows(out, n, start):
@@ -156,26 +148,19 @@ def _rows(out, n, start):
     return leaves, tdef
 
 
-def _note(exc, text):
-    if hasattr(exc, "add_note"):
-        exc.add_note(text)
-    else:  # Python 3.10: no add_note; keep the same __notes__ list, as executors.base.annotate does
-        try:
-            exc.__notes__ = [*getattr(exc, "__notes__", ()), text]
-        except Exception:
-            pass
-
-
 class Plan:
-    """What every chunk needs to know, besides its own elements (small and picklable)."""
+    """What every chunk needs to know, besides its own elements (small and picklable):
+    ``f`` (or ``rebuild``, which makes it from its lifted state), whether the chunks are
+    summed or listed, and whether ``f`` takes a whole chunk at once."""
 
     def __init__(self, f, rebuild, kind, vectorized):
         self.f, self.rebuild, self.kind, self.vectorized = f, rebuild, kind, vectorized
 
     def body(self, state, xs, start, *shared):
         """The chunk's sum (or list) of ``f(x, *shared)`` for ``x`` in ``xs``."""
+        fn = self.f if self.rebuild is None else self.rebuild(state)
         reduce = fold if self.kind == "sum" else map_list
-        return reduce(callable_of(self.rebuild, state, self.f), xs, shared, start, self.vectorized)
+        return reduce(fn, xs, shared, start, self.vectorized)
 
 
 def chunk_value(item, plan, state, shared):
@@ -199,11 +184,6 @@ def active_call(plan, start, active, state, xs, shared):
     return chunk_fn, [full[i] for i in idx], idx
 
 
-# chunk results hold them for what is not differentiated
-plain_record(NoTangent)
-plain_record(ZeroTangent)
-
-
 def expand(grads, idx, n):
     out = [NoTangent()] * n
     for i, g in zip(idx, grads):
@@ -211,62 +191,64 @@ def expand(grads, idx, n):
     return tuple(out)
 
 
-@plain_record  # results of chunks cross to the parent by the C pickler: see plain_record
-class Backward(enum.Enum):
-    """How a chunk's forward pass prepared its backward pass."""
-
-    DONE = "gradients computed with the value: scalar f, whose pullback is linear in ȳ"
-    TAPE = "the chunk's pullback kept in memory (serial, threads)"
-    RECOMPUTE = "nothing kept: the backward pass recomputes the chunk (processes, Dask)"
-
-
-@plain_record
 class ChunkForward:
-    """What ``chunk_forward`` returns: the chunk's value, how its backward pass goes, and
-    the gradients (``DONE``) or the pullback (``TAPE``)."""
+    """What ``chunk_forward`` returns: the chunk's value and either its cotangents at
+    ȳ = 1 (``grads``: a scalar sum, whose pullback is linear in ȳ), its pullback
+    (``pullback``: kept where memory is shared), or neither (recomputed later)."""
 
-    __slots__ = ("value", "backward", "grads", "pullback")
+    __slots__ = ("value", "grads", "pullback")
 
-    def __init__(self, value, backward, grads=None, pullback=None):
-        self.value, self.backward, self.grads, self.pullback = value, backward, grads, pullback
+    def __init__(self, value, grads=None, pullback=None):
+        self.value, self.grads, self.pullback = value, grads, pullback
 
     def __reduce__(self):
-        return (ChunkForward, (self.value, self.backward, self.grads, self.pullback))
-
-
-def gradients_at_one(plan, y, back, idx, n_parts):
-    """A scalar sum's cotangents at ȳ = 1 (its pullback is linear in ȳ: the parent
-    scales them), or None for any other value."""
-    if plan.kind != "sum" or is_container(y) or np.shape(y) != ():  # (loss, aux): no np.shape
-        return None
-    dt = getattr(y, "dtype", None)
-    return expand(back(dt.type(1) if dt is not None else 1.0), idx, n_parts)
+        return (ChunkForward, (self.value, self.grads, self.pullback))
 
 
 def chunk_forward(item, plan, active, state, shared, keep_tape):
-    """Forward on one chunk: gradients at once for a scalar sum, else a tape or nothing."""
+    """Forward on one chunk: cotangents at once for a scalar sum, else a tape or nothing."""
     xs, start = item
     fn, args, idx = active_call(plan, start, active, state, xs, shared)
-    y, back = pullback(fn, *args)
-    back = _PullingBack(back, start, len(xs))
-    grads = gradients_at_one(plan, y, back, idx, len(active))
+    y, grads, back = _traced(pullback_or_gradient, start, len(xs), fn, args, plan.kind == "sum")
     if grads is not None:
-        return ChunkForward(y, Backward.DONE, grads=grads)
+        return ChunkForward(y, grads=expand(grads, idx, len(active)))
     if keep_tape:
-        return ChunkForward(y, Backward.TAPE, pullback=lambda ybar: expand(back(ybar), idx, len(active)))
-    return ChunkForward(y, Backward.RECOMPUTE)
+        back = _PullingBack(back, start, len(xs))
+        return ChunkForward(y, pullback=lambda ybar: expand(back(ybar), idx, len(active)))
+    return ChunkForward(y)
 
 
 def chunk_backward(pair, plan, active, state, shared):
     """Recompute one chunk's forward and pull its ``ybar`` back (no state kept on workers)."""
     (xs, start), ybar = pair
     fn, args, idx = active_call(plan, start, active, state, xs, shared)
-    return expand(_PullingBack(pullback(fn, *args)[1], start, len(xs))(ybar), idx, len(active))
+    back = pullback_or_gradient(fn, args, scalar=False)[2]
+    return expand(_PullingBack(back, start, len(xs))(ybar), idx, len(active))
+
+
+def chunk_pullback(pair):
+    back, ybar = pair
+    return back(ybar)
+
+
+def _traced(run, start, n, *args):
+    """``run(*args)``, an error of a rule's pullback named by the chunk's elements."""
+    try:
+        return run(*args)
+    except (Exception, SystemExit) as e:
+        if not any("raised by f at element" in str(m) for m in getattr(e, "__notes__", ())):
+            _name_elements(e, "the pullback of f", start, n)
+        raise
+
+
+def _name_elements(e, who, start, n):
+    last = start + n - 1
+    note(e, f"psum/pmap: raised by {who} over {f'element {last}' if n == 1 else f'elements {start}..{last}'}")
 
 
 class _PullingBack:
-    """A chunk's pullback whose errors name the chunk's elements (a rule's pullback that
-    raised was named by its chunk only: one tape serves all of the chunk's elements)."""
+    """A chunk's pullback whose errors name the chunk's elements (one tape serves all
+    of the chunk's elements)."""
 
     __slots__ = ("back", "start", "n")
 
@@ -277,15 +259,8 @@ class _PullingBack:
         try:
             return self.back(ybar)
         except (Exception, SystemExit) as e:
-            last = self.start + self.n - 1
-            elements = f"element {last}" if self.n == 1 else f"elements {self.start}..{last}"
-            _note(e, f"psum/pmap: raised by the pullback of f over {elements}")
+            _name_elements(e, "the pullback of f", self.start, self.n)
             raise
-
-
-def chunk_pullback(pair):
-    back, ybar = pair
-    return back(ybar)
 
 
 def chunk_jvp(item, plan, state, shared, tangents):
@@ -299,6 +274,11 @@ def chunk_jvp(item, plan, state, shared, tangents):
         return y
 
     return jvp(chunk, (state, xs, *shared), (dstate, dxs, *dshared))
+
+
+def jvp_item(pair, plan, state, shared):
+    item, (dxs, dstate, dshared) = pair
+    return chunk_jvp(item, plan, state, shared, (dxs, dstate, dshared))
 
 
 class ChunkWork:
@@ -315,9 +295,8 @@ class ChunkGradient(ChunkWork):
     def __call__(self, item, state, *shared):
         xs, start = item
         fn, args, idx = active_call(self.plan, start, self.active, state, xs, shared)
-        y, back = pullback(fn, *args)
-        grads = gradients_at_one(self.plan, y, back, idx, len(self.active))
-        return (y,) if grads is None else (y, grads)
+        y, grads, _ = pullback_or_gradient(fn, args, self.plan.kind == "sum")
+        return (y,) if grads is None else (y, expand(grads, idx, len(self.active)))
 
 
 class ChunkPullback(ChunkWork):
@@ -331,7 +310,7 @@ class ChunkPullback(ChunkWork):
     def __call__(self, element, state, ybar, *shared):
         (xs, start), ybar = element if self.per_chunk else (element, ybar)
         fn, args, idx = active_call(self.plan, start, self.active, state, xs, shared)
-        return expand(pullback(fn, *args)[1](ybar), idx, len(self.active))
+        return expand(pullback_or_gradient(fn, args, scalar=False)[2](ybar), idx, len(self.active))
 
 
 class ChunkJVP(ChunkWork):
@@ -352,8 +331,3 @@ def zero_to_none(t):
 
 def none_to_zero(t):
     return ZeroTangent() if t is None else t
-
-
-def jvp_item(pair, plan, state, shared):
-    item, (dxs, dstate, dshared) = pair
-    return chunk_jvp(item, plan, state, shared, (dxs, dstate, dshared))

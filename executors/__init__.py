@@ -30,7 +30,7 @@ bits on every backend and worker count::
 
 from typing import TYPE_CHECKING, Any
 
-from .base import Executor, RemoteError, SerializationError, WorkerError
+from .base import Executor, RemoteError, SerializationError, WorkerError, as_worker
 from .config import config, current_chunk_size, register_backend, resolve, resolve_dispatch
 from ._abandon import abandoned
 from ._context import in_worker
@@ -45,6 +45,7 @@ if TYPE_CHECKING:  # imported on first use at run time (see __getattr__); type c
 
 __all__ = [
     "Executor",
+    "as_worker",
     "SerialExecutor",
     "ThreadExecutor",
     "ProcessExecutor",

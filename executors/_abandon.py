@@ -2,9 +2,9 @@
 
 When one item raises, the map raises at once, but tasks already handed to the workers
 would run on: loky feeds workers ahead of time, Dask cannot stop a running task, and a
-thread cannot be stopped at all. A script then waited at exit for work whose results
-nobody reads, and the next map waited behind it. So each map carries a flag, set when
-the map raises (or is interrupted); tasks that have not started yet return at once,
+thread cannot be stopped at all. A script would then wait at exit for work whose results
+nobody reads, and the next map would wait behind it. So each map carries a flag, set
+when the map raises (or is interrupted); tasks that have not started yet return at once,
 a task running several pieces of work (psum's batches of chunks) asks
 :func:`abandoned` between them, and a differentiation running in a task asks
 :func:`watcher`'s test at each traced operation and raises :class:`Abandoned`.
@@ -12,9 +12,7 @@ a task running several pieces of work (psum's batches of chunks) asks
 Threads share an ``Event``. Worker processes on this machine (loky's, a Dask
 ``LocalCluster``'s) look for a file, created when the flag is set (a thread of theirs
 looks every ``POLL_SECONDS`` for the tracer's sake); workers elsewhere do not see it and
-run their tasks to the end, as before. A ``Stopper`` sets the flags of the maps made
-under it: adrules' first-call probe runs its map in a thread of its own and stops it
-when its caller gives up.
+run their tasks to the end.
 """
 
 from __future__ import annotations
@@ -129,46 +127,6 @@ class _Poller:
 
 
 _poller = _Poller()
-
-
-class Stopper:
-    """Sets the flags of the maps started where it is current (``use``), those made
-    later too: a thread that ran a map on a caller's behalf (adrules' first-call probe)
-    stops it when that caller gives up, without waiting for the map's next result."""
-
-    def __init__(self) -> None:
-        self._flags: list[Any] = []
-        self._set = False
-        self._lock = threading.Lock()
-
-    def use(self) -> None:
-        """Make this the current context's stopper."""
-        _STOPPER.set(self)
-
-    def add(self, flag: Any) -> Any:
-        with self._lock:
-            self._flags.append(flag)
-            if self._set:
-                flag.set()
-        return flag
-
-    def set(self) -> None:
-        with self._lock:
-            self._set = True
-            flags = list(self._flags)
-        for flag in flags:
-            flag.set()
-
-
-_STOPPER: contextvars.ContextVar[Stopper | None] = contextvars.ContextVar("executors_stopper", default=None)
-
-
-def new_flag(kind: type) -> Any:
-    """A new map's flag (``ThreadFlag`` or ``FileFlag``), handed to the current
-    ``Stopper`` if there is one."""
-    flag = kind()
-    stopper = _STOPPER.get()
-    return flag if stopper is None else stopper.add(flag)
 
 
 def enter(flag: Any) -> None:

@@ -26,7 +26,8 @@ import contextvars
 import dataclasses
 from typing import Any
 
-__all__ = ["Settings", "SETTINGS", "in_worker", "mark_process_worker", "enter_worker"]
+__all__ = ["Settings", "SETTINGS", "in_worker", "mark_process_worker", "enter_worker", "mark_worker",
+           "unmark_worker"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -79,3 +80,12 @@ def enter_worker(chunk_size: int | None = None, *, keep_settings: bool = True) -
     _IN_WORKER.set(True)
     if not keep_settings:
         SETTINGS.set(Settings(chunk_size=chunk_size))
+
+
+def mark_worker() -> contextvars.Token[bool]:
+    """Set the in-worker flag in the current context until :func:`unmark_worker`."""
+    return _IN_WORKER.set(True)
+
+
+def unmark_worker(token: contextvars.Token[bool]) -> None:
+    _IN_WORKER.reset(token)

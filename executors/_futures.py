@@ -1,56 +1,67 @@
-"""Collect ``concurrent.futures`` results in item order (the thread pool's).
+"""Collect ``concurrent.futures`` results in item order (thread and process pools).
 
 ::
 
-    parent thread                              pool threads
+    parent thread                              pool workers
     ─────────────                              ────────────
-    futures = [submit(task_i) ...]            (threads: only a window of them; the
-    add_done_callback(queue.put) ──────────▶   next one once a result was handed on)
+    futures = [submit(task_i) ...]            (when the caller reduces results as they
+    add_done_callback(queue.put) ──────────▶   arrive, only n_workers of them; the next
+                                               once a result was handed on)
     loop n times:  f = queue.get()   ◀──────────┘ future finishes → queue.put(future)
-        error?  cancel pending futures, raise (annotated with the item index)
-        else    on_done(index[f]); results.put(index[f], f.result().pop())
+        error?  set the map's abandon flag, cancel pending futures, raise
+                (annotated with the item index)
+        else    on_done(i); results.put(i, convert(i, f.result().pop()))
                 (InOrder hands results on in item order)
 
-The parent blocks only in ``SimpleQueue.get``, which a real SIGINT interrupts,
-so Ctrl-C reaches the caller, and the tasks not yet started are cancelled.  Fail
-fast: the first error observed is raised at once; tasks already running are left to
-finish in the background.  (Process workers are read by ``_lane`` instead.)
+The parent blocks only in ``SimpleQueue.get``, which a real SIGINT interrupts, so
+Ctrl-C reaches the caller, and the tasks not yet started are cancelled.  Fail fast:
+the first error observed is raised at once; tasks already running see the map's
+abandon flag (``_abandon``) and stop early.
 """
 
 from __future__ import annotations
 
 import queue
+from typing import Any, Callable
 
-from .base import annotate
+from .base import InOrder, annotate
 
 __all__ = ["collect"]
 
 
-def collect(futures, on_done, name, results, *, submit=None, n_items=None, abandon=None) -> None:
-    """Wait for ``futures``; hand each result to ``results.put(i, value)`` (an
-    ``InOrder``).
+def collect(submit: Callable[[int], Any], n: int, window: int | None, on_done: Callable[[int], object] | None,
+            name: str, results: InOrder, *, abandon: Any, convert: Callable[[int, Any], Any] | None = None,
+            translate: Callable[[BaseException, int, list[int]], BaseException | None] | None = None,
+            on_abort: Callable[[BaseException], None] | None = None) -> None:
+    """Submit tasks ``0..n-1`` with ``submit(i) -> future`` and hand each result to
+    ``results.put(i, value)``, after ``convert(i, raw)`` when given (unpickling).
 
-    Each task returns its result in a one-element list, popped here: a finished
-    future would otherwise keep every result alive until the map returns, and a
-    caller reducing results as they arrive would hold them all the same.
+    With a ``window``, task ``i`` is submitted once results ``0..i - window`` were handed
+    on: no more than ``window`` results are computed ahead of the caller's reduction.
+    Each task returns its result in a one-element list, popped here: a finished future
+    would otherwise keep every result alive until the map returns.
 
-    With ``submit(i) -> future``, ``futures`` holds only the first of ``n_items``
-    tasks, and task ``i`` is submitted once results ``0..i - len(futures)`` were handed
-    on: no more than ``len(futures)`` results are ever computed ahead of the caller's
-    reduction (a result that finished early waits in memory for the ones before it).
-
-    Errors are annotated with the item index and re-raised unchanged. ``abandon`` (the
-    map's flag, see ``_abandon``) is set before raising: tasks still to run stop early.
+    ``translate(exc, i, unfinished)`` may replace an infrastructure error (a dead
+    worker) before it is raised; a task's own errors are annotated with the item index
+    and re-raised unchanged. ``abandon`` (the map's flag) is set before raising, and
+    ``on_abort(exc)`` called for an interruption (Ctrl-C) or an error in the caller's
+    own hooks.
     """
-    futures = list(futures)
-    window = len(futures)
-    n = len(futures) if submit is None else n_items
-    index = {f: i for i, f in enumerate(futures)}
+    futures: list[Any] = []
+    index: dict[Any, int] = {}
     done_q: queue.SimpleQueue = queue.SimpleQueue()
+    finished = [False] * n
     failure = None
+
+    def submit_next():
+        f = submit(len(futures))
+        index[f] = len(futures)
+        futures.append(f)
+        f.add_done_callback(done_q.put)
+
     try:
-        for f in futures:
-            f.add_done_callback(done_q.put)
+        while len(futures) < (n if window is None else min(n, window)):
+            submit_next()
         for _ in range(n):
             f = done_q.get()
             i = index[f]
@@ -58,24 +69,26 @@ def collect(futures, on_done, name, results, *, submit=None, n_items=None, aband
             if exc is not None:
                 failure = (exc, i)
                 break
+            finished[i] = True
             if on_done is not None:
                 on_done(i)
-            results.put(i, f.result().pop())  # tasks return [result]: the future keeps an empty list
-            while submit is not None and len(futures) < min(n, results.delivered + window):
-                f = submit(len(futures))
-                index[f] = len(futures)
-                futures.append(f)
-                f.add_done_callback(done_q.put)
-    except BaseException:  # KeyboardInterrupt, or an error from on_done/on_result
-        if abandon is not None:
-            abandon.set()
+            # (no local name for the result: it would stay alive while the next is awaited)
+            results.put(i, f.result().pop() if convert is None else convert(i, f.result().pop()))
+            while window is not None and len(futures) < min(n, results.delivered + window):
+                submit_next()
+    except BaseException as exc:  # KeyboardInterrupt, or an error from on_done/on_result
+        abandon.set()
         _cancel(futures)
+        if on_abort is not None:
+            on_abort(exc)
         raise
     if failure is not None:
         exc, i = failure
-        if abandon is not None:
-            abandon.set()
+        abandon.set()
         _cancel(futures)
+        new = translate(exc, i, [j for j in range(n) if not finished[j] and j != i]) if translate else None
+        if new is not None:
+            raise new from exc
         annotate(exc, i, n, name)
         raise exc
 

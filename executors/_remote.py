@@ -1,8 +1,7 @@
 """Pickled payloads for process and dask workers, and the task they run.
 
 Everything that crosses a process boundary is pickled *in the parent* with
-cloudpickle (plain data, NumPy arrays in dicts, lists and tuples, with the C pickler:
-the same bytes in half the time, see ``_plain``), one argument at a time, so that
+cloudpickle, one argument at a time, so that
 (1) lambdas and closures work, (2) a pickling failure names its culprit (``fn``, ``item 3``, ``shared arg 0``)
 instead of surfacing later as a broken pool, and (3) ``fn`` and the shared
 arguments are pickled once per map, not once per task::
@@ -37,7 +36,6 @@ import time
 from typing import Any, Iterable
 
 from . import _abandon, _context, _shm
-from ._plain import plain_arrays
 from ._blas import blas_pinned, pin_for_process
 from .base import RemoteError, SerializationError
 
@@ -48,11 +46,7 @@ HASH_MIN_BYTES = 4096
 
 
 def dumps(obj: Any, what: str, backend: str) -> bytes:
-    """cloudpickle ``obj``; on failure raise SerializationError naming ``what``. Plain
-    data (NumPy arrays in dicts, lists, tuples: see ``_plain``) goes by the C pickler,
-    which writes it as cloudpickle would, in half the time."""
-    if plain_arrays(obj) is not None:
-        return pickle.dumps(obj, protocol=5)
+    """cloudpickle ``obj``; on failure raise SerializationError naming ``what``."""
     import cloudpickle
 
     try:

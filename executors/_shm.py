@@ -36,7 +36,6 @@ from __future__ import annotations
 import collections
 import io
 import os
-import pickle
 import shutil
 import tempfile
 import threading
@@ -44,7 +43,6 @@ import uuid
 import weakref
 from typing import Any, Iterable
 
-from ._plain import plain_arrays
 
 __all__ = ["ArrayStore", "dumps_sharing_arrays", "mapped_bytes_opened"]
 
@@ -239,11 +237,7 @@ def _bits_equal(x: Any, y: Any) -> bool:
 
 def dumps_sharing_arrays(obj, store, paths):
     """cloudpickle ``obj`` with its large arrays replaced by references to files of
-    ``store`` (appended to ``paths``, to release after the map). Plain data with no
-    array to share goes through the C pickler, as :func:`._remote.dumps` sends it."""
-    arrays = plain_arrays(obj)
-    if arrays is not None and not any(store.wants(a) for a in arrays):
-        return pickle.dumps(obj, protocol=5)
+    ``store`` (appended to ``paths``, to release after the map)."""
     buf = io.BytesIO()
     _sharing_pickler()(buf, store, paths).dump(obj)
     return buf.getvalue()

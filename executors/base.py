@@ -14,25 +14,25 @@ order*, whatever order the tasks finish in::
 Subclasses implement ``_map``; the base class validates the arguments and, when
 called from inside chunk work (``in_worker()``), runs the map inline and
 serially so nested parallel calls cannot deadlock a pool or oversubscribe the
-machine.  Capability flags let callers adapt without knowing the backend:
+machine.  What callers may ask without knowing the backend:
 
 * ``shares_memory`` -- results are the very objects ``fn`` built (serial,
-  threads); otherwise they are copies that went through pickle.
-* ``dispatch_cost`` -- rough seconds of overhead per task, ``call_cost`` per
-  map, ``startup_cost`` to start workers (when ``ready()`` is False), so
-  callers can run tiny work serially.
-* ``bytes_per_second`` -- rough rate at which results come back from workers
-  that do not share memory (pickled, sent, unpickled in the caller), so callers
-  keep work with big results (a dense gradient per task) where it is.
+  threads); otherwise they are copies that went through pickle;
+* ``n_workers`` -- how many tasks run at once;
+* ``ready()`` -- whether a map would wait for workers to start (``start()``
+  starts them in the background);
+* ``overhead()`` -- what a map costs besides its work, measured once on the
+  workers: seconds per map and per task, so callers can keep tiny work inline.
 """
 
 from __future__ import annotations
 
-import contextvars
 import operator
 import os
 import pickle
+import statistics
 import sys
+import time
 from typing import Any, Callable, Iterable, Literal, SupportsIndex, TypeVar, overload
 
 from . import _context
@@ -42,6 +42,7 @@ _E = TypeVar("_E", bound="Executor")
 
 __all__ = [
     "Executor",
+    "as_worker",
     "WorkerError",
     "SerializationError",
     "RemoteError",
@@ -148,32 +149,39 @@ def check_positive_int(value: SupportsIndex | None, what: str = "n_workers", min
     return out
 
 
-def annotate(exc: BaseException, index: int, n_items: int, name: str) -> BaseException:
-    """Attach "which item failed" to an exception without changing its type or message.
+def add_note(exc: BaseException, note: str) -> None:
+    """``exc.add_note(note)``, also on Python 3.10 (which reads no notes, but keeps them
+    in ``__notes__`` for callers that do).
 
-    A note on Python >= 3.11 (``__notes__`` list on 3.10), plus the attribute
-    ``executors_item_index``.
+    >>> e = ValueError("boom"); add_note(e, "while testing"); e.__notes__
+    ['while testing']
+    """
+    if sys.version_info >= (3, 11):
+        exc.add_note(note)
+        return
+    try:  # pragma: no cover - Python 3.10
+        notes = getattr(exc, "__notes__", None)
+        if not isinstance(notes, list):
+            notes = []
+            exc.__notes__ = notes  # type: ignore[attr-defined]  # what add_note makes on 3.11+
+        notes.append(note)
+    except Exception:  # pragma: no cover - an exception without __dict__
+        pass
+
+
+def annotate(exc: BaseException, index: int, n_items: int, name: str) -> BaseException:
+    """Attach "which item failed" to an exception without changing its type or message:
+    a note, plus the attribute ``executors_item_index``.
 
     >>> e = annotate(ValueError("boom"), 3, 8, "threads")
     >>> e.executors_item_index, str(e)
     (3, 'boom')
     """
-    note = f"executors: raised by item {index} of {n_items} in a map on the {name!r} executor"
     try:
         exc.executors_item_index = index  # type: ignore[attr-defined]  # our own marker attribute
     except Exception:  # pragma: no cover - exotic exception without __dict__
         pass
-    if sys.version_info >= (3, 11):
-        exc.add_note(note)
-    else:  # pragma: no cover - Python 3.10
-        try:
-            notes = getattr(exc, "__notes__", None)
-            if not isinstance(notes, list):
-                notes = []
-                exc.__notes__ = notes  # type: ignore[attr-defined]  # what add_note makes on 3.11+
-            notes.append(note)
-        except Exception:
-            pass
+    add_note(exc, f"executors: raised by item {index} of {n_items} in a map on the {name!r} executor")
     return exc
 
 
@@ -192,19 +200,9 @@ class Executor:
     name: str = "base"
     #: True when results are the very objects built by ``fn`` (no pickling)
     shares_memory: bool = False
-    #: rough overhead in seconds per task; callers run tiny work serially
-    dispatch_cost: float = 0.0
-    #: rough overhead in seconds per map, besides its tasks
-    call_cost: float = 0.0
-    #: rough seconds to start the workers while ``ready()`` is False
-    startup_cost: float = 0.0
-    #: rough bytes a second of results coming back (unused where ``shares_memory``)
-    bytes_per_second: float = float("inf")
     #: number of tasks that can run at once
     n_workers: int = 1
-    #: True when ``map``'s ``caller_share`` runs in the calling thread while the workers
-    #: run the rest (else the workers run every item)
-    caller_helps: bool = False
+    _overhead: tuple[float, float] | None = None
 
     def map(
         self,
@@ -214,7 +212,6 @@ class Executor:
         shared: tuple[Any, ...] | list[Any] = (),
         on_done: Callable[[int], object] | None = None,
         on_result: Callable[[int, Any], Any] | None = None,
-        caller_share: int = 0,
     ) -> list[Any]:
         """Return ``[fn(item, *shared) for item in items]``, in item order.
 
@@ -223,19 +220,11 @@ class Executor:
         is called in the calling thread in *item order* as soon as results
         ``0..i`` are in, and what it returns is stored instead of the result:
         a caller can reduce results as they arrive instead of holding them all
-        (results that finish early wait for the ones before them).  An exception raised by
-        ``fn`` reaches the caller with its type and message, plus a note naming
-        the failing item; the not-yet-started tasks are cancelled and the
-        executor stays usable.  Called from inside chunk work, the map runs
-        inline and serially.
-
-        ``caller_share=k`` lets the calling thread run items ``0..k-1`` itself while the
-        workers run the rest, instead of sitting idle until they are done (the caller is
-        a worker too, as in Stan's ``reduce_sum``); results, their order and errors are
-        as without it. :class:`ProcessExecutor` takes the offer (unless made with
-        ``caller_helps=False``), the caller then taking one core and the rest going to
-        as many workers as there are other cores; the other backends run every item on
-        their workers.
+        (the thread and process pools then keep no more than ``n_workers`` tasks
+        ahead of the results handed on).  An exception raised by ``fn`` reaches the
+        caller with its type and message, plus a note naming the failing item; the
+        not-yet-started tasks are cancelled and the executor stays usable.  Called
+        from inside chunk work, the map runs inline and serially.
 
         >>> import executors
         >>> executors.SerialExecutor().map(lambda x, k: x * k, range(4), shared=(10,))
@@ -251,40 +240,20 @@ class Executor:
         for name, hook in (("on_done", on_done), ("on_result", on_result)):
             if hook is not None and not callable(hook):
                 raise TypeError(f"{name} must be callable or None, got {type(hook).__name__}")
-        caller_share = check_positive_int(caller_share, "caller_share", minimum=0) or 0
         items = list(items)
         shared = tuple(shared)
         if not items:
             return []
         results = InOrder(len(items), on_result)
-        if _context.in_worker() or caller_share >= len(items):
+        if _context.in_worker():
             _map_inline(fn, items, shared, on_done, self.name, results)
-        elif caller_share and self.caller_helps:
-            self._map(fn, items, shared, on_done, results, caller_share=caller_share)
         else:
             self._map(fn, items, shared, on_done, results)
         return results.values
 
-    def workers_beside_caller(self) -> int:
-        """How many workers run a map's items while the calling thread runs its
-        ``caller_share``: the caller takes a core and the workers get the others, one at
-        least (a third process on 2 cores made all three wait for time slices: the small
-        ensemble on 2 processes got 1.0x, against 1.2x for the caller and one worker).
-        Where the caller does not help, every worker.
-
-        >>> import executors
-        >>> executors.ThreadExecutor(4).workers_beside_caller()
-        4
-        """
-        if not self.caller_helps:
-            return self.n_workers
-        return max(1, min(self.n_workers, usable_cpu_count() - 1))
-
     def _map(self, fn: Callable[..., Any], items: list[Any], shared: tuple[Any, ...],
-             on_done: Callable[[int], object] | None, results: InOrder,
-             caller_share: int = 0) -> None:  # pragma: no cover - abstract
-        """Run the items; hand each result to ``results.put(i, result)``. Where
-        ``caller_helps``, run items ``0..caller_share-1`` in the calling thread meanwhile."""
+             on_done: Callable[[int], object] | None, results: InOrder) -> None:  # pragma: no cover
+        """Run the items; hand each result to ``results.put(i, result)``."""
         raise NotImplementedError
 
     def start(self, preload: Iterable[str] = ()) -> None:
@@ -303,6 +272,23 @@ class Executor:
         True
         """
         return True
+
+    def overhead(self) -> tuple[float, float]:
+        """``(per_call, per_task)``: the seconds a map costs besides its work, once and for
+        each task (the wall clock a map of one more empty task takes), measured once, when
+        first asked, by timing maps of empty tasks on the workers (the median of three maps
+        of one task and of ``2 * n_workers + 1`` tasks). A map waits for workers still
+        starting: ask once ``ready()``.
+
+        >>> import executors
+        >>> executors.SerialExecutor().overhead()
+        (0.0, 0.0)
+        >>> executors.ThreadExecutor(2).overhead()[1] < 0.01
+        True
+        """
+        if self._overhead is None:
+            self._overhead = _measure(self)
+        return self._overhead
 
     def close(self) -> None:
         """Release pools/clusters owned by this executor (idempotent).
@@ -340,6 +326,24 @@ class Executor:
         return self
 
 
+def _nothing(item: Any) -> None:
+    """The empty task ``overhead`` times (module level: workers import it by name)."""
+
+
+def _measure(executor: Executor) -> tuple[float, float]:
+    many = 2 * executor.n_workers + 1
+    times: dict[int, list[float]] = {1: [], many: []}
+    executor.map(_nothing, range(many))  # the first contact: workers import this module
+    for _ in range(3):
+        for n in times:
+            t0 = time.perf_counter()
+            executor.map(_nothing, range(n))
+            times[n].append(time.perf_counter() - t0)
+    one, all_ = statistics.median(times[1]), statistics.median(times[many])
+    per_task = max(0.0, (all_ - one) / (many - 1))
+    return max(0.0, one - per_task), per_task
+
+
 class InOrder:
     """Results of a map, handed to ``on_result(i, result)`` in item order whatever
     order they complete in; ``values`` holds what it returned (or the results)."""
@@ -367,10 +371,6 @@ class InOrder:
         if self._on_result is None:
             self.values[i] = result
             return
-        if i == self._next and not self._early:  # in order, as inline and serial maps are
-            self.values[i] = self._on_result(i, result)
-            self._next += 1
-            return
         self._early[i] = result
         while self._next in self._early:
             j = self._next
@@ -378,46 +378,47 @@ class InOrder:
             self._next += 1
 
 
-def _map_inline(fn: Callable[..., Any], items: list[Any], shared: tuple[Any, ...],
-                on_done: Callable[[int], object] | None, name: str, results: InOrder,
-                n_items: int | None = None) -> None:
-    """Run the map in this thread, in one copy of the caller's context marked as
-    worker context (one copy for all items: a copy per item cost more than tiny items).
-    ``items`` may be the first of ``n_items`` (a caller's share; errors count in those)."""
-    context = contextvars.copy_context()
-    context.run(_context.enter_worker)
-    with blas_pinned():
-        context.run(_run_items, fn, items, shared, on_done, name, results, n_items)
-
-
-def call_inline(fn: Callable[[], Any], name: str = "serial") -> Any:
-    """``fn()`` as the one item of an inline map (``SerialExecutor().map``): in a copy
-    of the caller's context marked as worker context, BLAS pinned, an exception
-    annotated as item 0 of 1; without the map's checks and bookkeeping.
+class as_worker:
+    """``with as_worker():`` runs chunk work in the calling thread as a worker runs it:
+    BLAS/OpenMP pools pinned to one thread, ``in_worker()`` true (so maps nested in it
+    run inline). Reentrant.
 
     >>> import executors
-    >>> call_inline(executors.in_worker)
+    >>> with executors.as_worker():
+    ...     executors.in_worker()
     True
+    >>> executors.in_worker()
+    False
     """
-    context = contextvars.copy_context()
-    context.run(_context.enter_worker)
-    with blas_pinned():
-        try:
-            return context.run(fn)
-        except (Exception, SystemExit) as exc:
-            annotate(exc, 0, 1, name)
-            raise
+
+    __slots__ = ("_tokens",)
+
+    def __init__(self) -> None:
+        self._tokens: list[Any] = []
+
+    def __enter__(self) -> None:
+        self._tokens.append(_context.mark_worker())
+        blas_pinned().__enter__()
+
+    def __exit__(self, *exc_info: object) -> None:
+        blas_pinned().__exit__()
+        _context.unmark_worker(self._tokens.pop())
+
+
+def _map_inline(fn: Callable[..., Any], items: list[Any], shared: tuple[Any, ...],
+                on_done: Callable[[int], object] | None, name: str, results: InOrder) -> None:
+    """Run the map in this thread as worker context, BLAS pinned while it runs."""
+    with as_worker():
+        _run_items(fn, items, shared, on_done, name, results)
 
 
 def _run_items(fn: Callable[..., Any], items: list[Any], shared: tuple[Any, ...],
-               on_done: Callable[[int], object] | None, name: str, results: InOrder,
-               n_items: int | None = None) -> None:
-    n = len(items) if n_items is None else n_items
+               on_done: Callable[[int], object] | None, name: str, results: InOrder) -> None:
     for i, item in enumerate(items):
         try:
             value = fn(item, *shared)
         except (Exception, SystemExit) as exc:
-            annotate(exc, i, n, name)
+            annotate(exc, i, len(items), name)
             raise
         if on_done is not None:
             on_done(i)

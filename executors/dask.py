@@ -290,7 +290,7 @@ class DaskExecutor(Executor):
         shared_refs = [self._ref(a, f"shared arg {j}") for j, a in enumerate(shared)]
         items_data = [_remote.dumps(x, f"item {i}", name) for i, x in enumerate(items)]
         token = uuid.uuid4().hex
-        flag = _abandon.new_flag(_abandon.FileFlag)  # seen by workers on this machine (a LocalCluster's)
+        flag = _abandon.FileFlag()  # seen by workers on this machine (a LocalCluster's)
         # The graph carries each item once, as it must reach a worker: Dask's warning
         # about graphs over 10 MB ("consider loading the data with Dask directly") would
         # ask every user with big models for what this map already does

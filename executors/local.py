@@ -11,7 +11,7 @@
                        large arrays in shared args ──.npy in /dev/shm, once per
                        content──▶ workers open them read-only (see ``_shm``)
 
-All three pin BLAS/OpenMP pools to one thread while chunk work runs, and all
+All three run chunk work with BLAS/OpenMP pools pinned to one thread, and all
 return results in item order (see ``_futures.collect``).
 
 Why not ``joblib.Parallel``: ~10 ms per call, and its loky backend kills every
@@ -26,26 +26,27 @@ from __future__ import annotations
 import concurrent.futures
 import contextvars
 import os
-import pickle
 import threading
-from typing import Iterable
+from typing import Any, Iterable
 
-from . import _abandon, _context, _lane, _remote, _shm
+from . import _abandon, _context, _remote, _shm
 from ._blas import PIN_ENV, blas_pinned
+from ._futures import collect
+from .base import Executor, WorkerError, _map_inline, check_positive_int, usable_cpu_count
 
-# Worker processes (loky's here, and those of a LocalCluster that DaskExecutor starts) are
-# dedicated to array work: glibc keeps freed memory for reuse (arrays up to 32 MB come
-# from the heap, which is never trimmed) instead of returning every large temporary to
-# the kernel and faulting its pages in again on the next one. Measured on this project's
-# machine: the ensemble demo's gradient on 2 processes went from 1.14x to 1.47x serial
-# with it. The caller's own process is left alone; a user's own MALLOC_* settings win.
+__all__ = ["SerialExecutor", "ThreadExecutor", "ProcessExecutor"]
+
+# Worker processes (loky's here, and those of a LocalCluster that DaskExecutor starts) do
+# array work only: glibc keeps freed memory for reuse (arrays up to 32 MB come from the
+# heap, which is not trimmed) instead of returning each large temporary to the kernel and
+# faulting its pages in again on the next one. The caller's own process is left alone; a
+# user's own MALLOC_* settings win.
 WORKER_MALLOC_ENV = {
     "MALLOC_MMAP_THRESHOLD_": os.environ.get("MALLOC_MMAP_THRESHOLD_", str(32 * 2**20)),
     "MALLOC_TRIM_THRESHOLD_": os.environ.get("MALLOC_TRIM_THRESHOLD_", str(2**30)),
 }
 # loky restarts a worker whose memory grew by more than 300 MB since it started, taking
-# it for a leak; the heap kept on purpose above is not one (heavy hvp chunks made loky
-# restart workers between tasks, a second's start-up each). The allowance: the memory
+# it for a leak; the heap kept on purpose above is not one. The allowance: the memory
 # glibc may keep, plus loky's own margin.
 _LOKY_ENV = {
     **PIN_ENV,
@@ -53,19 +54,9 @@ _LOKY_ENV = {
     "LOKY_MAX_MEMORY_LEAK_SIZE": os.environ.get(
         "LOKY_MAX_MEMORY_LEAK_SIZE", str(int(WORKER_MALLOC_ENV["MALLOC_TRIM_THRESHOLD_"]) + 300 * 10**6)),
 }
-#: seconds loky keeps a worker whose serve task ended (idle for idle_timeout already)
-_LOKY_IDLE_SECONDS = 1.0
-from ._futures import collect
-from .base import (
-    Executor,
-    WorkerError,
-    _map_inline,
-    annotate,
-    check_positive_int,
-    usable_cpu_count,
-)
 
-__all__ = ["SerialExecutor", "ThreadExecutor", "ProcessExecutor"]
+
+_NO_OVERHEAD = (0.0, 0.0)
 
 
 class SerialExecutor(Executor):
@@ -82,12 +73,13 @@ class SerialExecutor(Executor):
 
     name = "serial"
     shares_memory = True
-    dispatch_cost = 0.0
-
     n_workers = 1
 
     def _map(self, fn, items, shared, on_done, results):
         _map_inline(fn, items, shared, on_done, self.name, results)
+
+    def overhead(self) -> tuple[float, float]:
+        return _NO_OVERHEAD
 
     def __repr__(self) -> str:
         return "SerialExecutor()"
@@ -98,9 +90,10 @@ class ThreadExecutor(Executor):
 
     No pickling: ``fn`` may be any callable and results are the very objects
     built.  With ``on_result``, at most ``n_workers`` tasks run or wait ahead of the
-    results handed on (memory stays bounded while the caller reduces).  BLAS pinned to one thread in the parent around the whole map
-    (threadpoolctl limits are process-wide).  ``n_workers`` defaults to the
-    number of usable CPUs.
+    results handed on (memory stays bounded while the caller reduces).  BLAS is
+    pinned to one thread while the map runs: OpenBLAS's and MKL's thread counts are
+    process-wide, so BLAS calls made meanwhile by other threads of this process run
+    on one thread too.  ``n_workers`` defaults to the number of usable CPUs.
 
     >>> import executors
     >>> with executors.ThreadExecutor(2) as ex:
@@ -110,8 +103,6 @@ class ThreadExecutor(Executor):
 
     name = "threads"
     shares_memory = True
-    dispatch_cost = 5e-5
-    call_cost = 5e-5
 
     def __init__(self, n_workers: int | None = None) -> None:
         n = check_positive_int(n_workers)
@@ -131,22 +122,18 @@ class ThreadExecutor(Executor):
         pool = self._get_pool()
         base = contextvars.copy_context()
         base.run(_context.enter_worker)
-        flag = _abandon.new_flag(_abandon.ThreadFlag)
+        flag = _abandon.ThreadFlag()
         base.run(_abandon.enter, flag)
 
         def submit(i):
             return pool.submit(base.copy().run, _boxed_unless_abandoned, fn, items[i], shared, flag)
 
         with blas_pinned():
-            if not results.reduces:
-                collect([submit(i) for i in range(len(items))], on_done, self.name, results, abandon=flag)
-                return
             # The caller reduces results as they arrive: a worker that ran ahead would
             # hold a finished result (a shared argument's whole cotangent, in psum)
             # while starting the next, so keep one task per worker ahead of it.
-            ahead = min(self.n_workers, len(items))
-            collect([submit(i) for i in range(ahead)], on_done, self.name, results,
-                    submit=submit, n_items=len(items), abandon=flag)
+            collect(submit, len(items), self.n_workers if results.reduces else None, on_done, self.name,
+                    results, abandon=flag)
 
     def close(self) -> None:
         """Shut the pool down (waits for running tasks); a later map starts a new one.
@@ -160,8 +147,7 @@ class ThreadExecutor(Executor):
 
 
 class ProcessExecutor(Executor):
-    """A persistent loky process pool; ``fn``, items and shared args go by cloudpickle,
-    each task written by the calling thread straight to a worker's socket (``_lane``).
+    """A persistent loky process pool; ``fn``, items and shared args go by cloudpickle.
 
     NumPy arrays of at least ``max_nbytes`` bytes (default 1 MiB; None: never) inside
     shared arguments are written once per content to a memory-mapped file (in
@@ -172,17 +158,13 @@ class ProcessExecutor(Executor):
     Code that writes into a shared array on a worker gets numpy's "assignment
     destination is read-only".
 
-    Lambdas and closures work.  The pool starts on first use and stays alive
-    across calls (idle workers exit after ``idle_timeout`` seconds and are
+    Lambdas and closures work.  The pool starts on first use (or :meth:`start`) and
+    stays alive across calls (idle workers exit after ``idle_timeout`` seconds and are
     restarted on demand; they end within a second of this process's death, also when
-    it is killed).  A worker that dies mid-map raises
-    :class:`executors.WorkerError` and the pool is restarted; Ctrl-C terminates
-    the pool (restarted on the next call).  Results are copies.
-
-    With ``caller_helps`` (the default), a map given a ``caller_share`` (as psum and
-    pmap give it) runs that share in the calling thread while the workers run the rest;
-    ``caller_helps=False`` keeps every item in the workers (to isolate ``fn`` from the
-    caller's process, say).
+    it is killed).  A worker that dies mid-map raises :class:`executors.WorkerError`
+    and the pool is restarted; Ctrl-C terminates the pool (restarted on the next
+    call).  Results are copies.  The calling process never limits its own BLAS
+    threads for a map here: chunk work runs in the workers, which are pinned to one.
 
     >>> import executors
     >>> with executors.ProcessExecutor(2) as ex:
@@ -192,53 +174,39 @@ class ProcessExecutor(Executor):
 
     name = "processes"
     shares_memory = False
-    dispatch_cost = 5e-4
-    call_cost = 1e-3
-    startup_cost = 1.0  # measured here: 0.7 s for 2 workers, then ~0.5 s importing numpy
-    bytes_per_second = 3e8  # measured here: 0.55, 0.41, 0.27 GB/s for results of 1, 10, 95 MB
 
     def __init__(self, n_workers: int | None = None, *, idle_timeout: float = 300.0,
-                 max_nbytes: int | None = 2**20, caller_helps: bool = True) -> None:
+                 max_nbytes: int | None = 2**20) -> None:
         n = check_positive_int(n_workers)
         self.n_workers = n if n is not None else usable_cpu_count()
         self.idle_timeout = idle_timeout
-        self.caller_helps = bool(caller_helps)
         self.max_nbytes = check_positive_int(max_nbytes, "max_nbytes")
         self._arrays = _shm.ArrayStore(self.max_nbytes) if self.max_nbytes is not None else None
-        self._pool = None
-        self._lane: _lane.Lane | None = None  # the sockets to the workers (see _lane)
-        self._lock = threading.Lock()  # guards _pool and _lane
-        self._map_lock = threading.Lock()  # one map at a time uses the lane
+        self._pool: Any = None
+        self._warm_up: list | None = None  # start()'s futures: done once the workers are up
+        self._lock = threading.Lock()
 
-    def _get_lane(self, preload: Iterable[str] = ()) -> _lane.Lane:
+    def _get_pool(self):
         with self._lock:
-            lane = self._lane
-            if lane is not None and not (lane.serving() and _loky_pool_healthy(self._pool)):
-                # a worker died while idle (killed, OOM), or sat idle past idle_timeout:
-                # start afresh rather than fail the next map on it
+            if self._pool is not None and not _loky_pool_healthy(self._pool):
+                # a worker died while idle (killed, OOM): start afresh rather than fail
+                # the next map with "died while this map was running"
                 self._shutdown_locked(kill=True)
             if self._pool is None:
                 from loky import ProcessPoolExecutor
 
                 self._pool = ProcessPoolExecutor(
                     max_workers=self.n_workers,
-                    # a worker waits idle_timeout in its serve task; once that returns,
-                    # loky may let it go at once
-                    timeout=_LOKY_IDLE_SECONDS,
+                    timeout=self.idle_timeout,
                     initializer=_remote.init_process_worker,
                     initargs=(os.getpid(),),
                     env=_LOKY_ENV,
                 )
-                self._lane = _lane.Lane(self._pool, self.n_workers, preload, self.idle_timeout)
-                _lane.register_exit_hook()
-            assert self._lane is not None
-            return self._lane
+            return self._pool
 
     def _shutdown_locked(self, kill):
         pool, self._pool = self._pool, None
-        lane, self._lane = self._lane, None
-        if lane is not None:
-            lane.close()  # each serve task returns once its running task (if any) is done
+        self._warm_up = None
         if pool is not None:
             pool.shutdown(wait=True, kill_workers=kill)
 
@@ -251,7 +219,10 @@ class ProcessExecutor(Executor):
         ...     ex.start(preload=("numpy",)); ex.map(abs, [-1])
         [1]
         """
-        self._get_lane(preload)
+        pool = self._get_pool()
+        with self._lock:
+            if self._warm_up is None and self._pool is pool:
+                self._warm_up = [pool.submit(_remote.warm_up, tuple(preload)) for _ in range(self.n_workers)]
 
     def ready(self) -> bool:
         """True once the worker processes are up (after ``start`` or a map).
@@ -259,8 +230,8 @@ class ProcessExecutor(Executor):
         >>> ProcessExecutor(1).ready()
         False
         """
-        with self._lock:
-            return self._lane is not None and self._lane.ready()
+        warm = self._warm_up
+        return warm is not None and all(f.done() for f in warm)
 
     def worker_pids(self) -> list[int]:
         """Process ids of the current worker processes (empty before first use).
@@ -271,10 +242,16 @@ class ProcessExecutor(Executor):
         pool = self._pool
         return sorted(_loky_workers(pool)) if pool is not None else []
 
-    def _map(self, fn, items, shared, on_done, results, caller_share=0):
+    def _reset(self, pool, kill=True):
+        """Shut ``pool`` down if it is still the current one."""
+        with self._lock:
+            if self._pool is pool:
+                self._shutdown_locked(kill=kill)
+
+    def _map(self, fn, items, shared, on_done, results):
         paths = []  # memory-mapped arrays this map uses: kept until it is over
         try:
-            self._map_sending(fn, items, shared, on_done, results, paths, caller_share)
+            self._map_sending(fn, items, shared, on_done, results, paths)
         finally:
             if paths:
                 self._arrays.release(paths)
@@ -289,76 +266,50 @@ class ProcessExecutor(Executor):
             _remote.dumps(a, what, self.name)  # raises SerializationError naming `what`
             raise
 
-    def _map_sending(self, fn, items, shared, on_done, results, paths, caller_share):
-        name = self.name
+    def _map_sending(self, fn, items, shared, on_done, results, paths):
+        from loky.process_executor import BrokenProcessPool, ShutdownExecutorError
+
+        name, n = self.name, len(items)
         fn_blob = _remote.make_blob(_remote.dumps(fn, "fn", name))
-        shared_blobs = [
-            _remote.make_blob(self._dumps_shared(a, j, paths)) for j, a in enumerate(shared)
-        ]
+        shared_blobs = [_remote.make_blob(self._dumps_shared(a, j, paths)) for j, a in enumerate(shared)]
         chunk_size = _context.SETTINGS.get().chunk_size
-        flag = _abandon.new_flag(_abandon.FileFlag)
+        flag = _abandon.FileFlag()
         pid = os.getpid()
-        tasks = [
-            (i, pickle.dumps((i, _remote.dumps(items[i], f"item {i}", name), fn_blob, shared_blobs,
-                              pid, chunk_size, name, flag), protocol=5))
-            for i in range(caller_share, len(items))
-        ]
+        pool = self._get_pool()
 
-        def put(i, data):
-            results.put(i, _remote.load_result(data, i, name))
-
-        def callers_share():
-            _map_inline(fn, items[:caller_share], shared, on_done, name, results, len(items))
-
-        with self._map_lock:
-            for attempt in (0, 1):
-                lane = self._get_lane()
-                try:
-                    lane.wait_ready(failed=lambda: self._failed_to_start(lane))
-                    if caller_share:
-                        lane.run(tasks, put, on_done, callers_share, self.workers_beside_caller())
-                    else:
-                        lane.run(tasks, put, on_done)
-                    return
-                except _lane.WorkerGone as gone:
-                    flag.set()
-                    self._reset_lane(lane)
-                    if gone.unstarted and attempt == 0:
-                        continue  # it died before this map reached it: run the map afresh
-                    raise self._worker_error(len(items), gone) from None
-                except BaseException as exc:
-                    flag.set()
-                    i = getattr(exc, "executors_lane_index", None)
-                    if i is not None:  # raised by a task (SystemExit too): the workers are fine
-                        del exc.executors_lane_index
-                        raise annotate(exc, i, len(items), name)
-                    if not isinstance(exc, Exception):  # KeyboardInterrupt: stop the workers
-                        self._reset_lane(lane)
+        def submit(i):
+            nonlocal pool
+            task = (_remote.run_task, i, _remote.dumps(items[i], f"item {i}", name), fn_blob, shared_blobs,
+                    pid, chunk_size, name, flag)
+            try:
+                return pool.submit(*task)
+            except (BrokenProcessPool, ShutdownExecutorError, RuntimeError):
+                if i:  # the pool broke mid-map: the next result reports it
                     raise
+                self._reset(pool)  # it broke or was shut down between calls: start afresh
+                pool = self._get_pool()
+                return pool.submit(*task)
 
-    def _failed_to_start(self, lane):
-        for f in lane.futures:
-            if f.done():
-                exc = f.exception()
-                return WorkerError(
-                    f"a worker process of the {self.name!r} executor died while starting: "
-                    f"{exc if exc is not None else 'it stopped serving'}")
-        return None
+        def translate(exc, i, unfinished):
+            if not isinstance(exc, BrokenProcessPool):
+                return None
+            self._reset(pool)
+            return WorkerError(
+                f"a worker process of the {name!r} executor died while this map of {n} items "
+                f"was running (unfinished items: {_short(sorted([i, *unfinished]))}); it was "
+                "killed (e.g. by the OS for lack of memory) or crashed (segfault, os._exit). "
+                f"The broken pool was shut down; the next call starts fresh workers. Cause: {exc}")
 
-    def _worker_error(self, n_items, gone):
-        unfinished = sorted([gone.index, *gone.pending]) if gone.index >= 0 else list(range(n_items))
-        return WorkerError(
-            f"a worker process of the {self.name!r} executor died while this map of "
-            f"{n_items} items was running (unfinished items: {_short(unfinished)}); "
-            "it was killed (e.g. by the OS for lack of memory) or crashed "
-            "(segfault, os._exit). The broken pool was shut down; the next call "
-            "starts fresh workers."
-        )
+        def on_abort(exc):
+            if not isinstance(exc, Exception):  # KeyboardInterrupt: stop what the workers run
+                self._reset(pool, kill=True)
 
-    def _reset_lane(self, lane):
+        collect(submit, n, self.n_workers if results.reduces else None, on_done, name, results,
+                abandon=flag, convert=lambda i, data: _remote.load_result(data, i, name),
+                translate=translate, on_abort=on_abort)
         with self._lock:
-            if self._lane is lane:
-                self._shutdown_locked(kill=True)
+            if self._warm_up is None and self._pool is pool:
+                self._warm_up = []  # the workers answered: they are up
 
     def close(self) -> None:
         """Shut the worker processes down (idempotent); a later map starts new ones.

@@ -18,6 +18,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 PUBLIC = [
     "Executor",
+    "as_worker",
     "SerialExecutor",
     "ThreadExecutor",
     "ProcessExecutor",

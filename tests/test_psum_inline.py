@@ -1,11 +1,7 @@
-"""Tiny chunks that the schedule runs inline go through one tape in one pass
-(``parallel._forward_in_one_pass``; ``_one_pass_over_numbers`` over traced numbers)
-instead of one tape, pullback and map step per chunk.
-
-The one pass must give the bits that per-chunk tapes on a real executor give
-(``dispatch="always"``), for psum with scalar and array values, pmap, every kind of
-differentiated input, cotangents other than 1, float32; and keep the log record and the
-errors that name the element.
+"""Chunks run inline give the bits that chunks on an executor give (``dispatch="always"``),
+for psum with scalar and array values, pmap, every kind of differentiated input,
+cotangents other than 1, float32; and keep the log record and the errors that name the
+element.
 """
 
 import logging
@@ -16,42 +12,22 @@ import pytest
 import adrules as ad
 import executors
 from adrules import parallel, pytrees, schedule
-from executors.base import call_inline
 
 
 @pytest.fixture(autouse=True)
 def fresh_schedule(monkeypatch):
     monkeypatch.delenv("ADRULES_DISPATCH", raising=False)
-    monkeypatch.setattr(schedule, "ONE_PASS_SECONDS", 10.0)  # these chunks count as tiny, however loaded the machine
     schedule.forget()
     yield
     schedule.forget()
 
 
-def _counted(monkeypatch, *names):
-    """A list that grows by one at each call of any of ``parallel.<name>``."""
-    calls = []
-    for name in names:
-        def counted(*args, real=getattr(parallel, name)):
-            calls.append(1)
-            return real(*args)
-
-        monkeypatch.setattr(parallel, name, counted)
-    return calls
-
-
-@pytest.fixture
-def one_passes(monkeypatch):
-    """Counts the calls that ran in one pass (of a psum over traced numbers too)."""
-    return _counted(monkeypatch, "_forward_in_one_pass", "_one_pass_over_numbers")
-
-
 @pytest.fixture(scope="module")
 def threads():
-    """Two threads whose dispatch never pays: after a call site's first call, every call
-    runs inline whatever the machine's load does to the timings."""
+    """Two threads whose overhead never pays: with dispatch "auto", every call runs
+    inline, whatever the machine's load does to the timings."""
     with executors.ThreadExecutor(2) as ex:
-        ex.dispatch_cost = ex.call_cost = 10.0
+        ex._overhead = (10.0, 10.0)
         yield ex
 
 
@@ -61,14 +37,16 @@ def _bits(tree):
 
 
 def _twice(fn):
-    """The second call of a call site: the first taught the schedule the work is tiny."""
-    fn()
-    return fn()
+    """The second call of a call site (the first call's result is the same)."""
+    first = fn()
+    second = fn()
+    assert _bits(first) == _bits(second)
+    return second
 
 
 def _always_then_auto(run, *args):
     """``(run("always", *args), run("auto", *args))``: every chunk on the executor, then
-    the second "auto" call of the call site, which runs the chunks in one pass."""
+    every chunk inline."""
     want = run("always", *args)
     return want, _twice(lambda: run("auto", *args))
 
@@ -85,7 +63,7 @@ def data():
 
 @pytest.mark.parametrize("chunk_size", [1, 2, 4])
 def test_scalar_psum_gradients_of_elements_and_shared_match_per_chunk_tapes(
-        data, threads, one_passes, chunk_size):
+        data, threads, chunk_size):
     ws, x, scale = data
 
     def value_and_grad(dispatch):
@@ -95,16 +73,14 @@ def test_scalar_psum_gradients_of_elements_and_shared_match_per_chunk_tapes(
             ws, x, scale)
 
     want = value_and_grad("always")
-    assert not one_passes
     got = _twice(lambda: value_and_grad("auto"))
-    assert one_passes
     assert _bits(got) == _bits(want)
     loop = ad.value_and_gradient(lambda ws, x, s: sum(loss(w, x, s) for w in ws), ws, x, scale)
     for u, v in zip(ad.pytrees.flatten(got)[0], ad.pytrees.flatten(loop)[0]):
         np.testing.assert_allclose(u, v, rtol=1e-12)
 
 
-def test_cotangent_other_than_one_and_a_closures_state(data, threads, one_passes):
+def test_cotangent_other_than_one_and_a_closures_state(data, threads):
     _, x, _ = data
     xs = list(np.linspace(-0.3, 1.0, 7))
 
@@ -116,7 +92,6 @@ def test_cotangent_other_than_one_and_a_closures_state(data, threads, one_passes
         return y, back(np.float64(0.37))
 
     want, got = _always_then_auto(pulled)
-    assert one_passes
     assert _bits(got) == _bits(want)
     np.testing.assert_allclose(got[1][0], 0.37 * sum(np.cos(x[0] * v) * v for v in xs), rtol=1e-12)
 
@@ -126,7 +101,7 @@ def array_valued(w, x):
 
 
 @pytest.mark.parametrize("kind", ["psum", "pmap"])
-def test_array_values_and_pmap_pull_back_per_chunk(data, threads, one_passes, kind):
+def test_array_values_and_pmap_pull_back_per_chunk(data, threads, kind):
     ws, x, _ = data
     op = ad.psum if kind == "psum" else ad.pmap
     ybar = np.random.default_rng(2).normal(size=4)
@@ -138,11 +113,10 @@ def test_array_values_and_pmap_pull_back_per_chunk(data, threads, one_passes, ki
         return y, back(bar)
 
     want, got = _always_then_auto(pulled)
-    assert one_passes
     assert _bits(got) == _bits(want)
 
 
-def test_float32(threads, one_passes):
+def test_float32(threads):
     rng = np.random.default_rng(3)
     ws = [rng.normal(size=5).astype(np.float32) for _ in range(6)]
     x = rng.normal(size=5).astype(np.float32)
@@ -153,18 +127,16 @@ def test_float32(threads, one_passes):
                            ws, x)
 
     want, got = _always_then_auto(grads)
-    assert one_passes
     assert _bits(got) == _bits(want)
     assert got[1].dtype == np.float32
 
 
-def test_logged_as_an_inline_phase(data, threads, one_passes, caplog):
+def test_logged_as_an_inline_phase(data, threads, caplog):
     ws, x, scale = data
     grad = lambda: ad.gradient(lambda ws: ad.psum(loss, ws, x, scale, executor=threads), ws)  # noqa: E731
     grad()
     with caplog.at_level(logging.DEBUG, logger="adrules.schedule"):
         grad()
-    assert one_passes
     lines = [r.getMessage() for r in caplog.records if r.name == "adrules.schedule"]
     assert len(lines) == 1 and "psum forward of loss" in lines[0] and "9 chunks, inline" in lines[0]
 
@@ -176,7 +148,7 @@ def breaks_at_five(w):
 
 
 @pytest.mark.parametrize("differentiate", [False, True])
-def test_errors_name_the_element(threads, one_passes, differentiate):
+def test_errors_name_the_element(threads, differentiate):
     ok = [1.0, 2.0, 3.0, 4.0]
     bad = [1.0, 2.0, 3.0, 4.0, 5.0, 6.0]
     if differentiate:
@@ -187,34 +159,10 @@ def test_errors_name_the_element(threads, one_passes, differentiate):
     with pytest.raises(ValueError, match="no fives") as info:
         run(bad)
     assert any("element 4" in note for note in getattr(info.value, "__notes__", []))
-    assert not differentiate or one_passes
 
-
-def test_only_tiny_work_in_few_chunks_goes_in_one_pass(data, threads, one_passes, monkeypatch):
-    """One pass holds every chunk's tape and shared cotangents at once: bigger work, or
-    more chunks, goes chunk by chunk."""
-    ws, x, scale = data
-    grad = lambda chunk_size: ad.gradient(  # noqa: E731
-        lambda ws: ad.psum(loss, ws, x, scale, executor=threads, chunk_size=chunk_size), ws)
-    monkeypatch.setattr(schedule, "ONE_PASS_SECONDS", 0.0)
-    _twice(lambda: grad(1))
-    assert not one_passes
-    monkeypatch.setattr(schedule, "ONE_PASS_SECONDS", 10.0)
-    monkeypatch.setattr(schedule, "ONE_PASS_CHUNKS", 4)
-    schedule.forget()
-    _twice(lambda: grad(1))  # 9 chunks
-    assert not one_passes
-    _twice(lambda: grad(3))  # 3 chunks
-    assert one_passes
 
 # ---------------------------------------------------------------------------
-# the fast paths that make psum of tiny work cheap (issue 9) give the same bits:
-# the one pass boxes a list or tuple xs once (each chunk traces its slice) and hands a
-# scalar sum's cotangents over at once (_DoneInOnePass), alone or with differentiated
-# shared arguments and closure state, for any cotangent; chunk values that are plain
-# numbers are tree-summed at once, others streamed; flat lists of leaves flatten and
-# rebuild without a call per leaf; float64 numbers skip projection in backprop; the one
-# pass runs through executors.base.call_inline
+# tiny work: lists and tuples of numbers, closures' state, mixed value types
 # ---------------------------------------------------------------------------
 
 
@@ -224,7 +172,7 @@ def cheap(x):
 
 @pytest.mark.parametrize("container", [list, tuple])
 @pytest.mark.parametrize("chunk_size", [None, 1, 3])
-def test_scalars_bits_match_per_chunk_tapes_and_the_loop(threads, one_passes, container, chunk_size):
+def test_scalars_bits_match_per_chunk_tapes_and_the_loop(threads, container, chunk_size):
     xs = container(float(v) for v in np.linspace(-1.3, 2.1, 10))
 
     def grad(dispatch):
@@ -232,14 +180,13 @@ def test_scalars_bits_match_per_chunk_tapes_and_the_loop(threads, one_passes, co
             lambda xs: ad.psum(cheap, xs, executor=threads, chunk_size=chunk_size, dispatch=dispatch), xs)
 
     want, got = _always_then_auto(grad)
-    assert one_passes
     assert _bits(got) == _bits(want)
     assert type(got[1][0]) is container and all(type(g) is float for g in got[1][0])
     loop = ad.gradient(lambda xs: sum(cheap(x) for x in xs), xs)[0]
     assert list(got[1][0]) == list(loop)  # 2x: exact, whatever the order
 
 
-def test_elements_with_shared_arguments_and_closure_state(threads, one_passes):
+def test_elements_with_shared_arguments_and_closure_state(threads):
     rng = np.random.default_rng(11)
     xs = [{"a": rng.normal(size=3), "b": float(rng.normal())} for _ in range(7)]
     shared = rng.normal(size=3)
@@ -256,7 +203,6 @@ def test_elements_with_shared_arguments_and_closure_state(threads, one_passes):
 
     for ybar in (1.0, np.float64(-0.43)):
         want, got = _always_then_auto(pulled, ybar)
-        assert one_passes
         assert _bits(got) == _bits(want)
     loop = ad.gradient(lambda xs, v: sum(loss(x, v) for x in xs), xs, shared)
     got = pulled("auto", 1.0)[1]
@@ -267,7 +213,7 @@ def test_elements_with_shared_arguments_and_closure_state(threads, one_passes):
 
 
 @pytest.mark.parametrize("kind", ["psum", "pmap"])
-def test_array_values_of_a_list_pull_back_per_chunk(threads, one_passes, kind):
+def test_array_values_of_a_list_pull_back_per_chunk(threads, kind):
     rng = np.random.default_rng(5)
     xs = [rng.normal(size=2) for _ in range(5)]
     op = ad.psum if kind == "psum" else ad.pmap
@@ -279,11 +225,10 @@ def test_array_values_of_a_list_pull_back_per_chunk(threads, one_passes, kind):
         return y, back(bar)
 
     want, got = _always_then_auto(pulled)
-    assert one_passes
     assert _bits(got) == _bits(want)
 
 
-def test_constant_chunks_and_float32(threads, one_passes):
+def test_constant_chunks_and_float32(threads):
     xs = [np.float32(v) for v in (0.5, -2.0, 3.0, 1.5)]
 
     def grad(dispatch):  # elements 2 and 3 give constants: zero cotangents
@@ -328,18 +273,6 @@ def test_float_cotangents_accumulate_without_projection():
     assert g32.dtype == np.float32
 
 
-def test_call_inline_runs_as_worker_context_and_names_the_item():
-    assert call_inline(executors.in_worker) is True
-    assert executors.in_worker() is False
-
-    def boom():
-        raise KeyError("x")
-
-    with pytest.raises(KeyError) as info:
-        call_inline(boom)
-    assert info.value.executors_item_index == 0
-
-
 def test_which_parts_are_differentiated_is_read_from_the_leaves(threads):
     """xs constant, one shared argument traced and one not: only the traced one gets a
     cotangent, as chunk by chunk."""
@@ -365,65 +298,12 @@ def test_values_without_any_trace_keep_their_structure(threads):
     assert ad.psum(cheap, [], executor=threads) == 0.0
 
 
-# ---------------------------------------------------------------------------
-# a list or tuple of numbers traced by one reverse trace, nothing else traced: psum
-# records the one pass's cotangents on the caller's tape itself, without the primitive
-# (parallel._sum_of_traced_numbers); anything else is handed over to the primitive
-# ---------------------------------------------------------------------------
+def test_inline_chunks_run_as_worker_context(threads):
+    seen = ad.pmap(lambda i: executors.in_worker(), [0, 1, 2], executor=threads)
+    assert seen == [True] * 3 and executors.in_worker() is False
 
 
-@pytest.fixture
-def primitive_calls(monkeypatch):
-    """Counts the calls that went through psum's primitive."""
-    return _counted(monkeypatch, "_map_chunks")
-
-
-@pytest.mark.parametrize("container", [list, tuple])
-@pytest.mark.parametrize("chunk_size", [None, 1, 3])
-@pytest.mark.parametrize("number", [float, np.float64])
-def test_traced_numbers_skip_the_primitive_with_the_same_bits(threads, one_passes, primitive_calls, caplog,
-                                                              container, chunk_size, number):
-    xs = container(number(v) for v in np.linspace(-1.3, 2.1, 10))
-    shared = (np.array([0.5, -0.25]), 3)  # not differentiated
-
-    def f(x, w, k):
-        return np.sum(np.sin(x * w)) * x + k
-
-    def pulled(dispatch, ybar):
-        y, back = ad.pullback(lambda xs: ad.psum(f, xs, *shared, executor=threads, chunk_size=chunk_size,
-                                                 dispatch=dispatch), xs)
-        return y, back(ybar)
-
-    for ybar in (1.0, np.float64(0.3)):
-        want = pulled("always", ybar)
-        assert len(primitive_calls) == 1  # every chunk on the executor: the primitive's way
-        with caplog.at_level(logging.DEBUG, logger="adrules.schedule"):
-            got = pulled("auto", ybar)  # the call site knows its work is tiny: one pass
-        assert len(primitive_calls) == 1 and one_passes
-        lines = [r.getMessage() for r in caplog.records if r.name == "adrules.schedule"]
-        assert len(lines) == 1 and "psum forward of " in lines[0] and " chunks, inline" in lines[0]
-        assert _bits(got) == _bits(want)
-        assert type(got[1][0]) is container and all(type(g) is float for g in got[1][0])
-        loop = ad.pullback(lambda xs: sum(f(x, *shared) for x in xs), xs)[1](ybar)[0]
-        np.testing.assert_allclose(got[1][0], loop, rtol=1e-13)
-        primitive_calls.clear(), one_passes.clear(), caplog.clear()
-        schedule.forget()
-
-
-def test_traced_numbers_with_array_values_are_handed_to_the_primitive(threads, one_passes, primitive_calls):
-    xs = [float(v) for v in np.linspace(-1.0, 1.0, 6)]
-
-    def grad(dispatch):
-        return ad.gradient(lambda xs: np.sum(ad.psum(lambda x: np.stack([x, x * x]), xs, executor=threads,
-                                                     chunk_size=2, dispatch=dispatch) * [0.3, -1.2]), xs)
-
-    want, got = _always_then_auto(grad)
-    assert len(one_passes) == 2 and len(primitive_calls) == 3  # each auto call's one pass ran once
-    assert _bits(got) == _bits(want)
-    np.testing.assert_allclose(got[0], [0.3 - 2.4 * x for x in xs], rtol=1e-13)
-
-
-def test_traced_numbers_whose_f_gives_constants(threads, primitive_calls):
+def test_traced_numbers_whose_f_gives_constants(threads):
     xs = [1.0, 2.0, 3.0]
 
     def value_and_grad(dispatch):
@@ -431,7 +311,6 @@ def test_traced_numbers_whose_f_gives_constants(threads, primitive_calls):
                                                         dispatch=dispatch) * 1.0, xs)
 
     want, got = _always_then_auto(value_and_grad)
-    assert len(primitive_calls) == 1  # "always" only
     assert got == want == (6.0, ([0.0, 0.0, 0.0],))
 
 
@@ -442,15 +321,14 @@ def reads_a_traced_global(x):
     return x * _ESCAPED[0]
 
 
-def test_traced_numbers_with_f_reading_a_traced_value_it_was_not_given(threads, primitive_calls):
+def test_traced_numbers_with_f_reading_a_traced_value_it_was_not_given(threads):
     def total(xs, v):
         _ESCAPED[:] = [v]
         return ad.psum(reads_a_traced_global, xs, executor=threads)
 
     xs = [1.0, 2.0]
-    _ESCAPED[:] = [3.0]  # a first call, with nothing escaping: chunk by chunk, through the primitive
+    _ESCAPED[:] = [3.0]  # a first call, with nothing escaping
     ad.gradient(lambda xs: ad.psum(reads_a_traced_global, xs, executor=threads), xs)
     with pytest.raises(ad.tracer.TracerError, match="Pass it explicitly as a shared argument"):
         ad.gradient(total, xs, 3.0)
-    assert len(primitive_calls) == 1
     _ESCAPED.clear()
