@@ -292,27 +292,34 @@ def _pullback(fname: _Name, f: Callable[..., Any], args: tuple[Any, ...]) -> tup
     return pullback_of(fname, trace, plans, out)
 
 
-def pullback_or_gradient(f: Callable[..., Any], args: tuple[Any, ...],
-                         scalar: bool) -> tuple[Any, tuple[PyTree, ...] | None, Pullback | None]:
-    """psum's chunk work, traced once: ``(y, cotangents, None)`` when ``scalar`` is asked
-    and ``f(*args)`` is a number (its pullback is linear in ȳ, so the cotangents of
-    ``args`` at ȳ = 1 say it all, from one reverse pass at once), else ``(y, None, back)``
-    as ``pullback`` gives. The caller names what ``f`` returned in its own errors.
+def trace_chunks(f: Callable[..., Any], args: tuple[Any, ...],
+                 at_one: bool) -> tuple[list[Any], tuple[PyTree, ...] | None, Pullback | None]:
+    """psum's chunk work, traced once: ``f(*args)`` returns a list of values, one per
+    chunk. ``(values, cotangents, None)`` when ``at_one`` is asked and every value is a
+    number (a sum's pullback is linear in ȳ, so the cotangents of ``args`` at ȳ = 1 say it
+    all, from one reverse pass at once), else ``(values, None, back)`` as ``pullback``
+    gives. The caller names what ``f`` returned in its own errors.
 
     >>> import numpy as np
-    >>> pullback_or_gradient(lambda x: np.sum(x * x), (np.array([1.0, 2.0]),), scalar=True)
-    (np.float64(5.0), (array([2., 4.]),), None)
+    >>> trace_chunks(lambda x: [np.sum(x * x)], (np.array([1.0, 2.0]),), at_one=True)
+    ([np.float64(5.0)], (array([2., 4.]),), None)
     """
     fname = _Name("pullback", f)
-    trace, plans, out = traced_call(fname, f, args)
-    if scalar:
-        traced = type(out) is Traced and out._trace is trace
-        value = out.value if traced else out
-        if type(value) in _F64_SCALARS or (value is not None and type(value) is not str
-                                           and flatten(value)[1] is LEAF and np.shape(value) == ()):
-            cot = backprop(trace, [(out.slot, _one_like(value))] if traced else [])
-            return value, _gather(plans, cot), None
-    y, back = pullback_of(fname, trace, plans, out)
+    trace, plans, outs = traced_call(fname, f, args)
+    if at_one:
+        values, seeds = [], []
+        for out in outs:
+            traced = type(out) is Traced and out._trace is trace
+            value = out.value if traced else out
+            if not (type(value) in _F64_SCALARS or (value is not None and type(value) is not str
+                                                    and flatten(value)[1] is LEAF and np.shape(value) == ())):
+                break
+            values.append(value)
+            if traced:
+                seeds.append((out.slot, _one_like(value)))
+        else:
+            return values, _gather(plans, backprop(trace, seeds)), None
+    y, back = pullback_of(fname, trace, plans, outs)
     return y, None, back
 
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .api import jvp, pullback_or_gradient
+from .api import jvp, trace_chunks
 from .pytrees import LEAF, LEAF_TYPES, flatten, tree_map, unflatten
 from .tangents import NoTangent, ZeroTangent, is_zero
 from .tracer import Traced
@@ -163,37 +163,99 @@ class Plan:
         return reduce(fn, xs, shared, start, self.vectorized)
 
 
-def chunk_value(item, plan, state, shared):
-    xs, start = item
-    return plan.body(state, xs, start, *shared)
+def chunk_value(group, plan, state, shared):
+    """The values of a group of consecutive chunks (nothing differentiated)."""
+    out = []
+    for j, (xs, start) in enumerate(group):
+        try:
+            out.append(plan.body(state, xs, start, *shared))
+        except (Exception, SystemExit) as e:
+            e.adrules_in_group = j
+            raise
+    return out
 
 
-def active_call(plan, start, active, state, xs, shared):
-    """The chunk as a function of its differentiated parts only (``active``: per part of
-    (state, xs, *shared), whether it holds traced values): constants are not differentiated."""
-    body = plan.body
-    full = [state, xs, *shared]
-    idx = [i for i, a in enumerate(active) if a]
+class _Layout:
+    """Where each chunk of a group finds its differentiated parts (``idx``: which of
+    (state, xs, *shared) hold traced values) among the arguments traced: a list or tuple
+    ``xs`` is one argument for the whole group (each chunk takes its slice of the boxes:
+    one box per element still), the other parts one argument each per chunk."""
 
-    def chunk_fn(*values):
-        args = list(full)
-        for i, v in zip(idx, values):
-            args[i] = v
-        return body(args[0], args[1], start, *args[2:])
+    def __init__(self, group, active, state, shared):
+        self.group, self.n = group, len(active)
+        self.idx = [i for i, a in enumerate(active) if a]
+        self.whole = 1 in self.idx and type(group[0][0]) in (list, tuple)
+        own = [i for i in self.idx if not (self.whole and i == 1)]
+        self.own, self.args = own, []
+        if self.whole:
+            kind = type(group[0][0])
+            self.args.append(kind(x for xs, _ in group for x in xs))
+        for xs, _ in group:
+            parts = (state, xs, *shared)
+            self.args.extend([parts[i] for i in own])
 
-    return chunk_fn, [full[i] for i in idx], idx
+    def parts(self, j, values, state, shared, offset):
+        """Chunk ``j``'s (state, xs, *shared), its differentiated parts from ``values``."""
+        xs = self.group[j][0]
+        parts = [state, xs, *shared]
+        base = int(self.whole) + j * len(self.own)
+        for a, i in enumerate(self.own):
+            parts[i] = values[base + a]
+        if self.whole:
+            parts[1] = values[0][offset:offset + len(xs)]
+        return parts
+
+    def split(self, grads):
+        """Each chunk's cotangents of (state, xs, *shared), from those of the arguments."""
+        out, offset = [], 0
+        for j, (xs, _) in enumerate(self.group):
+            base = int(self.whole) + j * len(self.own)
+            full = [NoTangent()] * self.n
+            for a, i in enumerate(self.own):
+                full[i] = grads[base + a]
+            if self.whole:
+                full[1] = type(xs)(grads[0][offset:offset + len(xs)])
+                offset += len(xs)
+            out.append(tuple(full))
+        return out
 
 
-def expand(grads, idx, n):
-    out = [NoTangent()] * n
-    for i, g in zip(idx, grads):
-        out[i] = g
-    return tuple(out)
+def _chunks_fn(plan, layout, state, shared):
+    """The group's chunks as one function of the arguments ``layout`` traces, returning
+    the list of their values."""
+    def chunks_fn(*values):
+        ys, offset = [], 0
+        for j, (xs, start) in enumerate(layout.group):
+            parts = layout.parts(j, values, state, shared, offset)
+            offset += len(xs)
+            try:
+                ys.append(plan.body(parts[0], parts[1], start, *parts[2:]))
+            except (Exception, SystemExit) as e:
+                e.adrules_in_group = j
+                raise
+        return ys
+
+    return chunks_fn
+
+
+def _traced(group, plan, active, state, shared, at_one):
+    """``trace_chunks`` of the group; an error of a rule's pullback named by the group's
+    elements (an error of f names its own element)."""
+    layout = _Layout(group, active, state, shared)
+    try:
+        ys, grads, back = trace_chunks(_chunks_fn(plan, layout, state, shared), tuple(layout.args), at_one)
+    except (Exception, SystemExit) as e:
+        if not hasattr(e, "adrules_in_group"):
+            _name_elements(e, "the pullback of f", group)
+        raise
+    if grads is not None:
+        return ys, layout.split(grads), None
+    return ys, None, _GroupPullback(back, layout)
 
 
 class ChunkForward:
-    """What ``chunk_forward`` returns: the chunk's value and either its cotangents at
-    ȳ = 1 (``grads``: a scalar sum, whose pullback is linear in ȳ), its pullback
+    """What ``chunk_forward`` gives for each chunk: its value and either its cotangents
+    at ȳ = 1 (``grads``: a scalar sum, whose pullback is linear in ȳ), its pullback
     (``pullback``: kept where memory is shared), or neither (recomputed later)."""
 
     __slots__ = ("value", "grads", "pullback")
@@ -205,62 +267,79 @@ class ChunkForward:
         return (ChunkForward, (self.value, self.grads, self.pullback))
 
 
-def chunk_forward(item, plan, active, state, shared, keep_tape):
-    """Forward on one chunk: cotangents at once for a scalar sum, else a tape or nothing."""
-    xs, start = item
-    fn, args, idx = active_call(plan, start, active, state, xs, shared)
-    y, grads, back = _traced(pullback_or_gradient, start, len(xs), fn, args, plan.kind == "sum")
+def chunk_forward(group, plan, active, state, shared, keep_tape):
+    """Forward on a group of consecutive chunks, traced on one tape, each chunk with
+    boxes of its own: for a scalar sum the cotangents at ȳ = 1 at once (one reverse pass
+    for the group); else each chunk's pullback on the group's tape, or nothing. Each
+    chunk's cotangents come from its own operations, in their order: the bits do not
+    depend on how chunks were grouped."""
+    ys, grads, back = _traced(group, plan, active, state, shared, plan.kind == "sum")
     if grads is not None:
-        return ChunkForward(y, grads=expand(grads, idx, len(active)))
+        return [ChunkForward(y, grads=g) for y, g in zip(ys, grads)]
     if keep_tape:
-        back = _PullingBack(back, start, len(xs))
-        return ChunkForward(y, pullback=lambda ybar: expand(back(ybar), idx, len(active)))
-    return ChunkForward(y)
+        return [ChunkForward(y, pullback=_OneOfGroup(back, j)) for j, y in enumerate(ys)]
+    return [ChunkForward(y) for y in ys]
 
 
-def chunk_backward(pair, plan, active, state, shared):
-    """Recompute one chunk's forward and pull its ``ybar`` back (no state kept on workers)."""
-    (xs, start), ybar = pair
-    fn, args, idx = active_call(plan, start, active, state, xs, shared)
-    back = pullback_or_gradient(fn, args, scalar=False)[2]
-    return expand(_PullingBack(back, start, len(xs))(ybar), idx, len(active))
+def chunk_backward(group, plan, active, state, shared):
+    """Recompute a group of chunks and pull each one's ȳ back (nothing kept on workers):
+    ``group`` holds ``((xs, start), ybar)`` pairs."""
+    _, _, back = _traced([item for item, _ in group], plan, active, state, shared, at_one=False)
+    return back.all([ybar for _, ybar in group])
 
 
-def chunk_pullback(pair):
-    back, ybar = pair
-    return back(ybar)
+def chunk_pullback(group):
+    """Pull ȳ back through kept pullbacks: ``group`` holds ``(pullback, ybar)`` pairs; the
+    chunks of one forward group, all there, pull back in one pass over its tape."""
+    out, k = [], 0
+    while k < len(group):
+        back = group[k][0]
+        whole = back.group.group
+        span = group[k:k + len(whole)]
+        if back.j == 0 and [b.j for b, _ in span] == list(range(len(whole))) and all(b.group is back.group
+                                                                                    for b, _ in span):
+            out.extend(back.group.all([ybar for _, ybar in span]))
+            k += len(whole)
+        else:
+            out.append(back(group[k][1]))
+            k += 1
+    return out
 
 
-def _traced(run, start, n, *args):
-    """``run(*args)``, an error of a rule's pullback named by the chunk's elements."""
-    try:
-        return run(*args)
-    except (Exception, SystemExit) as e:
-        if not any("raised by f at element" in str(m) for m in getattr(e, "__notes__", ())):
-            _name_elements(e, "the pullback of f", start, n)
-        raise
+class _GroupPullback:
+    """The pullback of a group's chunks traced on one tape: all at once, or one chunk's."""
+
+    __slots__ = ("back", "layout", "group")
+
+    def __init__(self, back, layout):
+        self.back, self.layout, self.group = back, layout, layout.group
+
+    def all(self, bars):
+        try:
+            grads = self.back(list(bars))
+        except (Exception, SystemExit) as e:
+            _name_elements(e, "the pullback of f", self.group)
+            raise
+        return self.layout.split(grads)
+
+    def one(self, j, ybar):
+        bars = [ybar if k == j else ZeroTangent() for k in range(len(self.group))]
+        return self.all(bars)[j]
 
 
-def _name_elements(e, who, start, n):
-    last = start + n - 1
-    note(e, f"psum/pmap: raised by {who} over {f'element {last}' if n == 1 else f'elements {start}..{last}'}")
+class _OneOfGroup:
+    __slots__ = ("group", "j")
 
-
-class _PullingBack:
-    """A chunk's pullback whose errors name the chunk's elements (one tape serves all
-    of the chunk's elements)."""
-
-    __slots__ = ("back", "start", "n")
-
-    def __init__(self, back, start, n):
-        self.back, self.start, self.n = back, start, n
+    def __init__(self, group, j):
+        self.group, self.j = group, j
 
     def __call__(self, ybar):
-        try:
-            return self.back(ybar)
-        except (Exception, SystemExit) as e:
-            _name_elements(e, "the pullback of f", self.start, self.n)
-            raise
+        return self.group.one(self.j, ybar)
+
+
+def _name_elements(e, who, group):
+    first, last = group[0][1], group[-1][1] + len(group[-1][0]) - 1
+    note(e, f"psum/pmap: raised by {who} over {f'element {last}' if first == last else f'elements {first}..{last}'}")
 
 
 def chunk_jvp(item, plan, state, shared, tangents):
@@ -276,9 +355,16 @@ def chunk_jvp(item, plan, state, shared, tangents):
     return jvp(chunk, (state, xs, *shared), (dstate, dxs, *dshared))
 
 
-def jvp_item(pair, plan, state, shared):
-    item, (dxs, dstate, dshared) = pair
-    return chunk_jvp(item, plan, state, shared, (dxs, dstate, dshared))
+def jvp_chunks(group, plan, state, shared):
+    """``(value, tangent)`` of each chunk of a group: ``((xs, start), tangents)`` pairs."""
+    out = []
+    for j, (item, (dxs, dstate, dshared)) in enumerate(group):
+        try:
+            out.append(chunk_jvp(item, plan, state, shared, (dxs, dstate, dshared)))
+        except (Exception, SystemExit) as e:
+            e.adrules_in_group = j
+            raise
+    return out
 
 
 class ChunkWork:
@@ -293,10 +379,8 @@ class ChunkGradient(ChunkWork):
     """``(value,)`` of one chunk, or ``(value, cotangents at ȳ = 1)`` for a scalar sum."""
 
     def __call__(self, item, state, *shared):
-        xs, start = item
-        fn, args, idx = active_call(self.plan, start, self.active, state, xs, shared)
-        y, grads, _ = pullback_or_gradient(fn, args, self.plan.kind == "sum")
-        return (y,) if grads is None else (y, expand(grads, idx, len(self.active)))
+        (y,), grads, _ = _traced([item], self.plan, self.active, state, shared, self.plan.kind == "sum")
+        return (y,) if grads is None else (y, grads[0])
 
 
 class ChunkPullback(ChunkWork):
@@ -308,9 +392,9 @@ class ChunkPullback(ChunkWork):
         self.per_chunk = per_chunk
 
     def __call__(self, element, state, ybar, *shared):
-        (xs, start), ybar = element if self.per_chunk else (element, ybar)
-        fn, args, idx = active_call(self.plan, start, self.active, state, xs, shared)
-        return expand(pullback_or_gradient(fn, args, scalar=False)[2](ybar), idx, len(self.active))
+        item, ybar = element if self.per_chunk else (element, ybar)
+        _, _, back = _traced([item], self.plan, self.active, state, shared, at_one=False)
+        return back.all([ybar])[0]
 
 
 class ChunkJVP(ChunkWork):

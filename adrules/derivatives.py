@@ -27,7 +27,7 @@ from . import _state
 from .api import (_DROPPED_SUBCLASSES, _check_callable, _leaf_is_differentiable, _Name, _value_and_gradient,
                   gradient, jvp, pullback, _subclass_refused)
 from .pytrees import LEAF, PyTree, TreeDef, _field_names, flatten, tangent_leaves, unflatten
-from .schedule import run, work_key
+from .schedule import each, run, work_key
 from .tangents import Tangent, is_float_value, is_zero
 from .tracer import SECOND_ORDER, NoFruleError, NoRuleError, Traced, TracerError, in_place_writes_explained
 
@@ -146,7 +146,7 @@ def _pieces(fn: Callable[..., Any], chunks: list[range], fn_args: tuple[Any, ...
         return [fn(chunk, *fn_args) for chunk in chunks]
     while isinstance(f, (_OnLeaves, _OneArray, _Raveled)):  # the user's function names the work
         f = f.f
-    return run(executors.resolve(executor), fn, chunks, fn_args, key=work_key(f),
+    return run(executors.resolve(executor), each(fn), chunks, fn_args, key=work_key(f),
                dispatch=executors.resolve_dispatch(), label=label, about=f)
 
 

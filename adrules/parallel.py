@@ -58,7 +58,7 @@ from .chunks import (
     chunk_pullback,
     chunk_value,
     is_container,
-    jvp_item,
+    jvp_chunks,
     what,
     why_not_added,
     zero_to_none,
@@ -142,7 +142,8 @@ def _gather_elements(parts, xs):
 
 class _Values:
     """The chunks' values, combined as they arrive in chunk order: a streaming
-    ``tree_sum`` for psum, a concatenation for pmap."""
+    ``tree_sum`` for psum (plain numbers are kept until the end and tree-summed there:
+    the same association, without a call per addition), a concatenation for pmap."""
 
     def __init__(self, kind, items):
         self.kind, self.items = kind, items
@@ -151,12 +152,19 @@ class _Values:
         self._chunk = 0
 
     def take(self, i, y):
-        _check_no_escaped_trace(y)
-        if self.sum is not None:
+        if self.sum is None:
+            _check_no_escaped_trace(y)
+            self.list.extend(y)
+        elif type(y) in _PLAIN and self.sum.count == 0:
+            self.list.append(y)
+        else:
+            _check_no_escaped_trace(y)
+            if self.sum.count == 0:  # the numbers kept so far join the streaming sum, in order
+                for k, v in enumerate(self.list):
+                    self._chunk = k
+                    self.sum.push(v)
             self._chunk = i
             self.sum.push(y)
-        else:
-            self.list.extend(y)
 
     def _add(self, a, b):
         try:
@@ -169,9 +177,11 @@ class _Values:
                 f"{why_not_added(a, b)}") from e
 
     def result(self):
-        if self.sum is not None:
-            return _summable(self.sum.result(zero=0.0))
-        return self.list
+        if self.sum is None:
+            return self.list
+        if self.sum.count == 0:
+            return executors.tree_sum(self.list, zero=0.0)
+        return _summable(self.sum.result())
 
 
 class _Cotangents:
@@ -452,7 +462,7 @@ def _psum_frule(tangents, call, *leaves):
     else:
         executor = call.resolve(state, xs, shared)
         pairs = [(item, (d[0], dstate, tuple(dshared))) for item, d in zip(items, d_items)]
-        results = call.run(executor, "forward (jvp)", jvp_item, pairs, (call.plan, state, shared))
+        results = call.run(executor, "forward (jvp)", jvp_chunks, pairs, (call.plan, state, shared))
     y = _reduce_values(call, [r[0] for r in results])
     if call.plan.kind == "sum":
         dy = executors.tree_sum([r[1] for r in results], _tree_add) if results else ZeroTangent()

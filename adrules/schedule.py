@@ -44,6 +44,7 @@ logger = logging.getLogger("adrules.schedule")
 MARGIN = 1.25  # parallel must be expected this many times faster than inline
 RETRY_CALLS = 32  # calls after which a site's measured parallel speed-up is measured again
 TASK_WORK = 10.0  # a task holds at least this many times the executor's per-task overhead
+GROUP_SECONDS = 1e-3  # chunks traced together on one tape hold up to this much work
 PRELOAD = ("adrules",)  # what starting worker processes import ahead of the first chunk
 
 INLINE, PARALLEL, ONE_FIRST = "inline", "parallel", "one chunk inline first"
@@ -77,31 +78,38 @@ def decide(site: Site, executor, n: int, measured: bool, dispatch: str = "auto")
     was timed in this call.
 
     >>> site = Site(); site.seconds = 1e-3
-    >>> decide(site, executors.SerialExecutor(), 16, measured=True)
+    >>> where, why = decide(site, executors.SerialExecutor(), 16, measured=True)
+    >>> where, explain(why)
     ('inline', 'serial has 1 worker')
     """
     if dispatch == "always":
-        return PARALLEL, "dispatch='always'"
+        return PARALLEL, ("dispatch='always'",)
     if executor.n_workers < 2:
-        return INLINE, f"{executor.name} has 1 worker"
+        return INLINE, ("{} has 1 worker", executor.name)
     if n < 2:
-        return (INLINE, "one chunk") if n else (INLINE, "no chunk")
+        return INLINE, ("one chunk",) if n else ("no chunk",)
     t = site.seconds
     if t is None:
-        return ONE_FIRST, "no estimate yet"
+        return ONE_FIRST, ("no estimate yet",)
     work = n * t
     if not executor.ready():
         executor.start(preload=PRELOAD)
-        return ONE_FIRST, f"est. {_seconds(work)} of work; {executor.name} workers starting"
+        return ONE_FIRST, ("est. {} of work; {} workers starting", _seconds(work), executor.name)
+    expected = parallel_seconds(executor, t, n)
     speedup = site.speedup
-    if speedup is not None and site.calls < RETRY_CALLS and 0.5 <= t / site.speedup_at <= 2.0:
-        expected, how = work / max(speedup, 1e-9), f"its last parallel run was {speedup:.2f}x"
-    else:
-        expected, how = parallel_seconds(executor, t, n), "estimated"
-    why = f"est. {_seconds(work)} inline vs {_seconds(expected)} on {executor.name} ({how})"
+    if speedup is not None and site.calls < RETRY_CALLS and t <= 4 * site.speedup_at:
+        # what the site's last parallel run achieved, where it says less than the model
+        expected = max(expected, work / max(speedup, 1e-9))
+    why = ("est. {} inline vs {} on {}{}", _seconds(work), _seconds(expected), executor.name,
+           "" if speedup is None else f" (its last parallel run: {speedup:.2f}x)")
     if work >= MARGIN * expected:
         return PARALLEL, why
     return (INLINE if measured else ONE_FIRST), why
+
+
+def explain(why) -> str:
+    """The text of a reason ``decide`` gave (formatted only when asked: the log's)."""
+    return why[0].format(*why[1:])
 
 
 def parallel_seconds(executor, t: float, n: int) -> float:
@@ -112,7 +120,14 @@ def parallel_seconds(executor, t: float, n: int) -> float:
     0.08
     """
     per_call, per_task = executor.overhead()
-    return n * t / executor.n_workers + per_call + len(batches(n, executor.n_workers, t, per_task)) * per_task
+    return n * t / executor.n_workers + per_call + _n_tasks(n, executor.n_workers, t, per_task) * per_task
+
+
+def _n_tasks(n, n_workers, t, per_task, one_each=False):
+    if one_each or t <= 0 or n <= n_workers:
+        return n
+    n_tasks = math.ceil(n / max(1, math.ceil(TASK_WORK * per_task / t)))
+    return min(n, n_workers * math.ceil(n_tasks / n_workers))
 
 
 def batches(n: int, n_workers: int, t: float, per_task: float, one_each: bool = False) -> list[range]:
@@ -125,12 +140,7 @@ def batches(n: int, n_workers: int, t: float, per_task: float, one_each: bool = 
     >>> [len(b) for b in batches(16, 2, 1.0, 2e-4)]
     [1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1]
     """
-    if one_each or t <= 0 or n <= n_workers:
-        n_tasks = n
-    else:
-        per_task = max(1, math.ceil(TASK_WORK * per_task / t))
-        n_tasks = math.ceil(n / per_task)
-        n_tasks = min(n, n_workers * math.ceil(n_tasks / n_workers))
+    n_tasks = _n_tasks(n, n_workers, t, per_task, one_each)
     size, extra = divmod(n, n_tasks)
     out, start = [], 0
     for k in range(n_tasks):
@@ -175,17 +185,19 @@ def work_key(f):
 
 def run(executor, fn, items, shared=(), *, key=None, dispatch="auto", on_result=None, progress=False,
         label="", about=None, one_chunk_a_task=False, clock=CLOCK):
-    """``[fn(item, *shared) for item in items]``, inline or on ``executor`` as ``decide``
-    says, in item order. ``on_result(i, result)`` is called in item order as results
-    arrive, and what it returns is kept instead. ``label`` and ``about`` (the user's
-    function) name the phase in the log; ``one_chunk_a_task``: each result is big (a
-    dense cotangent), so tasks of several chunks would hold several at once.
+    """The results of ``fn`` over ``items`` (chunks), inline or on ``executor`` as
+    ``decide`` says, in item order: ``fn(group, *shared)`` takes a list of consecutive
+    items (see ``group_size``) and returns a result for each. ``on_result(i, result)`` is
+    called in item order as results arrive, and what it returns is kept instead.
+    ``label`` and ``about`` (the user's function) name the phase in the log;
+    ``one_chunk_a_task``: each result is big (a dense cotangent), so tasks of several
+    chunks would hold several at once.
 
-    >>> run(executors.SerialExecutor(), lambda i, k: i * k, [1, 2, 3], (10,))
+    >>> run(executors.SerialExecutor(), lambda group, k: [i * k for i in group], [1, 2, 3], (10,))
     [10, 20, 30]
     """
     n = len(items)
-    site = site_of((key, fn, executor.name, executor.n_workers))
+    site = site_of((key, label, executor.name, executor.n_workers))
     site.calls += 1
     bar = _progress_bar(progress, n, label)
     on_done = (lambda i, k=1: bar.update(k)) if bar is not None else None
@@ -195,9 +207,10 @@ def run(executor, fn, items, shared=(), *, key=None, dispatch="auto", on_result=
     try:
         while i < n and where is not PARALLEL:
             k = n if where is INLINE else i + 1
+            size = group_size(site.seconds, one_chunk_a_task)
             with executors.as_worker():  # (pinning BLAS may scan the libraries: not the chunks' time)
                 c0 = clock.cpu()
-                _inline(fn, items, i, k, shared, on_result, on_done, out)
+                _inline(fn, items, i, k, size, shared, on_result, on_done, out)
                 site.seconds, measured = (clock.cpu() - c0) / (k - i), True
             i = k
             if i < n:
@@ -215,18 +228,55 @@ def run(executor, fn, items, shared=(), *, key=None, dispatch="auto", on_result=
     return out
 
 
-def _inline(fn, items, i, k, shared, on_result, on_done, out):
-    """Chunks ``i..k-1`` in this thread."""
-    for c in range(i, k):
+def group_size(t, one_each=False):
+    """How many consecutive chunks of ``t`` seconds a call of the chunk function takes:
+    those traced together on one tape hold up to ``GROUP_SECONDS`` of work; one when
+    ``t`` is unknown, or each result is big (a dense cotangent).
+
+    >>> group_size(1e-5), group_size(0.1), group_size(None)
+    (100, 1, 1)
+    """
+    return 1 if one_each or not t else max(1, int(GROUP_SECONDS / t))
+
+
+class each:
+    """``fn(item, *shared)`` made a function of a group of items, for ``run``: one result
+    per item (picklable when ``fn`` is).
+
+    >>> each(abs)([-1, -2])
+    [1, 2]
+    """
+
+    __slots__ = ("fn",)
+
+    def __init__(self, fn):
+        self.fn = fn
+
+    def __call__(self, group, *shared):
+        out = []
+        for j, item in enumerate(group):
+            try:
+                out.append(self.fn(item, *shared))
+            except (Exception, SystemExit) as e:
+                e.adrules_in_group = j
+                raise
+        return out
+
+
+def _inline(fn, items, i, k, size, shared, on_result, on_done, out):
+    """Chunks ``i..k-1`` in this thread, ``size`` at a time."""
+    for g in range(i, k, size):
         try:
-            result = fn(items[c], *shared)
+            results = fn(items[g:min(k, g + size)], *shared)
         except (Exception, SystemExit) as e:
+            c = g + getattr(e, "adrules_in_group", 0)
             note(e, f"executors: raised by chunk {c} of {len(items)}, run inline")
             e.executors_item_index = c
             raise
-        if on_done is not None:
-            on_done(c)
-        out.append(result if on_result is None else on_result(c, result))
+        for c, result in enumerate(results, g):
+            if on_done is not None:
+                on_done(c)
+            out.append(result if on_result is None else on_result(c, result))
 
 
 class _Task:
@@ -239,17 +289,19 @@ class _Task:
         self.fn, self.clock = fn, clock
 
     def __call__(self, batch, *shared):
-        items, first = batch
+        items, first, size = batch
         out = []
-        for k, item in enumerate(items):
+        for g in range(0, len(items), size):
             if out and executors.abandoned():  # the map raised: nobody reads the rest
                 break
             c0 = self.clock.cpu()
             try:
-                out.append((self.fn(item, *shared), self.clock.cpu() - c0))
-            except (Exception, SystemExit) as e:
-                e.adrules_chunk = first + k  # picklable: travels back with the exception
+                results = self.fn(items[g:g + size], *shared)
+            except (Exception, SystemExit) as e:  # picklable: travels back with the exception
+                e.adrules_chunk = first + g + getattr(e, "adrules_in_group", 0)
                 raise
+            seconds = (self.clock.cpu() - c0) / len(results)
+            out.extend((result, seconds) for result in results)
         return out
 
     def __reduce__(self):
@@ -266,7 +318,8 @@ def _parallel(site, executor, fn, items, first, shared, on_result, on_done, one_
     t = site.seconds or 0.0
     per_task = executor.overhead()[1] if executor.ready() else 0.0
     spans = batches(n, executor.n_workers, t, per_task, one_each)
-    tasks = [(items[first + r.start:first + r.stop], first + r.start) for r in spans]
+    size = group_size(t, one_each)
+    tasks = [(items[first + r.start:first + r.stop], first + r.start, size) for r in spans]
     cpu = [0.0]
 
     def take(j, pairs):
@@ -366,7 +419,7 @@ def _caller():
 def _log(label, about, n, where, why, wall):
     f = describe(about) if about is not None else "?"
     logger.debug("%s of %s, called at %s: %d chunks, %s (%s); took %s",
-                 label or "map", f, _caller(), n, where, why, _seconds(wall))
+                 label or "map", f, _caller(), n, where, explain(why), _seconds(wall))
 
 
 def _progress_bar(progress, total, label):
