@@ -73,7 +73,7 @@ class Site:
         self.calls = 0
 
 
-def decide(site: Site, executor, n: int, measured: bool, dispatch: str = "auto") -> tuple[str, str]:
+def decide(site: Site, executor, n: int, measured: bool, dispatch: str = "auto") -> tuple[str, tuple]:
     """``(where, why)`` for the ``n`` chunks left of a call; ``measured``: ``site.seconds``
     was timed in this call.
 
@@ -107,7 +107,7 @@ def decide(site: Site, executor, n: int, measured: bool, dispatch: str = "auto")
     return (INLINE if measured else ONE_FIRST), why
 
 
-def explain(why) -> str:
+def explain(why: tuple) -> str:
     """The text of a reason ``decide`` gave (formatted only when asked: the log's)."""
     return why[0].format(*why[1:])
 
