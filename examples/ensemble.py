@@ -65,8 +65,8 @@ def main():
     cores = usable_cores()
     workers = min(max(cores, 2), 8)
     backends = ["serial", "threads", "processes"] + (["dask"] if importlib.util.find_spec("distributed") else [])
-    print(f"cores this process may use: {cores} (load average {os.getloadavg()[0]:.1f}); "
-          f"ensemble of 32 MLPs 16-256-1, batch 2048; each backend in a fresh process")
+    print(f"cores this process may use: {cores} (load average {os.getloadavg()[0]:.1f})\n"
+          f"32 MLPs 16-256-1, batch 2048; each backend in a fresh process, its first call starting its workers")
     print(f"{'backend':<14}{'first call':>12}{'steady':>10}{'steady speed-up':>17}  bitwise = serial")
     runs = {}
     for name in backends:
