@@ -45,3 +45,8 @@ def test_example_runs(name):
                     f"--- stderr ---\n{e.stderr}")
     assert proc.returncode == 0, (f"{name} exited with {proc.returncode}\n--- stdout ---\n"
                                   f"{proc.stdout}\n--- stderr ---\n{proc.stderr}")
+    if name == "ensemble.py":  # the demo's promise: the cores, both figures per backend, a verdict
+        assert re.search(r"^cores this process may use: \d+", proc.stdout, re.M), proc.stdout
+        for backend in ("serial", "threads", "processes"):
+            assert re.search(rf"^{backend}\b.* \d+ ms +\d+ ms +[\d.]+x  yes$", proc.stdout, re.M), proc.stdout
+        assert re.search(r"^verdict: ", proc.stdout, re.M), proc.stdout

@@ -1,132 +1,127 @@
-"""Every ```python block of README.md runs, in order, in one namespace, as a newcomer pastes
-them one after the other, so the README cannot rot.
+"""The README and docs/ as a newcomer meets them: every ```python block runs as a script,
+``python block.py`` in a subprocess, exactly as a user would paste it into a file (so each
+block carries its own imports and data, and a Dask block its ``__main__`` guard); a block
+that prints is followed by a ```text block showing what it prints, and its output must be
+exactly that. Links between the files resolve, the README stays short, and it lists every
+example.
 
-A block that cannot run here says so in the README on the line before its fence, as
-``<!-- not run: REASON -->``: it is still compiled, and reported as skipped with REASON.
-A block that imports ``distributed`` is skipped, with the install command as the reason,
-only when the dask extra is missing. The blocks run in a temporary working directory that
-holds what they read: self-signed TLS credentials as ``ca.pem``, ``cert.pem``, ``key.pem``.
+Each block runs in an empty temporary directory, with the installed packages and the
+environment less ``ADRULES_*``; a block that names ``.pem`` files finds ``ca.pem``,
+``cert.pem`` and ``key.pem`` there (one self-signed certificate, as a cluster's admin would
+hand out), and a block that needs the optional ``distributed`` package is skipped, with
+the install command as the reason, when it is missing.
 """
 
 import importlib.util
-import logging
 import os
 import re
-import traceback
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
-README = Path(__file__).resolve().parents[1] / "README.md"
-_FENCE = re.compile(
-    r"(?:^<!--\s*not run:\s*(?P<reason>.*?)\s*-->\n)?^```python\n(?P<code>.*?)^```\s*$",
-    re.MULTILINE | re.DOTALL,
-)
+ROOT = Path(__file__).resolve().parents[1]
+README = ROOT / "README.md"
+DOCS = [README, *sorted((ROOT / "docs").rglob("*.md"))]
+README_MAX_LINES = 250
+TIMEOUT = 300
+_FENCE = re.compile(r"^```(?P<lang>[\w-]*)\n(?P<body>.*?)^```[ \t]*$", re.MULTILINE | re.DOTALL)
 _NEEDS_DASK = 'needs the optional "distributed" package: pip install -e ".[dask]"'
 
 
-def readme_blocks(text):
-    """[(line number of the fence, code, reason it is not run or None)] in README order."""
-    return [
-        (text.count("\n", 0, m.start("code")), m.group("code"), m.group("reason"))
-        for m in _FENCE.finditer(text)
-    ]
+def python_blocks(text):
+    """[(line of the code's first line, code, expected output or None)] in text order:
+    the expected output is a ```text block that directly follows (blank lines between)."""
+    fences = list(_FENCE.finditer(text))
+    blocks = []
+    for i, m in enumerate(fences):
+        if m.group("lang") != "python":
+            continue
+        after = fences[i + 1] if i + 1 < len(fences) else None
+        shown = None
+        if after and after.group("lang") == "text" and not text[m.end():after.start()].strip():
+            shown = after.group("body")
+        blocks.append((text.count("\n", 0, m.start("body")) + 1, m.group("body"), shown))
+    return blocks
 
 
-BLOCKS = readme_blocks(README.read_text(encoding="utf-8"))
+BLOCKS = [(path, *block) for path in DOCS for block in python_blocks(path.read_text(encoding="utf-8"))]
 
 
 def test_block_extraction():
-    text = "x\n```python\na = 1\n```\n<!-- not run: needs a cluster -->\n```python\nb\n```\n```bash\nc\n```\n"
-    assert readme_blocks(text) == [(2, "a = 1\n", None), (6, "b\n", "needs a cluster")]
-    assert len(BLOCKS) >= 5
+    text = ("x\n```python\nprint(1)\n```\n\n```text\n1\n```\n```python\na = 2\n```\nprose\n"
+            "```text\nnot output\n```\n```bash\nc\n```\n")
+    assert python_blocks(text) == [(3, "print(1)\n", "1\n"), (10, "a = 2\n", None)]
+    assert sum(path == README for path, *_ in BLOCKS) >= 5
 
 
-def _skip_reason(code, marked):
-    if marked:
-        return f"not run: {marked}"
-    if re.search(r"^\s*(from|import)\s+distributed\b", code, re.MULTILINE):
-        if importlib.util.find_spec("distributed") is None:
-            return _NEEDS_DASK
-    return None
-
-
-class _Session:
-    """Runs the blocks in order, once each, whichever test asks first."""
-
-    def __init__(self, workdir):
-        self.workdir = workdir
-        self.namespace = {"__name__": "__readme__"}  # not importable: cloudpickle ships by value
-        self.done = 0
-        self.failed = None
-
-    def run_through(self, index):
-        while self.done <= index:
-            line, code, marked = BLOCKS[self.done]
-            self.done += 1
-            if self.failed:
-                continue
-            compiled = compile(code, f"README.md:{line + 1}", "exec")
-            if _skip_reason(code, marked):
-                continue
-            cwd = os.getcwd()
-            os.chdir(self.workdir)
-            try:
-                exec(compiled, self.namespace)
-            except BaseException:
-                self.failed = (line, traceback.format_exc())
-            finally:
-                os.chdir(cwd)
-        if self.failed and self.failed[0] != BLOCKS[index][0]:
-            pytest.fail(f"an earlier README block (line {self.failed[0]}) failed")
-        if self.failed:
-            pytest.fail(f"README block at line {self.failed[0]} failed:\n{self.failed[1]}")
+def _needs_dask(code):
+    return re.search(r"\bdistributed\b|DaskExecutor|\"dask\"", code) is not None
 
 
 def _write_tls_credentials(directory):
-    if importlib.util.find_spec("distributed") is None:
-        return
     from distributed.security import Security
 
-    tmp = Security.temporary()  # one self-signed certificate, as tests/test_dask_security.py uses
+    tmp = Security.temporary()  # one self-signed certificate, in memory
     (directory / "ca.pem").write_text(tmp.tls_ca_file)
     (directory / "cert.pem").write_text(tmp.tls_client_cert)
     (directory / "key.pem").write_text(tmp.tls_client_key)
 
 
-def _logging_state():
-    loggers = [logging.root] + [
-        lg for lg in logging.root.manager.loggerDict.values() if isinstance(lg, logging.Logger)
-    ]
-    return {lg: (lg.level, list(lg.handlers)) for lg in loggers}
+@pytest.mark.parametrize(("path", "line", "code", "shown"), BLOCKS,
+                         ids=[f"{p.relative_to(ROOT)}:{line}" for p, line, _, _ in BLOCKS])
+def test_block_runs_as_a_script(path, line, code, shown, tmp_path):
+    where = f"{path.relative_to(ROOT)}, the block at line {line}"
+    if _needs_dask(code) and importlib.util.find_spec("distributed") is None:
+        pytest.skip(f"{where}: {_NEEDS_DASK}")
+    if ".pem" in code:
+        _write_tls_credentials(tmp_path)
+    (tmp_path / "block.py").write_text(code, encoding="utf-8")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ADRULES_")}
+    try:
+        proc = subprocess.run([sys.executable, "block.py"], cwd=tmp_path, env=env,
+                              capture_output=True, text=True, timeout=TIMEOUT)
+    except subprocess.TimeoutExpired as e:
+        pytest.fail(f"{where} did not finish in {TIMEOUT} s\n--- stdout ---\n{e.stdout}\n--- stderr ---\n{e.stderr}")
+    assert proc.returncode == 0, f"{where} failed as a script:\n{proc.stderr}"
+    printed = [ln.rstrip() for ln in proc.stdout.rstrip().splitlines()]
+    if shown is None:
+        assert not printed, f"{where} prints, but no ```text block after it shows what:\n{proc.stdout}"
+    else:
+        expected = [ln.rstrip() for ln in shown.rstrip().splitlines()]
+        assert printed == expected, f"{where} prints something else than it shows:\n{proc.stdout}"
 
 
-@pytest.fixture(scope="module")
-def session(tmp_path_factory):
-    workdir = tmp_path_factory.mktemp("readme")
-    _write_tls_credentials(workdir)
-    s = _Session(workdir)
-    before = _logging_state()
-    yield s
-    # a block may turn logging on (basicConfig, DEBUG levels): later tests see it as it was
-    for lg in _logging_state():
-        level, handlers = before.get(lg, (logging.NOTSET, []))
-        lg.setLevel(level)
-        lg.handlers[:] = handlers
-    for value in list(s.namespace.values()):  # executors a block left open
-        close = getattr(value, "close", None)
-        if type(value).__module__.startswith("executors") and callable(close):
-            close()
+def test_readme_is_short():
+    lines = README.read_text(encoding="utf-8").count("\n")
+    assert lines <= README_MAX_LINES, f"README.md has {lines} lines; move details to docs/"
 
 
-@pytest.mark.filterwarnings("ignore:Port 8787 is already in use:UserWarning")
-@pytest.mark.parametrize("index", range(len(BLOCKS)), ids=[f"line{b[0]}" for b in BLOCKS])
-def test_readme_block_runs(session, index):
-    line, code, marked = BLOCKS[index]
-    session.run_through(index)
-    reason = _skip_reason(code, marked)
-    if reason:
-        pytest.skip(f"README block at line {line}: {reason}")
+def _anchor(heading):
+    """GitHub's anchor of a Markdown heading."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def _anchors(path):
+    text = _FENCE.sub("", path.read_text(encoding="utf-8"))
+    return {_anchor(h) for h in re.findall(r"^#+ (.*)$", text, re.MULTILINE)}
+
+
+@pytest.mark.parametrize("path", DOCS, ids=[str(p.relative_to(ROOT)) for p in DOCS])
+def test_links_resolve(path):
+    text = _FENCE.sub("", path.read_text(encoding="utf-8"))
+    broken = []
+    for target in re.findall(r"\]\(([^)\s]+)\)", text):
+        if re.match(r"[a-z]+:", target):
+            continue  # a web address
+        file, _, anchor = target.partition("#")
+        linked = (path.parent / file).resolve() if file else path
+        if not linked.exists():
+            broken.append(target)
+        elif anchor and linked.suffix == ".md" and anchor not in _anchors(linked):
+            broken.append(target)
+    assert not broken, f"{path.relative_to(ROOT)} links to what does not exist: {broken}"
 
 
 def test_every_example_is_listed_in_the_readme():
