@@ -289,16 +289,16 @@ class Call:
             executor.start(preload=schedule.PRELOAD)
         return executor
 
-    def big_results(self, state, shared):
-        """Whether each chunk's gradients hold a dense cotangent of over a MiB (of f's
-        state or a shared argument, whole in every chunk)."""
+    def result_bytes(self, state, shared):
+        """Bytes of the dense cotangents in each chunk's gradients: of what is
+        differentiated besides xs (f's state, shared arguments), whole in every chunk."""
         parts = ([state] if self.active[0] else []) + [s for s, a in zip(shared, self.active[2:]) if a]
-        return sum(getattr(leaf, "nbytes", 8) for part in parts for leaf in flatten(part)[0]) > 2**20
+        return sum(getattr(leaf, "nbytes", 8) for part in parts for leaf in flatten(part)[0])
 
-    def run(self, executor, phase, fn, items, shared, on_result=None, one_chunk_a_task=False):
+    def run(self, executor, phase, fn, items, shared, on_result=None, result_bytes=0):
         return schedule.run(executor, fn, items, shared, key=self.key, dispatch=self.dispatch,
                             on_result=on_result, progress=self.progress, label=f"{self.name} {phase}",
-                            about=self.about, one_chunk_a_task=one_chunk_a_task)
+                            about=self.about, result_bytes=result_bytes)
 
 
 @primitive
@@ -325,7 +325,7 @@ def _psum_rrule(call, *leaves):
     items = _chunks(xs, call.chunk_size)
     values = _Values(call.plan.kind, items)
     eager = _Cotangents(call, state, xs, shared)
-    big = call.big_results(state, shared)
+    nbytes = call.result_bytes(state, shared)
     with_grads = []
 
     def take(i, result):
@@ -336,7 +336,7 @@ def _psum_rrule(call, *leaves):
         return result.pullback  # None, or the chunk's kept pullback
 
     kept = call.run(executor, "forward", chunk_forward, items,
-                    (call.plan, call.active, state, shared, executor.shares_memory), take, big)
+                    (call.plan, call.active, state, shared, executor.shares_memory), take, nbytes)
     done = len(with_grads) == len(items)
     y = call.output(values.result())
 
@@ -348,10 +348,10 @@ def _psum_rrule(call, *leaves):
         grads = _Cotangents(call, state, xs, shared)
         take_grads = lambda i, g: grads.take(g)  # noqa: E731
         if items and all(back is not None for back in kept):
-            call.run(executor, "backward", chunk_pullback, list(zip(kept, bars)), (), take_grads, big)
+            call.run(executor, "backward", chunk_pullback, list(zip(kept, bars)), (), take_grads, nbytes)
         else:
             call.run(executor, "backward", chunk_backward, list(zip(items, bars)),
-                     (call.plan, call.active, state, shared), take_grads, big)
+                     (call.plan, call.active, state, shared), take_grads, nbytes)
         return (NoTangent(), NoTangent(), *grads.leaves())
 
     return y, psum_pullback

@@ -45,6 +45,7 @@ MARGIN = 1.25  # parallel must be expected this many times faster than inline
 RETRY_CALLS = 32  # calls after which a site's measured parallel speed-up is measured again
 TASK_WORK = 10.0  # a task holds at least this many times the executor's per-task overhead
 GROUP_SECONDS = 1e-3  # chunks traced together on one tape hold up to this much work
+BIG_RESULT = 2**20  # bytes: a chunk's result this big travels in a task of its own
 PRELOAD = ("adrules",)  # what starting worker processes import ahead of the first chunk
 
 INLINE, PARALLEL, ONE_FIRST = "inline", "parallel", "one chunk inline first"
@@ -72,8 +73,19 @@ class Site:
         self.seconds = self.speedup = self.speedup_at = None
         self.calls = 0
 
+    def measured_speedup(self, t):
+        """The last parallel run's speed-up, while it stands for chunks of ``t`` seconds:
+        until the work grew fourfold, or ``RETRY_CALLS`` calls times how many times slower
+        than inline that run was (so retrying costs at most ``1 / RETRY_CALLS`` of the
+        time), whichever comes first."""
+        s = self.speedup
+        if s is None or t > 4 * self.speedup_at or self.calls >= RETRY_CALLS / min(s, 1.0):
+            return None
+        return s
 
-def decide(site: Site, executor, n: int, measured: bool, dispatch: str = "auto") -> tuple[str, tuple]:
+
+def decide(site: Site, executor, n: int, measured: bool, dispatch: str = "auto",
+           result_bytes: int = 0) -> tuple[str, tuple]:
     """``(where, why)`` for the ``n`` chunks left of a call; ``measured``: ``site.seconds``
     was timed in this call.
 
@@ -95,10 +107,9 @@ def decide(site: Site, executor, n: int, measured: bool, dispatch: str = "auto")
     if not executor.ready():
         executor.start(preload=PRELOAD)
         return ONE_FIRST, ("est. {} of work; {} workers starting", _seconds(work), executor.name)
-    expected = parallel_seconds(executor, t, n)
-    speedup = site.speedup
-    if speedup is not None and site.calls < RETRY_CALLS and t <= 4 * site.speedup_at:
-        # what the site's last parallel run achieved, where it says less than the model
+    expected = parallel_seconds(executor, t, n, result_bytes)
+    speedup = site.measured_speedup(t)
+    if speedup is not None:  # what the site's last parallel run achieved, where it says less
         expected = max(expected, work / max(speedup, 1e-9))
     why = ("est. {} inline vs {} on {}{}", _seconds(work), _seconds(expected), executor.name,
            "" if speedup is None else f" (its last parallel run: {speedup:.2f}x)")
@@ -112,15 +123,17 @@ def explain(why: tuple) -> str:
     return why[0].format(*why[1:])
 
 
-def parallel_seconds(executor, t: float, n: int) -> float:
+def parallel_seconds(executor, t: float, n: int, result_bytes: int = 0) -> float:
     """The model: ``n`` chunks of ``t`` seconds shared by the workers, plus the executor's
-    overhead per map and per task.
+    overhead per map, per task, and per byte of each chunk's result (``result_bytes``)
+    brought back.
 
     >>> round(parallel_seconds(executors.SerialExecutor(), 0.01, 8), 3)
     0.08
     """
-    per_call, per_task = executor.overhead()
-    return n * t / executor.n_workers + per_call + _n_tasks(n, executor.n_workers, t, per_task) * per_task
+    per_call, per_task, per_byte = executor.overhead()
+    tasks = _n_tasks(n, executor.n_workers, t, per_task, result_bytes > BIG_RESULT)
+    return n * t / executor.n_workers + per_call + tasks * per_task + n * result_bytes * per_byte
 
 
 def _n_tasks(n, n_workers, t, per_task, one_each=False):
@@ -184,14 +197,14 @@ def work_key(f):
 
 
 def run(executor, fn, items, shared=(), *, key=None, dispatch="auto", on_result=None, progress=False,
-        label="", about=None, one_chunk_a_task=False, clock=CLOCK):
+        label="", about=None, result_bytes=0, clock=CLOCK):
     """The results of ``fn`` over ``items`` (chunks), inline or on ``executor`` as
     ``decide`` says, in item order: ``fn(group, *shared)`` takes a list of consecutive
     items (see ``group_size``) and returns a result for each. ``on_result(i, result)`` is
     called in item order as results arrive, and what it returns is kept instead.
     ``label`` and ``about`` (the user's function) name the phase in the log;
-    ``one_chunk_a_task``: each result is big (a dense cotangent), so tasks of several
-    chunks would hold several at once.
+    ``result_bytes``: the size of each chunk's result where the caller knows it (a dense
+    cotangent): above ``BIG_RESULT``, a chunk a task, so that no task holds several.
 
     >>> run(executors.SerialExecutor(), lambda group, k: [i * k for i in group], [1, 2, 3], (10,))
     [10, 20, 30]
@@ -203,7 +216,8 @@ def run(executor, fn, items, shared=(), *, key=None, dispatch="auto", on_result=
     on_done = (lambda i, k=1: bar.update(k)) if bar is not None else None
     w0 = clock.wall()
     out, i, measured = [], 0, False
-    where, why = decide(site, executor, n, measured, dispatch)
+    one_chunk_a_task = result_bytes > BIG_RESULT
+    where, why = decide(site, executor, n, measured, dispatch, result_bytes)
     try:
         while i < n and where is not PARALLEL:
             k = n if where is INLINE else i + 1
@@ -214,7 +228,7 @@ def run(executor, fn, items, shared=(), *, key=None, dispatch="auto", on_result=
                 site.seconds, measured = (clock.cpu() - c0) / (k - i), True
             i = k
             if i < n:
-                where, why = decide(site, executor, n - i, measured, dispatch)
+                where, why = decide(site, executor, n - i, measured, dispatch, result_bytes)
         if i < n:
             out += _parallel(site, executor, fn, items, i, shared, on_result, on_done, one_chunk_a_task,
                              clock)

@@ -202,7 +202,7 @@ class Executor:
     shares_memory: bool = False
     #: number of tasks that can run at once
     n_workers: int = 1
-    _overhead: tuple[float, float] | None = None
+    _overhead: tuple[float, float, float] | None = None
 
     def map(
         self,
@@ -273,16 +273,17 @@ class Executor:
         """
         return True
 
-    def overhead(self) -> tuple[float, float]:
-        """``(per_call, per_task)``: the seconds a map costs besides its work, once and for
-        each task (the wall clock a map of one more empty task takes), measured once, when
-        first asked, by timing maps of empty tasks on the workers (the median of three maps
-        of one task and of ``2 * n_workers + 1`` tasks). A map waits for workers still
-        starting: ask once ``ready()``.
+    def overhead(self) -> tuple[float, float, float]:
+        """``(per_call, per_task, per_byte)``: the seconds a map costs besides its work,
+        once, for each task (the wall clock a map of one more empty task takes), and for
+        each byte of results brought back from workers that do not share memory. Measured
+        once, when first asked, by timing maps of empty tasks on the workers (the median of
+        three maps of one task, of ``2 * n_workers + 1`` tasks, and of as many returning a
+        MiB each). A map waits for workers still starting: ask once ``ready()``.
 
         >>> import executors
         >>> executors.SerialExecutor().overhead()
-        (0.0, 0.0)
+        (0.0, 0.0, 0.0)
         >>> executors.ThreadExecutor(2).overhead()[1] < 0.01
         True
         """
@@ -326,22 +327,31 @@ class Executor:
         return self
 
 
-def _nothing(item: Any) -> None:
-    """The empty task ``overhead`` times (module level: workers import it by name)."""
+def _nothing(nbytes: int) -> bytes | None:
+    """The empty task ``overhead`` times, returning ``nbytes`` bytes (module level:
+    workers import it by name)."""
+    return bytes(nbytes) if nbytes else None
 
 
-def _measure(executor: Executor) -> tuple[float, float]:
+_MIB = 2**20
+
+
+def _measure(executor: Executor) -> tuple[float, float, float]:
     many = 2 * executor.n_workers + 1
-    times: dict[int, list[float]] = {1: [], many: []}
-    executor.map(_nothing, range(many))  # the first contact: workers import this module
+    maps = {"one": (1, 0), "many": (many, 0)}
+    if not executor.shares_memory:
+        maps["big"] = (many, _MIB)
+    times: dict[str, list[float]] = {k: [] for k in maps}
+    executor.map(_nothing, [0] * many)  # the first contact: workers import this module
     for _ in range(3):
-        for n in times:
+        for k, (n, nbytes) in maps.items():
             t0 = time.perf_counter()
-            executor.map(_nothing, range(n))
-            times[n].append(time.perf_counter() - t0)
-    one, all_ = statistics.median(times[1]), statistics.median(times[many])
+            executor.map(_nothing, [nbytes] * n)
+            times[k].append(time.perf_counter() - t0)
+    one, all_ = statistics.median(times["one"]), statistics.median(times["many"])
     per_task = max(0.0, (all_ - one) / (many - 1))
-    return max(0.0, one - per_task), per_task
+    per_byte = max(0.0, (statistics.median(times["big"]) - all_) / (many * _MIB)) if "big" in times else 0.0
+    return max(0.0, one - per_task), per_task, per_byte
 
 
 class InOrder:

@@ -56,7 +56,7 @@ _LOKY_ENV = {
 }
 
 
-_NO_OVERHEAD = (0.0, 0.0)
+_NO_OVERHEAD = (0.0, 0.0, 0.0)
 
 
 class SerialExecutor(Executor):
@@ -78,7 +78,7 @@ class SerialExecutor(Executor):
     def _map(self, fn, items, shared, on_done, results):
         _map_inline(fn, items, shared, on_done, self.name, results)
 
-    def overhead(self) -> tuple[float, float]:
+    def overhead(self) -> tuple[float, float, float]:
         return _NO_OVERHEAD
 
     def __repr__(self) -> str:

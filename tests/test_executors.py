@@ -358,9 +358,10 @@ class TestContract:
         threads = ex.name == "joblib" and ex.backend_name == "ThreadingBackend"
         assert ex.shares_memory == (ex.name in ("serial", "threads") or threads)
         assert ex.n_workers >= 1
-        per_call, per_task = overhead = ex.overhead()  # measured once, on the workers
-        assert overhead is ex.overhead() and per_call >= 0 and per_task >= 0
-        assert overhead == (0, 0) if ex.name == "serial" else per_call + per_task > 0
+        per_call, per_task, per_byte = overhead = ex.overhead()  # measured once, on the workers
+        assert overhead is ex.overhead() and min(overhead) >= 0
+        assert overhead == (0, 0, 0) if ex.name == "serial" else per_call + per_task > 0
+        assert per_byte == 0 if ex.shares_memory else ex.name not in ("processes", "dask") or per_byte > 0
 
 
 # ------------------------------------------------------- local backends only

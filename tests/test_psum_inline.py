@@ -27,7 +27,7 @@ def threads():
     """Two threads whose overhead never pays: with dispatch "auto", every call runs
     inline, whatever the machine's load does to the timings."""
     with executors.ThreadExecutor(2) as ex:
-        ex._overhead = (10.0, 10.0)
+        ex._overhead = (10.0, 10.0, 0.0)
         yield ex
 
 

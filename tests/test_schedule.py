@@ -52,7 +52,7 @@ class FakePool(executors.SerialExecutor):
 
     def __init__(self, n_workers=2, per_call=1e-3, per_task=1e-4, ready_after=0, clock=None, speedup=1.9):
         self.n_workers, self.clock, self.speedup = n_workers, clock, speedup
-        self._fixed = (per_call, per_task)
+        self._fixed = (per_call, per_task, 0.0)
         self.ready_after, self.asked, self.started = ready_after, 0, 0
         self.maps = []  # [[chunks of task 0], [chunks of task 1], ...] per map
 
