@@ -1,37 +1,25 @@
 """psum and pmap: a parallel sum (and map) whose forward map AND pullback run on an executor.
 
     psum(f, xs, *shared)
-      └─ split f into (state, rebuild): the parameters of a callable model, traced values
-         captured by a closure ─ both become explicit inputs ("lifted"), so they get gradients
-      └─ flatten (state, xs, shared) to leaves ─ _map_chunks(call, *leaves)   [a primitive]
-           no traced leaf:  values only
-           traced leaves:   the rrule below
+      └─ split f into (state, rebuild): a callable model's parameters, traced values a
+         closure captured ─ lifted to explicit inputs, so they get gradients
+      └─ flatten (state, xs, shared) to leaves ─ _map_chunks(call, *leaves)  [a primitive]
+    chunks: chunk_ranges(len(xs), chunk_size), never dependent on the workers; each phase
+    goes through schedule.run, which runs the same chunk function inline or on the executor
+    rrule forward (chunk_forward), results reduced as they arrive in chunk order:
+        y = Σ y_c                 executors.TreeSum: a fixed pairwise tree by chunk index
+        scalar sum: each chunk's cotangents at ȳ = 1 come with its value; those of the
+        state and shared arguments fold left by chunk index into one buffer (_FoldSum),
+        the elements' are kept in order
+        otherwise: the chunk's pullback kept (serial, threads), or nothing (recomputed)
+    rrule pullback(ȳ): a scalar sum scales the sums by ȳ; otherwise schedule.run again
+    under a second derivative the chunk work is a pmap over chunks (_map_over_chunks),
+    which the outer differentiation differentiates with these same rules, on the executor
 
-    chunks: chunk_ranges(len(xs), chunk_size), never dependent on the workers; every
-    phase goes through schedule.run, which runs the same chunk function inline or on
-    the executor (see schedule for where and why):
-
-    rrule forward, per chunk:  chunk_forward
-          scalar sum ─ (y_c, cotangents at ȳ = 1): one visit, nothing left behind
-          otherwise  ─ y_c, and the chunk's pullback where memory is shared (serial,
-                       threads); nothing elsewhere (processes, Dask: recomputed)
-      as chunk results arrive, in chunk order:
-        y = Σ y_c                  executors.TreeSum: the fixed pairwise tree by chunk index
-        shared/state cotangents = ((g_0 + g_1) + g_2) + ...   _FoldSum: a left fold by chunk
-              index, in place into one buffer of its own (one dense cotangent alive);
-              element cotangents kept in order
-    rrule pullback(ȳ):
-      scalar sum: ȳ · the sums above
-      otherwise:  schedule.run(pull back the kept pullbacks, or recompute then pull back)
-
-    under a second derivative (psum's inputs are traced by an outer differentiation):
-      the chunk work becomes a pmap over chunks (_map_over_chunks) that the outer
-      differentiation differentiates with these same rules, so it runs on the executor.
-
-Every backend and worker count runs the same float operations in the same order, so
-values and gradients, of first and second order, are bitwise identical for a given
-chunk_size. ``f`` may return a container (``(loss, aux)``): values add leaf by leaf, and
-the primitive returns the leaves, which the tracer boxes one by one.
+Every backend and worker count runs the same float operations in the same order: values
+and gradients, of first and second order, are bitwise identical for a given chunk_size.
+``f`` may return a container (``(loss, aux)``): values add leaf by leaf, and the
+primitive returns the leaves, which the tracer boxes one by one.
 """
 
 from __future__ import annotations
@@ -63,7 +51,7 @@ from .chunks import (
     why_not_added,
     zero_to_none,
 )
-from .pytrees import _children, flatten, tree_map, unflatten
+from .pytrees import flatten, tangent_leaves, tree_map, unflatten
 from .registry import frule, primitive, rrule
 from .tangents import NoTangent, ZeroTangent, is_zero
 from .tracer import Traced, TracerError
@@ -145,20 +133,22 @@ class _Values:
     ``tree_sum`` for psum (plain numbers are kept until the end and tree-summed there:
     the same association, without a call per addition), a concatenation for pmap."""
 
-    def __init__(self, kind, items):
-        self.kind, self.items = kind, items
+    def __init__(self, kind, items, check=True):
+        self.kind, self.items, self.check = kind, items, check  # check: no traced value escaped
         self.sum = executors.TreeSum(add=self._add) if kind == "sum" else None
         self.list = []
         self._chunk = 0
 
     def take(self, i, y):
         if self.sum is None:
-            _check_no_escaped_trace(y)
+            if self.check:
+                _check_no_escaped_trace(y)
             self.list.extend(y)
         elif type(y) in _PLAIN and self.sum.count == 0:
             self.list.append(y)
         else:
-            _check_no_escaped_trace(y)
+            if self.check:
+                _check_no_escaped_trace(y)
             if self.sum.count == 0:  # the numbers kept so far join the streaming sum, in order
                 for k, v in enumerate(self.list):
                     self._chunk = k
@@ -380,7 +370,7 @@ def _nested_rrule(call, state, xs, shared):
     items = _chunks(xs, call.chunk_size)
     first = _map_over_chunks(call, ChunkGradient(call.plan, call.active), items, (state, *shared),
                              "value and gradient")
-    y = _reduce_values(call, [r[0] for r in first])
+    y = _values(call, items, [r[0] for r in first])
     done = all(len(r) == 2 for r in first)
 
     def psum_nested_pullback(ybar):
@@ -414,17 +404,13 @@ def _map_over_chunks(call, work, elements, shared, phase):
     return sub.rebuild(_map_chunks(sub, *leaves))
 
 
-def _reduce_values(call, values):
-    if call.plan.kind == "sum":
-        if not values:
-            return 0.0
-        try:
-            total = executors.tree_sum(values, add_values)
-        except (ValueError, TypeError) as e:
-            misfit = next((v for v in values[1:] if not _adds(values[0], v)), values[0])
-            raise type(e)(f"psum: f's values do not add: {why_not_added(values[0], misfit)}") from e
-        return _summable(total)
-    return [v for part in values for v in part]
+def _values(call, items, values):
+    """The sum (or list) of the chunks' ``values`` (traced by an outer differentiation,
+    perhaps), in the order the first-order rules make it."""
+    out = _Values(call.plan.kind, items, check=False)
+    for i, y in enumerate(values):
+        out.take(i, y)
+    return out.result()
 
 
 def _summable(y):
@@ -435,14 +421,6 @@ def _summable(y):
     if y is None or type(y) is str or any(v is None or type(v) is str for v in flatten(y)[0]):
         raise TypeError(f"psum: {why_not_added(y, y)}")
     return y
-
-
-def _adds(a, b):
-    try:
-        add_values(a, b)
-    except (ValueError, TypeError):
-        return False
-    return True
 
 
 @frule.register(_map_chunks)
@@ -463,7 +441,7 @@ def _psum_frule(tangents, call, *leaves):
         executor = call.resolve(state, xs, shared)
         pairs = [(item, (d[0], dstate, tuple(dshared))) for item, d in zip(items, d_items)]
         results = call.run(executor, "forward (jvp)", jvp_chunks, pairs, (call.plan, state, shared))
-    y = _reduce_values(call, [r[0] for r in results])
+    y = _values(call, items, [r[0] for r in results])
     if call.plan.kind == "sum":
         dy = executors.tree_sum([r[1] for r in results], _tree_add) if results else ZeroTangent()
     else:
@@ -475,14 +453,8 @@ def _psum_frule(tangents, call, *leaves):
 
 
 def _flat_like(tree, dy):
-    """Leaves of the tangent ``dy`` of a value of structure ``tree``; a zero part gives
-    zero leaves."""
-    if tree.kind is None:
-        return [dy]
-    if is_zero(dy):
-        return [ZeroTangent()] * tree.n_leaves
-    children = _children(dy)[2]
-    return [leaf for c, d in zip(tree.children, children) for leaf in _flat_like(c, d)]
+    """Leaves of the tangent ``dy`` of a value of structure ``tree`` (zeros for a zero part)."""
+    return tangent_leaves(dy, tree)
 
 
 def _dense_tangent(t, v):

@@ -114,10 +114,6 @@ class TreeSum:
     O(log n) partial sums: equal-sized blocks merge as soon as both exist, the
     leftovers merge from the right at the end. Same association, same bits.
 
-    ``add_into(partial, value)`` (optional) may add ``value`` into a partial sum
-    in place and return it; it is only ever given partial sums that ``add``
-    allocated here, never a value that was pushed.
-
     >>> acc = TreeSum(add=lambda a, b: f"({a}+{b})")
     >>> for v in "abcde":
     ...     acc.push(v)
@@ -125,28 +121,20 @@ class TreeSum:
     ('(((a+b)+(c+d))+e)', '(((a+b)+(c+d))+e)')
     """
 
-    __slots__ = ("_add", "_add_into", "_blocks", "count")
+    __slots__ = ("_add", "_blocks", "count")
 
-    def __init__(self, add: Callable[[Any, Any], Any] = operator.add,
-                 add_into: Callable[[Any, Any], Any] | None = None) -> None:
-        self._add, self._add_into = add, add_into
-        self._blocks: list = []  # [size, value, owned] with sizes strictly decreasing
+    def __init__(self, add: Callable[[Any, Any], Any] = operator.add) -> None:
+        self._add = add
+        self._blocks: list = []  # [size, value] with sizes strictly decreasing
         self.count = 0
-
-    def _merge(self, left, left_owned, right):
-        if left_owned and self._add_into is not None:
-            return self._add_into(left, right), True
-        out = self._add(left, right)
-        return out, out is not left and out is not right
 
     def push(self, value: Any) -> None:
         """Add the next value (index ``self.count``)."""
-        size, owned = 1, False
+        size = 1
         while self._blocks and self._blocks[-1][0] == size:
-            _, left, left_owned = self._blocks.pop()
-            value, owned = self._merge(left, left_owned, value)
+            value = self._add(self._blocks.pop()[1], value)
             size *= 2
-        self._blocks.append((size, value, owned))
+        self._blocks.append((size, value))
         self.count += 1
 
     def result(self, zero: Any = _MISSING) -> Any:
@@ -155,11 +143,9 @@ class TreeSum:
             if zero is _MISSING:
                 raise ValueError("TreeSum.result() of no values: pass zero= to allow it")
             return zero
-        _, value, owned = self._blocks.pop()
-        while self._blocks:
-            _, left, left_owned = self._blocks.pop()
-            value, owned = self._merge(left, left_owned, value)
-        self._blocks.append((self.count, value, owned))  # result() may be asked again
+        value = self._blocks[-1][1]
+        for _, left in reversed(self._blocks[:-1]):
+            value = self._add(left, value)
         return value
 
 

@@ -709,42 +709,6 @@ def test_dask_security_is_passed_through():
         assert ex.map(lambda x: x + 1, range(3)) == [1, 2, 3]
 
 
-def test_threadpoolctl_private_symbol_lookup():
-    """executors._blas calls an OpenBLAS pthreads pool's C functions directly, found by
-    threadpoolctl's private ``_get_symbol``; this fails if a threadpoolctl release renames
-    it (pinning would still work, through the public methods, 4.8 µs slower a call)."""
-    import ctypes
-
-    import threadpoolctl
-
-    from executors._blas import _direct_calls, _get_controller, _thread_calls
-
-    libs = [lib for lib in _get_controller().lib_controllers
-            if lib.internal_api == "openblas" and lib.threading_layer == "pthreads"]
-    if not libs:
-        pytest.skip("this NumPy's BLAS is not an OpenBLAS with its own pthreads pool")
-    lib = libs[0]
-    calls = _direct_calls(lib)
-    assert calls is not None, (
-        f"threadpoolctl {threadpoolctl.__version__} has no _get_symbol on {type(lib).__name__}: "
-        "executors._blas pins BLAS through the public methods instead; update _direct_calls")
-    get, set_threads = calls
-    before = lib.num_threads
-    assert get() == before
-    try:
-        set_threads(1)
-        assert lib.num_threads == 1  # what threadpoolctl reads is what was set
-    finally:
-        set_threads(before)
-    assert lib.num_threads == before
-    address = [ctypes.cast(fn, ctypes.c_void_p).value for fn in (get, set_threads)]
-    assert [[ctypes.cast(fn, ctypes.c_void_p).value for fn in pair]
-            for pair in _thread_calls(_get_controller())].count(address) == 1
-    # called holding the GIL (a CDLL call hands it to any waiting thread, ~16 µs a pin
-    # with a Dask LocalCluster's event loop in the process)
-    assert all(type(fn)._flags_ & ctypes._FUNCFLAG_PYTHONAPI for fn in (get, set_threads))
-
-
 def test_loky_private_attributes():
     """executors.local reads two private loky attributes (loky has no public way to ask
     whether a pool is usable, or which processes are its workers); this fails if a loky
