@@ -1,22 +1,27 @@
-"""One chunk's work for psum and pmap, the same wherever it runs: inline, in a pool
-thread, in a worker process or on a Dask worker. Everything here is at module level, so
-it pickles by reference (a worker imports this module), and none of it knows about
-executors.
+"""The chunk work of psum and pmap, the same wherever it runs: inline, in a pool thread,
+in a worker process or on a Dask worker. Everything here is at module level, so it
+pickles by reference, and none of it knows about executors. Each function takes a
+*group* of consecutive chunks, ``(xs, start)`` pairs, traced together on one tape with
+boxes of their own (so each chunk's cotangents come from its own operations, in their
+order, however chunks are grouped):
 
     Plan.body(state, xs, start, *shared)   f over one chunk: a left fold in index order
                                            (psum) or the list of values (pmap)
-    chunk_value      the body's value (nothing differentiated)
-    chunk_forward    value and, for a scalar sum, the cotangents at ȳ = 1 at once;
-                     else the chunk's pullback (kept where memory is shared) or nothing
-    chunk_backward   recompute the chunk and pull its ȳ back (nothing kept on workers)
-    chunk_pullback   pull ȳ back through a kept pullback
-    chunk_jvp        value and tangent (forward mode)
+    chunk_value      the values (nothing differentiated)
+    chunk_forward    the values and, for a scalar sum, the cotangents at ȳ = 1; else
+                     the chunks' pullbacks (kept where memory is shared) or nothing
+    chunk_backward   recompute the chunks and pull their ȳ back (nothing kept on workers)
+    chunk_pullback   pull ȳ back through kept pullbacks
+    jvp_chunks       values and tangents (forward mode)
     ChunkGradient / ChunkPullback / ChunkJVP
-                     what the rules map under a second derivative (a pmap over
-                     chunks, differentiated in turn)
+                     what the rules map under a second derivative (a pmap over chunks,
+                     differentiated in turn)
 """
 
 from __future__ import annotations
+
+import itertools
+import time
 
 import numpy as np
 
@@ -24,6 +29,10 @@ from .api import jvp, trace_chunks
 from .pytrees import LEAF, LEAF_TYPES, flatten, tree_map, unflatten
 from .tangents import NoTangent, ZeroTangent, is_zero
 from .tracer import Traced
+
+#: a group's chunks traced on one tape hold up to this much work (CPU seconds): a group
+#: stops after the chunk that takes it past (its caller sends the rest again)
+GROUP_SECONDS = 1e-3
 
 
 def is_container(v):
@@ -163,16 +172,24 @@ class Plan:
         return reduce(fn, xs, shared, start, self.vectorized)
 
 
-def chunk_value(group, plan, state, shared):
-    """The values of a group of consecutive chunks (nothing differentiated)."""
-    out = []
-    for j, (xs, start) in enumerate(group):
+def _each_in_time(group, run):
+    """``run(item)`` for the group's items until they have taken ``GROUP_SECONDS``; an
+    error says which item of the group raised it."""
+    out, t0 = [], time.thread_time()
+    for j, item in enumerate(group):
+        if j and time.thread_time() - t0 > GROUP_SECONDS:
+            break
         try:
-            out.append(plan.body(state, xs, start, *shared))
+            out.append(run(item))
         except (Exception, SystemExit) as e:
             e.adrules_in_group = j
             raise
     return out
+
+
+def chunk_value(group, plan, state, shared):
+    """The values of a group of consecutive chunks (nothing differentiated)."""
+    return _each_in_time(group, lambda item: plan.body(state, item[0], item[1], *shared))
 
 
 class _Layout:
@@ -224,8 +241,10 @@ def _chunks_fn(plan, layout, state, shared):
     """The group's chunks as one function of the arguments ``layout`` traces, returning
     the list of their values."""
     def chunks_fn(*values):
-        ys, offset = [], 0
+        ys, offset, t0 = [], 0, time.thread_time()
         for j, (xs, start) in enumerate(layout.group):
+            if j and time.thread_time() - t0 > GROUP_SECONDS:
+                break  # the rest waits for another group: no tape holds much work
             parts = layout.parts(j, values, state, shared, offset)
             offset += len(xs)
             try:
@@ -248,6 +267,7 @@ def _traced(group, plan, active, state, shared, at_one):
         if not hasattr(e, "adrules_in_group"):
             _name_elements(e, "the pullback of f", group)
         raise
+    layout.group = group[:len(ys)]  # the chunks that ran
     if grads is not None:
         return ys, layout.split(grads), None
     return ys, None, _GroupPullback(back, layout)
@@ -285,24 +305,19 @@ def chunk_backward(group, plan, active, state, shared):
     """Recompute a group of chunks and pull each one's ȳ back (nothing kept on workers):
     ``group`` holds ``((xs, start), ybar)`` pairs."""
     _, _, back = _traced([item for item, _ in group], plan, active, state, shared, at_one=False)
-    return back.all([ybar for _, ybar in group])
+    return back.all([ybar for _, ybar in group[:len(back.group)]])
 
 
 def chunk_pullback(group):
-    """Pull ȳ back through kept pullbacks: ``group`` holds ``(pullback, ybar)`` pairs; the
-    chunks of one forward group, all there, pull back in one pass over its tape."""
-    out, k = [], 0
-    while k < len(group):
-        back = group[k][0]
-        whole = back.group.group
-        span = group[k:k + len(whole)]
-        if back.j == 0 and [b.j for b, _ in span] == list(range(len(whole))) and all(b.group is back.group
-                                                                                    for b, _ in span):
-            out.extend(back.group.all([ybar for _, ybar in span]))
-            k += len(whole)
+    """Pull ȳ back through kept pullbacks (``group`` holds ``(pullback, ybar)`` pairs); a
+    forward group whose chunks are all there, in order, in one pass over its tape."""
+    out = []
+    for tape, run in itertools.groupby(group, key=lambda pair: pair[0].group):
+        run = list(run)
+        if [back.j for back, _ in run] == list(range(len(tape.group))):
+            out.extend(tape.all([ybar for _, ybar in run]))
         else:
-            out.append(back(group[k][1]))
-            k += 1
+            out.extend(back(ybar) for back, ybar in run)
     return out
 
 
@@ -357,14 +372,7 @@ def chunk_jvp(item, plan, state, shared, tangents):
 
 def jvp_chunks(group, plan, state, shared):
     """``(value, tangent)`` of each chunk of a group: ``((xs, start), tangents)`` pairs."""
-    out = []
-    for j, (item, (dxs, dstate, dshared)) in enumerate(group):
-        try:
-            out.append(chunk_jvp(item, plan, state, shared, (dxs, dstate, dshared)))
-        except (Exception, SystemExit) as e:
-            e.adrules_in_group = j
-            raise
-    return out
+    return _each_in_time(group, lambda pair: chunk_jvp(pair[0], plan, state, shared, pair[1]))
 
 
 class ChunkWork:

@@ -2,22 +2,24 @@
 
     run(executor, fn, items, shared, site=...)      every phase of psum/pmap comes here
       decide(site, executor, n chunks left) ─▶ INLINE | PARALLEL | ONE_FIRST
-        ONE_FIRST: run one chunk inline, timed, and decide again
+        ONE_FIRST: run one chunk inline, timed, and decide again (no estimate yet, or
+                   the workers still starting); a group of chunks inline that stops early
+                   (its chunks heavier than estimated) also decides again
         INLINE:    the chunks left, one after another, in this thread
         PARALLEL:  the chunks left, in tasks of consecutive chunks, on the executor
 
 The policy, in one paragraph (the README says the same): a phase runs on the executor
 when that is expected to be at least ``MARGIN`` times faster than running its chunks
-one after another in the calling thread, and inline otherwise. The expected inline
-time is the chunks' CPU time: chunk 0 of the call, timed (a call never decides to run
-everything inline on an older figure), or the call site's last parallel run. The
-expected parallel time is that work shared by the workers plus the executor's
-overhead per map and per task, measured once per executor; once the site has run in
-parallel, what that run achieved (its chunks' CPU time over its wall clock) stands in
-for the model, for work within a factor two of it, until ``RETRY_CALLS`` calls have
-passed. While parallel would pay but the workers are still starting, chunks run
-inline, one at a time, and the rest goes to the workers once they are up.
-``dispatch="always"`` sends every chunk to the executor.
+one after another in the calling thread, and inline otherwise. The expected inline time
+is the chunks' CPU time, as the call site's last call measured it (its first call times
+chunk 0 first; inline chunks run in groups that stop early when they prove heavier than
+that, and the rest is decided again). The expected parallel time is that work shared by
+the workers plus the executor's overhead per map, per task and per byte of results,
+measured once per executor, and no less than what the site's last parallel run achieved
+(its chunks' CPU time over its wall clock; see ``Site.measured_speedup``). While
+parallel would pay but the workers are still starting, chunks run inline, one at a
+time, and the rest goes to the workers once they are up. ``dispatch="always"`` sends
+every chunk to the executor.
 
 A site is a psum/pmap call site: the user's function, the phase and the executor.
 Chunks do the same float operations in the same order wherever they run, so only the
@@ -35,7 +37,7 @@ import time
 
 import executors
 
-from .chunks import note
+from .chunks import GROUP_SECONDS, note
 from .callables import code_of
 from .registry import travelling_rules
 
@@ -44,7 +46,6 @@ logger = logging.getLogger("adrules.schedule")
 MARGIN = 1.25  # parallel must be expected this many times faster than inline
 RETRY_CALLS = 32  # calls after which a site's measured parallel speed-up is measured again
 TASK_WORK = 10.0  # a task holds at least this many times the executor's per-task overhead
-GROUP_SECONDS = 1e-3  # chunks traced together on one tape hold up to this much work
 BIG_RESULT = 2**20  # bytes: a chunk's result this big travels in a task of its own
 PRELOAD = ("adrules",)  # what starting worker processes import ahead of the first chunk
 
@@ -84,13 +85,12 @@ class Site:
         return s
 
 
-def decide(site: Site, executor, n: int, measured: bool, dispatch: str = "auto",
-           result_bytes: int = 0) -> tuple[str, tuple]:
-    """``(where, why)`` for the ``n`` chunks left of a call; ``measured``: ``site.seconds``
-    was timed in this call.
+def decide(site: Site, executor, n: int, dispatch: str = "auto", result_bytes: int = 0) -> tuple[str, tuple]:
+    """``(where, why)`` for the ``n`` chunks left of a call (``result_bytes``: of each
+    chunk's result, where known).
 
     >>> site = Site(); site.seconds = 1e-3
-    >>> where, why = decide(site, executors.SerialExecutor(), 16, measured=True)
+    >>> where, why = decide(site, executors.SerialExecutor(), 16)
     >>> where, explain(why)
     ('inline', 'serial has 1 worker')
     """
@@ -113,9 +113,7 @@ def decide(site: Site, executor, n: int, measured: bool, dispatch: str = "auto",
         expected = max(expected, work / max(speedup, 1e-9))
     why = ("est. {} inline vs {} on {}{}", _seconds(work), _seconds(expected), executor.name,
            "" if speedup is None else f" (its last parallel run: {speedup:.2f}x)")
-    if work >= MARGIN * expected:
-        return PARALLEL, why
-    return (INLINE if measured else ONE_FIRST), why
+    return (PARALLEL if work >= MARGIN * expected else INLINE), why
 
 
 def explain(why: tuple) -> str:
@@ -215,20 +213,20 @@ def run(executor, fn, items, shared=(), *, key=None, dispatch="auto", on_result=
     bar = _progress_bar(progress, n, label)
     on_done = (lambda i, k=1: bar.update(k)) if bar is not None else None
     w0 = clock.wall()
-    out, i, measured = [], 0, False
+    out, i = [], 0
     one_chunk_a_task = result_bytes > BIG_RESULT
-    where, why = decide(site, executor, n, measured, dispatch, result_bytes)
+    where, why = decide(site, executor, n, dispatch, result_bytes)
     try:
         while i < n and where is not PARALLEL:
             k = n if where is INLINE else i + 1
             size = group_size(site.seconds, one_chunk_a_task)
             with executors.as_worker():  # (pinning BLAS may scan the libraries: not the chunks' time)
                 c0 = clock.cpu()
-                _inline(fn, items, i, k, size, shared, on_result, on_done, out)
-                site.seconds, measured = (clock.cpu() - c0) / (k - i), True
-            i = k
-            if i < n:
-                where, why = decide(site, executor, n - i, measured, dispatch, result_bytes)
+                ran = _inline(fn, items, i, k, size, shared, on_result, on_done, out)
+                site.seconds = (clock.cpu() - c0) / ran
+            i += ran
+            if i < n:  # a first chunk timed, workers starting, or work heavier than estimated
+                where, why = decide(site, executor, n - i, dispatch, result_bytes)
         if i < n:
             out += _parallel(site, executor, fn, items, i, shared, on_result, on_done, one_chunk_a_task,
                              clock)
@@ -278,10 +276,13 @@ class each:
 
 
 def _inline(fn, items, i, k, size, shared, on_result, on_done, out):
-    """Chunks ``i..k-1`` in this thread, ``size`` at a time."""
-    for g in range(i, k, size):
+    """Chunks ``i..k-1`` in this thread, ``size`` at a time; how many ran (fewer when a
+    group stopped early: its chunks took longer than estimated)."""
+    g = i
+    while g < k:
+        want = min(k, g + size) - g
         try:
-            results = fn(items[g:min(k, g + size)], *shared)
+            results = fn(items[g:g + want], *shared)
         except (Exception, SystemExit) as e:
             c = g + getattr(e, "adrules_in_group", 0)
             note(e, f"executors: raised by chunk {c} of {len(items)}, run inline")
@@ -291,6 +292,10 @@ def _inline(fn, items, i, k, size, shared, on_result, on_done, out):
             if on_done is not None:
                 on_done(c)
             out.append(result if on_result is None else on_result(c, result))
+        g += len(results)
+        if len(results) < want:
+            break
+    return g - i
 
 
 class _Task:
@@ -305,10 +310,10 @@ class _Task:
     def __call__(self, batch, *shared):
         items, first, size = batch
         out = []
-        for g in range(0, len(items), size):
+        while len(out) < len(items):
             if out and executors.abandoned():  # the map raised: nobody reads the rest
                 break
-            c0 = self.clock.cpu()
+            g, c0 = len(out), self.clock.cpu()
             try:
                 results = self.fn(items[g:g + size], *shared)
             except (Exception, SystemExit) as e:  # picklable: travels back with the exception

@@ -13,6 +13,7 @@ import pytest
 import adrules as ad
 import executors
 from adrules import schedule
+from adrules.chunks import GROUP_SECONDS
 
 
 @pytest.fixture(autouse=True)
@@ -91,49 +92,46 @@ def _site(seconds, speedup=None, calls=0):
 
 def test_tiny_work_runs_inline_and_heavy_work_in_parallel():
     pool = FakePool()
-    assert schedule.decide(_site(1e-5), pool, 10, measured=True)[0] == "inline"  # 0.1 ms in all
-    assert schedule.decide(_site(1e-2), pool, 16, measured=True)[0] == "parallel"
-    assert schedule.decide(_site(1.0), FakePool(n_workers=1), 16, measured=True)[0] == "inline"
-    assert schedule.decide(_site(1.0), pool, 1, measured=True)[0] == "inline"  # one chunk
+    assert schedule.decide(_site(1e-5), pool, 10)[0] == "inline"  # 0.1 ms in all
+    assert schedule.decide(_site(1e-2), pool, 16)[0] == "parallel"
+    assert schedule.decide(_site(1.0), FakePool(n_workers=1), 16)[0] == "inline"
+    assert schedule.decide(_site(1.0), pool, 1)[0] == "inline"  # one chunk
 
 
 def test_break_even_is_work_over_workers_plus_overhead_with_a_margin():
     # 4 chunks of 30 ms on a backend costing 12 ms a map: 120 ms inline against 60 + 12 +
     # 4 x 2 = 80 ms on two workers: 1.5x, parallel; at 10 ms a chunk, 40 against 40: inline
     dask_like = FakePool(per_call=12e-3, per_task=2e-3)
-    where, why = schedule.decide(_site(0.030), dask_like, 4, measured=True)
+    where, why = schedule.decide(_site(0.030), dask_like, 4)
     assert where == "parallel" and schedule.explain(why) == "est. 120 ms inline vs 80 ms on fake"
-    assert schedule.decide(_site(0.010), dask_like, 4, measured=True)[0] == "inline"
+    assert schedule.decide(_site(0.010), dask_like, 4)[0] == "inline"
     assert schedule.parallel_seconds(dask_like, 0.030, 4) == pytest.approx(0.080)
 
 
-def test_an_estimate_from_an_earlier_call_runs_one_chunk_first_before_going_inline():
-    """A call never runs everything inline on an older figure: chunk 0, timed, decides."""
-    assert schedule.decide(_site(1e-5), FakePool(), 10, measured=False)[0] == "one chunk inline first"
-    assert schedule.decide(schedule.Site(), FakePool(), 10, measured=False)[0] == "one chunk inline first"
-    assert schedule.decide(_site(1e-2), FakePool(), 16, measured=False)[0] == "parallel"
+def test_no_estimate_yet_runs_one_chunk_first():
+    assert schedule.decide(schedule.Site(), FakePool(), 10)[0] == "one chunk inline first"
 
 
 def test_workers_still_starting_are_started_and_chunks_run_inline_meanwhile():
     pool = FakePool(ready_after=10)
-    where, why = schedule.decide(_site(1.0), pool, 8, measured=True)
+    where, why = schedule.decide(_site(1.0), pool, 8)
     assert where == "one chunk inline first" and "workers starting" in schedule.explain(why)
     assert pool.started == 1
 
 
 def test_a_parallel_run_that_did_not_pay_sends_the_site_inline_until_it_is_retried():
     pool = FakePool()
-    assert schedule.decide(_site(1e-2, speedup=1.1), pool, 16, measured=True)[0] == "inline"
-    assert schedule.decide(_site(1e-2, speedup=1.9), pool, 16, measured=True)[0] == "parallel"
+    assert schedule.decide(_site(1e-2, speedup=1.1), pool, 16)[0] == "inline"
+    assert schedule.decide(_site(1e-2, speedup=1.9), pool, 16)[0] == "parallel"
     retried = _site(1e-2, speedup=1.1, calls=schedule.RETRY_CALLS)
-    assert schedule.decide(retried, pool, 16, measured=True)[0] == "parallel"  # the model again
+    assert schedule.decide(retried, pool, 16)[0] == "parallel"  # the model again
     grown = _site(1e-2, speedup=1.1)
     grown.seconds = 5e-2  # the work grew 5x since: the speed-up measured on other work
-    assert schedule.decide(grown, pool, 16, measured=True)[0] == "parallel"
+    assert schedule.decide(grown, pool, 16)[0] == "parallel"
 
 
 def test_dispatch_always_sends_every_chunk_and_its_choices_are_checked(monkeypatch):
-    assert schedule.decide(schedule.Site(), FakePool(n_workers=1), 1, measured=False, dispatch="always")[0] \
+    assert schedule.decide(schedule.Site(), FakePool(n_workers=1), 1, dispatch="always")[0] \
         == "parallel"
     with pytest.raises(ValueError, match="psum: dispatch='sometimes' is not valid: use one of 'auto', 'always'"):
         ad.psum(np.sin, [1.0], dispatch="sometimes")
@@ -158,7 +156,15 @@ def _run(pool, seconds, n=8, **kw):
     clock, maps = pool.clock, len(pool.maps)
     pool.seconds = seconds
     if not hasattr(pool, "chunk"):  # one function: a call site is the same function's calls
-        pool.chunk = lambda group: [clock.work(pool.seconds) or i * i for i in group]
+        def chunk(group):  # as the chunk runner does: a group stops once it took GROUP_SECONDS
+            out, t0 = [], clock.cpu()
+            for i in group:
+                if out and clock.cpu() - t0 > GROUP_SECONDS:
+                    break
+                clock.work(pool.seconds)
+                out.append(i * i)
+            return out
+        pool.chunk = chunk
     got = schedule.run(pool, pool.chunk, list(range(n)), key="test", clock=clock, **kw)
     assert got == [i * i for i in range(n)]
     mapped = {c for m in pool.maps[maps:] for task in m for c in task}
@@ -189,7 +195,8 @@ def test_a_cold_pool_gets_the_chunks_left_once_its_workers_are_up():
 def test_work_that_grew_goes_to_the_workers_in_the_same_call():
     pool = FakePool(clock=TickingClock())
     _run(pool, 1e-6)  # a smoke test on a few rows
-    assert _run(pool, 0.2) == [0]  # the real run: chunk 0 shows it, the rest goes out
+    # the real run: the group sized for tiny work stops after chunk 0, the rest goes out
+    assert _run(pool, 0.2) == [0]
     assert pool.maps == [[[k] for k in range(1, 8)]]
 
 

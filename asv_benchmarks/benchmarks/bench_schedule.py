@@ -1,0 +1,184 @@
+"""Where psum's chunks run: what users get from the one policy (``adrules/schedule.py``).
+
+- ``SteadyStateOverSerial``: for each amount of work per call, from tiny scalars to the
+  heavy ensemble, the psum gradient's time on threads:2 and processes:2 over the serial
+  executor's, steady state. Target: at most 1.10 everywhere (parallel where it pays,
+  inline at once where it does not).
+- ``ColdPoolFirstCall``: a first call with over 3 s of work on a process pool not started
+  yet, in a fresh process, against the same call on the serial executor. Target: faster.
+- ``ScalingEfficiency``: the cores users have, simulated with chunks that sleep (forward
+  and pullback 10 ms each, 256 elements, a chunk each, ``dispatch="always"``) on
+  ``ThreadExecutor(n)``: ideal time over measured time. Target: >= 0.9 at 64 workers.
+- ``TapeGroups``: what tracing tiny chunks together on one tape gains on the work it exists
+  for (10 cheap scalars), against a tape per chunk.
+"""
+
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+
+import adrules as ad
+import executors
+from adrules import schedule
+
+from . import common
+
+#: 16 MLPs 16-64-1, batch 512: a ~10 ms training step
+STEP = dict(name="step", n_models=16, d_in=16, d_hidden=64, batch=512)
+
+
+def step_loss(p, x, y):
+    return common.mlp_loss(p, x, y)
+
+
+def _workload(name):
+    """``(xs, shared, f)`` of a psum gradient of each size."""
+    if name == "tiny":
+        return [float(v) for v in common.vector(10)], (), common.cheap_scalar
+    spec = {"step": STEP, "small": common.SMALL, "heavy": common.HEAVY}[name]
+    models = common.mlp_ensemble(spec["n_models"], spec["d_in"], spec["d_hidden"])
+    x, y = common.regression_batch(spec["batch"], spec["d_in"])
+    return models, (x, y), (step_loss if name == "step" else common.member_loss(spec))
+
+
+class SteadyStateOverSerial:
+    """psum gradient time on 2 workers over the serial executor's, the median of per-round
+    ratios (the two timed in alternation), after three calls of each call site."""
+
+    unit = "x serial time"
+    params = [["tiny", "step", "small", "heavy"], ["threads", "processes"]]
+    param_names = ["work", "backend"]
+    timeout = 600
+
+    def setup(self, work, backend):
+        common.pin_blas()
+        xs, shared, f = _workload(work)
+        self.ex = ex = common.make_executor(backend, 2)
+        self.on = lambda: ad.gradient(lambda xs: ad.psum(f, xs, *shared, executor=ex), xs)
+        self.serial = lambda: ad.gradient(lambda xs: ad.psum(f, xs, *shared, executor="serial"), xs)
+        for _ in range(3):
+            self.on(), self.serial()
+        self.budget = 0.005 if work == "tiny" else 0.1
+
+    def teardown(self, work, backend):
+        common.close_executor(self)
+
+    def track_time_over_serial(self, work, backend):
+        speedup = common.interleaved_speedups({"serial": self.serial, backend: self.on}, over="serial",
+                                              repeat=11, budget=self.budget)[backend]
+        return 1.0 / speedup
+
+
+_COLD = """
+import sys, time
+sys.path.insert(0, {bench!r})
+import common
+common.pin_blas()
+import adrules as ad, executors
+spec = dict(common.HEAVY, n_models=128)
+models = common.mlp_ensemble(spec["n_models"], spec["d_in"], spec["d_hidden"])
+x, y = common.regression_batch(spec["batch"], spec["d_in"])
+ex = executors.SerialExecutor() if sys.argv[1] == "serial" else executors.ProcessExecutor(2)
+t0 = time.perf_counter()
+ad.gradient(lambda ms: ad.psum(common.heavy_member_loss, ms, x, y, executor=ex), models)
+print(time.perf_counter() - t0)
+ex.close()
+"""
+
+
+class ColdPoolFirstCall:
+    """The heavy ensemble at 128 models (over 3 s of work serially), its gradient's first
+    call in a fresh process: serial time over the time on a ``ProcessExecutor(2)`` made
+    right before, not started (the median of three pairs of runs)."""
+
+    unit = "x"
+    number, repeat, warmup_time = 1, 1, 0
+    timeout = 600
+
+    def _run(self, backend):
+        code = _COLD.format(bench=os.path.dirname(os.path.abspath(__file__)))
+        env = {**os.environ, **common.BLAS_ENV}
+        out = subprocess.run([sys.executable, "-c", code, backend], capture_output=True, text=True,
+                             check=True, env=env)
+        return float(out.stdout.split()[-1])
+
+    def track_speedup_on_a_cold_pool(self):
+        return statistics.median(self._run("serial") / self._run("processes") for _ in range(3))
+
+
+@ad.primitive
+def sleepy(x):
+    """Waits 10 ms without the GIL, as chunk work on a core of its own would take."""
+    time.sleep(0.01)
+    return x * 1.0
+
+
+@ad.rrule.register(sleepy)
+def _sleepy_rrule(x):
+    def sleepy_pullback(g):
+        time.sleep(0.01)
+        return ad.NoTangent(), g * 1.0
+    return sleepy(x), sleepy_pullback
+
+
+class ScalingEfficiency:
+    """Ideal over measured time of a psum gradient of 256 elements whose forward and
+    pullback each sleep 10 ms, a chunk each, every chunk on ``ThreadExecutor(n)``: the
+    caller's own cost per task is what limits many workers."""
+
+    unit = "efficiency"
+    params = [[8, 32, 64, 128]]
+    param_names = ["n_workers"]
+    timeout = 300
+
+    def setup(self, n_workers):
+        self.ex = executors.ThreadExecutor(n_workers)
+        self.xs = [float(i) for i in range(256)]
+        self.grad = lambda: ad.gradient(
+            lambda xs: ad.psum(sleepy, xs, executor=self.ex, chunk_size=1, dispatch="always"), self.xs)
+        self.grad()
+
+    def teardown(self, n_workers):
+        self.ex.close()
+
+    def track_efficiency(self, n_workers):
+        ideal = len(self.xs) * 0.020 / n_workers
+        times = []
+        for _ in range(3):
+            t0 = time.perf_counter()
+            self.grad()
+            times.append(time.perf_counter() - t0)
+        return ideal / statistics.median(times)
+
+
+class TapeGroups:
+    """10 cheap scalars' psum gradient on threads:2 (inline: too little work to send):
+    microseconds over a plain loop's gradient, with consecutive chunks traced on one tape
+    (``schedule.GROUP_SECONDS`` of work at most) and with a tape per chunk."""
+
+    unit = "us"
+    params = [["one tape per group", "one tape per chunk"]]
+    param_names = ["tapes"]
+    timeout = 120
+
+    def setup(self, tapes):
+        self.xs = [float(v) for v in common.vector(10)]
+        self.ex = common.make_executor("threads", 2)
+        self.saved = schedule.GROUP_SECONDS
+        schedule.GROUP_SECONDS = self.saved if tapes == "one tape per group" else 0.0
+        schedule.forget()
+
+    def teardown(self, tapes):
+        schedule.GROUP_SECONDS = self.saved
+        common.close_executor(self)
+
+    def track_gradient_over_loop_us(self, tapes):
+        xs, ex = self.xs, self.ex
+        t = common.interleaved_differences({
+            "loop": lambda: ad.gradient(lambda xs: sum(common.cheap_scalar(x) for x in xs), xs),
+            "psum": lambda: ad.gradient(lambda xs: ad.psum(common.cheap_scalar, xs, executor=ex), xs),
+        }, minus="loop", repeat=31, budget=0.005)
+        return t["psum"] * 1e6
