@@ -539,3 +539,22 @@ def test_tiny_work_runs_inline_by_default(pools, monkeypatch):
     monkeypatch.delenv("ADRULES_DISPATCH")
     pids = set(ad.pmap(_pid, list(range(6)), executor=pools[("processes", 2)], chunk_size=1))
     assert pids == {os.getpid()}  # a loop is faster than dispatching microseconds of work
+
+
+def _shape_by_element(w):
+    return w[0] * (np.ones(3) if w[0] < 2 else np.ones(1))  # elements 2.. give shape (1,)
+
+
+@pytest.mark.parametrize("chunk_size", [1, 2, 3, 4])
+@pytest.mark.parametrize("differentiate", [False, True])
+def test_values_of_different_shapes_are_refused_for_every_chunk_size(chunk_size, differentiate):
+    """A sum that broadcast would depend on the chunks (and its gradient did fail for some
+    chunk sizes only): one clear error naming the elements, whatever the chunk size."""
+    xs = [np.array([float(i)]) for i in range(4)]
+
+    def total(xs):
+        return np.sum(ad.psum(_shape_by_element, xs, executor="serial", chunk_size=chunk_size))
+
+    with pytest.raises(ValueError, match=r"psum: .*element.*\(shape \(1,\)\).* does not add to .*\(shape "
+                                         r"\(3,\)\).*same shape \(psum does not broadcast"):
+        ad.gradient(total, xs) if differentiate else total(xs)

@@ -26,6 +26,8 @@ from adrules import schedule
 
 from . import common
 
+cloudpickle.register_pickle_by_value(sys.modules[__name__])  # workers cannot import this suite
+
 #: 16 MLPs 16-64-1, batch 512: a ~10 ms training step
 STEP = dict(name="step", n_models=16, d_in=16, d_hidden=64, batch=512)
 
@@ -182,3 +184,39 @@ class TapeGroups:
             "psum": lambda: ad.gradient(lambda xs: ad.psum(common.cheap_scalar, xs, executor=ex), xs),
         }, minus="loop", repeat=31, budget=0.005)
         return t["psum"] * 1e6
+
+
+class TaskBatching:
+    """The ~10 ms training step's psum gradient on processes:2, every chunk sent
+    (``dispatch="always"``): chunks grouped in tasks of at least ``schedule.TASK_WORK``
+    times the executor's per-task overhead, over a chunk a task (speed-up)."""
+
+    unit = "x"
+    timeout = 300
+
+    def setup(self):
+        common.pin_blas()
+        xs, shared, f = _workload("step")
+        self.ex = ex = common.make_executor("processes", 2)
+        self.saved = schedule.TASK_WORK
+
+        def grad(task_work):
+            def run():
+                schedule.TASK_WORK = task_work
+                try:
+                    ad.gradient(lambda xs: ad.psum(f, xs, *shared, executor=ex, dispatch="always"), xs)
+                finally:
+                    schedule.TASK_WORK = self.saved
+            return run
+
+        self.batched, self.one_each = grad(self.saved), grad(0.0)
+        for _ in range(3):
+            self.batched(), self.one_each()
+
+    def teardown(self):
+        schedule.TASK_WORK = self.saved
+        common.close_executor(self)
+
+    def track_batched_speedup(self):
+        return common.interleaved_speedups({"one chunk a task": self.one_each, "batched": self.batched},
+                                           over="one chunk a task", repeat=11, budget=0.1)["batched"]
