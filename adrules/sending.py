@@ -1,12 +1,10 @@
 """Can psum's work be sent to worker processes? Checked before any chunk runs.
 
-Process and Dask workers receive ``f`` (with what it captures), each shared argument
-and the elements of ``xs`` by cloudpickle. Something that cannot be pickled (a lock,
-an open file, a generator) would otherwise fail late — on the call that first
-dispatches, which the schedule may put several calls after the first — and be
-reported under internal names. ``check`` pickles each of them once per call site and
-executor, before the call runs (also when the schedule then runs it inline), and names
-the user's object::
+Process and Dask workers receive ``f`` (with what it captures), each shared argument and
+the elements of ``xs`` by cloudpickle. Something that cannot be pickled (a lock, an open
+file, a generator) would otherwise fail late, under internal names. ``check`` pickles
+each of them once per call site and executor, before the call runs (also when its
+chunks then run inline), and names the user's object::
 
     check(kind, f, plan, state, xs, shared, executor)
       f ─────────── the user's function, or the model it is; the first captured
@@ -14,12 +12,10 @@ the user's object::
       shared[k] ─── "shared argument k of psum(f, xs, *shared)"
       xs[i] ─────── "element i of xs"
 
-Rules registered for primitives defined in ``__main__`` travel with the primitives
-themselves (see ``registry._RulesTravel``); every rule registered from outside adrules
-travels with each map's work (``registry.UserRules``, pickled by ``schedule._Timed``).
-
-``as_received`` gives the arrays psum runs chunks on inline the memory layout a worker
-unpickles them in, so that a chunk gives the same bits wherever it runs.
+Rules registered in ``__main__`` travel with their primitives (``registry._RulesTravel``);
+every user rule travels with each map's work (``registry.UserRules``, pickled by
+``schedule._Task``). ``as_received`` gives the arrays of chunks run inline the memory
+layout a worker unpickles them in, so that a chunk gives the same bits wherever it runs.
 """
 
 from __future__ import annotations
