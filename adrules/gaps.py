@@ -98,8 +98,16 @@ def conversion_site(frame: FrameType | None) -> tuple[str, str | None]:
     >>> script["loss"](1.0)
     ('loss, at <string>:1', None)
     """
+    known = None  # a NumPy function left out on purpose (np.full), which converted it
     while frame is not None and _package(frame) in _OWN:
+        if known is None and _package(frame) == "numpy":
+            name = _public_name(frame.f_globals.get("__name__"), frame.f_code)
+            if name in LEFT_OUT and frame.f_back is not None:
+                known = name, frame.f_back
         frame = frame.f_back
+    if known is not None:  # np.full(shape, x) in the user's code, or in a pullback at second order
+        name, caller = known
+        return f"{name} (called at {_where(caller)})", f"{name} {LEFT_OUT[name]}."
     if frame is None:
         return "", None
     if not _in_library(frame):

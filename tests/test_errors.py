@@ -805,3 +805,33 @@ def test_piecewise_of_a_plain_x_whose_functions_capture_a_traced_value_names_the
     fixed, = grad(lambda c: np.sum(np.piecewise(z + 0.0 * c, [z < 0, z >= 0],
                                                 [lambda v: c * v ** 2, lambda v: np.sin(v) * c])), 1.7)
     assert fixed == pytest.approx(np.sum(z[z < 0] ** 2) + np.sum(np.sin(z[z >= 0])), rel=1e-14)
+
+
+@ad.primitive
+def _total(x):
+    return np.sum(x)
+
+
+@ad.rrule.register(_total)
+def _total_rrule(x):
+    def total_pullback(g):
+        return ad.NoTangent(), np.full(np.shape(x), g)  # g is traced at second order
+
+    return _total(x), total_pullback
+
+
+def test_np_full_of_a_traced_value_is_named_in_user_code_and_in_a_pullback_at_second_order():
+    # the message was np.asarray's, naming neither np.full nor what to write
+    with pytest.raises(TypeError, match=r"in numpy\.full \(called at test_errors\.py:\d+\).*dispatches only "
+                                        r"on like=.*write fill_value \* np\.ones\(shape\)"):
+        ad.gradient(lambda x: np.sum(np.full(3, x)), 2.0)
+    np.testing.assert_allclose(ad.gradient(lambda x: _total(x) ** 2, np.ones(3))[0], [6.0, 6.0, 6.0])
+    with pytest.raises(TypeError, match=r"in numpy\.full \(called at test_errors\.py:\d+\).*fill_value \* "
+                                        r"np\.ones\(shape\)"):
+        ad.hessian(lambda x: _total(x) ** 2, np.ones(3))
+
+
+def test_polyint_constant_is_differentiable_as_a_number():
+    # polyint's own rule called np.full(m, k): a traced k failed
+    p = np.array([1.0, 2.0, 3.0])
+    ad.testing.check_grads(lambda p, k: np.polyint(p, 2, k), p, 0.5, order=2)
