@@ -93,6 +93,11 @@ NOTES.update({
     "scipy.special.fdtr": "w.r.t. x (not dfn, dfd)",
     "scipy.special.fdtrc": "w.r.t. x (not dfn, dfd)",
     "scipy.special.kolmogorov": "first derivatives only",
+    "scipy.special.logsumexp": "w.r.t. a and b; axis, keepdims, return_sign (the sign: no derivative)",
+    "scipy.special.polygamma": "w.r.t. x (not n)",
+    "scipy.special.multigammaln": "w.r.t. a (not d)",
+    "scipy.special.zeta": "w.r.t. q (not x)",
+    "scipy.special.factorial": "exact=False: w.r.t. n",
     "scipy.special.smirnov": "w.r.t. d (not n); first derivatives only",
 })
 for _polynomial, _parameters in (("chebyt", "n"), ("chebyu", "n"), ("chebyc", "n"), ("chebys", "n"),

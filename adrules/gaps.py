@@ -52,15 +52,19 @@ LEFT_OUT = {
                   "write fill_value * np.ones(shape)",
     "numpy.linalg.eig": "complex eigenvalues and eigenvectors: complex values are not supported yet",
     "numpy.linalg.eigvals": "complex eigenvalues: complex values are not supported yet",
-    "scipy.special.logsumexp": ASARRAY + ": write m + np.log(np.sum(np.exp(x - m)))",
-    "scipy.special.softmax": ASARRAY + ": write np.exp(x - logsumexp) with NumPy",
-    "scipy.special.log_softmax": ASARRAY + ": write x - logsumexp with NumPy",
-    "scipy.special.polygamma": ASARRAY + ": write polygamma(n, x) as (-1) ** (n + 1) * math.factorial(n) "
-                               "* scipy.special.zeta(n + 1, x), whose rules exist",
-    "scipy.special.multigammaln": ASARRAY + ": sum gammaln terms with NumPy",
-    "scipy.linalg.solve_triangular": ASARRAY + ": np.linalg.solve(a, b) has rules and solves a "
-                                     "triangular a as well",
+    # (SciPy's frozen multivariate distributions check and factorize their parameters when made)
+    "scipy.stats._multivariate.multivariate_normal_gen.__call__":
+        "a frozen distribution, whose mean and cov SciPy factorizes with NumPy when it is made: "
+        "pass traced parameters to the method, scipy.stats.multivariate_normal.logpdf(x, mean, cov)",
+    "scipy.stats._multivariate.dirichlet_gen.__call__":
+        "a frozen distribution, whose alpha SciPy checks with NumPy when it is made: pass a traced "
+        "alpha to the method, scipy.stats.dirichlet.logpdf(x, alpha)",
 }
+
+# SciPy's Python functions that adrules replaced in SciPy's namespace by a primitive with
+# rules (rules/_scipy_entry.py), by qualified name: what to say when the original, bound
+# to a name before adrules was imported, meets a traced value.
+REPLACED: dict[str, str] = {}
 
 # NumPy functions of a kind, by name in the numpy namespace
 REASON_GROUPS = {
@@ -113,6 +117,9 @@ def conversion_site(frame: FrameType | None) -> tuple[str, str | None]:
     if not _in_library(frame):
         return f"{_qualname(frame)}, at {_where(frame)}", None
     names, called_at = _library_call(frame)
+    replaced = next((name for name in names if name in REPLACED), None)
+    if replaced is not None:
+        return replaced + called_at, REPLACED[replaced] + "."
     known = next((name for name in names if name in LEFT_OUT), None)
     if known is not None:
         return known + called_at, f"{known} is {LEFT_OUT[known]}."

@@ -968,8 +968,11 @@ def _same_sequence(like, items):
 def dispatch_primitive(f, args, kwargs):
     """Entry point for ``@primitive`` functions while some trace is open."""
     entry = _rrule_table.get(f) or _frule_table.get(f)
-    if entry is not None and entry.kind is SCALAR and not kwargs and len(args) < len(entry.partials):
-        args = _with_defaults(f, args, len(entry.partials))
+    if entry is not None and entry.kind is SCALAR:
+        if kwargs:  # zeta(x, q=q): the partials take every argument by position
+            args, kwargs = bind(f, args, kwargs)
+        if not kwargs and len(args) < len(entry.partials):
+            args = _with_defaults(f, args, len(entry.partials))
     if top_trace(args) is None and top_trace(kwargs.values()) is None:
         if _top_inside((*args, *kwargs.values())) is None:
             return f.__adrules_primitive__(*args, **kwargs)

@@ -53,27 +53,21 @@ def test_np_asarray_of_traced_value_names_the_users_line():
 
 
 def test_scipy_function_left_out_is_named_with_its_fix_and_the_call_site():
-    sp = pytest.importorskip("scipy.special")
+    st = pytest.importorskip("scipy.stats")
 
-    def loss(x):
-        return sp.logsumexp(x)
+    def loss(alpha):
+        return st.dirichlet(alpha).logpdf(np.array([0.2, 0.8]))
 
     line = loss.__code__.co_firstlineno + 1
     with pytest.raises(TypeError) as info:
-        grad(loss, X)
+        grad(loss, np.array([1.5, 2.0]))
     message = str(info.value)
-    assert f"in scipy.special.logsumexp (called at test_errors.py:{line})" in message
-    assert "m + np.log(np.sum(np.exp(x - m)))" in message and "np.stack" not in message
+    assert f"in scipy.stats._multivariate.dirichlet_gen.__call__ (called at test_errors.py:{line})" in message
+    assert "scipy.stats.dirichlet.logpdf(x, alpha)" in message and "np.stack" not in message
 
 
-def test_polygamma_fix_in_the_message_is_right():
+def test_trigamma_written_with_zeta_has_polygamma_2_for_its_derivative():
     sp = pytest.importorskip("scipy.special")
-    with pytest.raises(TypeError, match=r"math\.factorial\(n\) \* scipy\.special\.zeta\(n \+ 1, x\)"):
-        grad(lambda x: np.sum(sp.polygamma(2, x)), X)
-    # what the message says to write: polygamma's values, and trigamma's derivative
-    n = 2
-    written = lambda x: (-1) ** (n + 1) * math.factorial(n) * sp.zeta(n + 1, x)  # noqa: E731
-    np.testing.assert_allclose(written(X), sp.polygamma(n, X), rtol=1e-13)
     got, = grad(lambda x: np.sum(sp.zeta(2, x)), X)  # zeta(2, x) is trigamma: its derivative
     np.testing.assert_allclose(got, sp.polygamma(2, X), rtol=1e-12)
 
@@ -81,12 +75,10 @@ def test_polygamma_fix_in_the_message_is_right():
 def test_library_function_without_a_rule_is_named_by_its_public_name():
     linalg = pytest.importorskip("scipy.linalg")
     with pytest.raises(TypeError) as info:
-        grad(lambda x: np.sum(linalg.expm(np.diag(x))), X)
+        grad(lambda x: np.sum(linalg.logm(np.diag(x) + 2.0 * np.eye(3))), X)
     message = str(info.value)
-    assert "in scipy.linalg.expm (called at test_errors.py:" in message
+    assert "in scipy.linalg.logm (called at test_errors.py:" in message
     assert "adrules.primitive" in message
-    with pytest.raises(TypeError, match=r"in scipy\.linalg\.solve_triangular .*np\.linalg\.solve\(a, b\)"):
-        grad(lambda x: np.sum(linalg.solve_triangular(np.eye(3), x)), X)
 
 
 @pytest.mark.parametrize("build", [

@@ -10,4 +10,4 @@ from . import higher_order  # noqa: F401,E402
 from . import histograms  # noqa: F401,E402
 from ._optional import load_with  # noqa: E402
 
-load_with("scipy.special", "adrules.rules.scipy_special")
+load_with("scipy.special", "adrules.rules.scipy_special", "adrules.rules.scipy_special_python")
