@@ -11,3 +11,4 @@ from . import histograms  # noqa: F401,E402
 from ._optional import load_with  # noqa: E402
 
 load_with("scipy.special", "adrules.rules.scipy_special", "adrules.rules.scipy_special_python")
+load_with("scipy.stats", "adrules.rules.scipy_stats", "adrules.rules.scipy_stats_multivariate")
