@@ -118,7 +118,7 @@ def conversion_site(frame: FrameType | None) -> tuple[str, str | None]:
         return f"{_qualname(frame)}, at {_where(frame)}", None
     names, called_at = _library_call(frame)
     replaced = next((name for name in names if name in REPLACED), None)
-    if replaced is not None:
+    if replaced is not None and not _called_by_adrules(frame):  # bound before adrules replaced it
         return replaced + called_at, REPLACED[replaced] + "."
     known = next((name for name in names if name in LEFT_OUT), None)
     if known is not None:
@@ -172,6 +172,15 @@ def _library_call(frame):
         wrapped = [v for v in chain[-1].f_locals.values() if inspect.isfunction(v)]
         names += [_public_name(v.__module__, inspect.unwrap(v).__code__) for v in wrapped[:1]]
     return names or [_public_name(chain[-1].f_globals.get("__name__"), chain[-1].f_code)], called_at
+
+
+def _called_by_adrules(frame):
+    """Whether the library function running in ``frame`` was called by adrules (through
+    the primitive that replaced it), not by the user's code."""
+    package = _package(frame)
+    while frame is not None and _package(frame) == package:
+        frame = frame.f_back
+    return frame is not None and _package(frame) == "adrules"
 
 
 def _package(frame):

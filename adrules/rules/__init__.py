@@ -14,3 +14,4 @@ load_with("scipy.special", "adrules.rules.scipy_special", "adrules.rules.scipy_s
 load_with("scipy.stats", "adrules.rules.scipy_stats", "adrules.rules.scipy_stats_multivariate")
 load_with("scipy.linalg", "adrules.rules.scipy_linalg")
 load_with("scipy.signal", "adrules.rules.scipy_signal")
+load_with("scipy.integrate", "adrules.rules.scipy_integrate")
