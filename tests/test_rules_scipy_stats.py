@@ -181,6 +181,15 @@ def test_multivariate_normal_of_dimension_one_and_frozen():
     check_grads(lambda x: frozen.pdf(x), RNG.normal(size=3), order=2)
 
 
+def test_multivariate_normal_entropy():
+    c = _spd(3, 5)
+    check_grads(lambda c: st.multivariate_normal.entropy(None, c), c, order=2)
+    check_grads(lambda c: st.multivariate_normal.entropy(np.zeros(3), cov=c), np.array([1.0, 2.0, 0.5]), order=2)
+    (g,) = ad.gradient(lambda c: st.multivariate_normal.entropy(np.zeros(3), c), c)
+    inv = np.linalg.inv(c)
+    np.testing.assert_allclose(g, np.tril(inv) - 0.5 * np.diag(np.diag(inv)), rtol=1e-12, atol=1e-15)
+
+
 def test_multivariate_normal_gradient_by_hand_in_the_lower_triangle():
     x, m, c = RNG.normal(size=3), RNG.normal(size=3), _spd(3, 3)
     gx, gm, gc = ad.gradient(lambda x, m, c: st.multivariate_normal.logpdf(x, m, c), x, m, c)

@@ -1,5 +1,6 @@
 """Rules: scipy.stats ``multivariate_normal`` (``logpdf``, ``pdf``; w.r.t. ``x``, ``mean``
-and ``cov``) and ``dirichlet`` (``logpdf``, ``pdf``; w.r.t. ``x`` and ``alpha``).
+and ``cov``; ``entropy`` w.r.t. ``cov``) and ``dirichlet`` (``logpdf``, ``pdf``; w.r.t.
+``x`` and ``alpha``).
 
 They reach their rules as the univariate distributions do (``scipy_stats``): the classes
 ``multivariate_normal_gen`` and ``dirichlet_gen`` get methods that call a primitive when a
@@ -26,6 +27,7 @@ from ..callables import has_traced
 from ..registry import frule, rrule
 from .._state import STATE
 from ..tangents import NoTangent, Thunk, ZeroTangent, is_zero
+from ._compose import composite_rule
 from ._scipy_entry import route_method, scipy_primitive
 
 _mvn = st.multivariate_normal
@@ -48,6 +50,11 @@ def _dirichlet_pdf_scipy(x, alpha):
     return _dirichlet.pdf(x, alpha)
 
 
+def _mvn_entropy_scipy(mean=None, cov=1):
+    return _mvn.entropy(mean, cov)
+
+
+mvn_entropy = scipy_primitive(_mvn_entropy_scipy, "scipy.stats.multivariate_normal.entropy")
 mvn_logpdf = scipy_primitive(_mvn_logpdf_scipy, "scipy.stats.multivariate_normal.logpdf")
 mvn_pdf = scipy_primitive(_mvn_pdf_scipy, "scipy.stats.multivariate_normal.pdf")
 dirichlet_logpdf = scipy_primitive(_dirichlet_logpdf_scipy, "scipy.stats.dirichlet.logpdf")
@@ -191,6 +198,14 @@ for _prim, _make, _primal, _density in [
     rrule.register(_prim)(_reverse)
     frule.register(_prim)(_forward)
 
+def _mvn_entropy(mean=None, cov=1):
+    """Half the log determinant of 2 pi e cov, for the matrix SciPy reads."""
+    d = _dimension(mean, cov)
+    return 0.5 * (d * np.log(2.0 * np.pi * np.e) + np.linalg.slogdet(_full_cov(cov, d))[1])
+
+
+composite_rule(mvn_entropy, _mvn_entropy)
+route_method(type(_mvn), "entropy", mvn_entropy)
 route_method(type(_mvn), "logpdf", mvn_logpdf)
 route_method(type(_mvn), "pdf", mvn_pdf)
 route_method(type(_dirichlet), "logpdf", dirichlet_logpdf)
@@ -198,6 +213,7 @@ route_method(type(_dirichlet), "pdf", dirichlet_pdf)
 
 #: {(distribution, method): primitive}, for the coverage table and the tests
 PRIMITIVES = {("multivariate_normal", "logpdf"): mvn_logpdf, ("multivariate_normal", "pdf"): mvn_pdf,
+              ("multivariate_normal", "entropy"): mvn_entropy,
               ("dirichlet", "logpdf"): dirichlet_logpdf, ("dirichlet", "pdf"): dirichlet_pdf}
 
 
