@@ -76,3 +76,27 @@ def test_expm_and_sqrtm_by_hand():
     d = np.array([1.0, 4.0, 9.0])
     (g,) = ad.gradient(lambda d: np.sum(sl.sqrtm(np.diag(d))), d)
     np.testing.assert_allclose(g, 0.5 / np.sqrt(d), rtol=1e-10)
+
+
+def _dense(lower, upper, ab):
+    m = ab.shape[1]
+    return np.array([[ab[upper + i - j, j] if 0 <= upper + i - j <= lower + upper else 0.0 for j in range(m)]
+                     for i in range(m)])
+
+
+@pytest.mark.parametrize("l_and_u", [(1, 1), (2, 0), (0, 2), (1, 2)])
+@pytest.mark.parametrize("rhs_shape", [(5,), (5, 2)], ids=["vector", "matrix"])
+def test_solve_banded(l_and_u, rhs_shape):
+    lower, upper = l_and_u
+    ab = RNG.normal(size=(lower + upper + 1, 5))
+    ab[upper] += 4.0  # the diagonal: well conditioned
+    rhs = RNG.normal(size=rhs_shape)
+    check_grads(lambda ab, b: sl.solve_banded(l_and_u, ab, b), ab, rhs, order=2)
+    # against the dense solve: ab's cotangent is the dense one's band, 0 in the unread corners
+    g_ab, g_b = ad.gradient(lambda ab, b: np.sum(sl.solve_banded(l_and_u, ab, b) ** 2), ab, rhs)
+    g_a, g_b2 = ad.gradient(lambda a, b: np.sum(np.linalg.solve(a, b) ** 2), _dense(lower, upper, ab), rhs)
+    np.testing.assert_allclose(g_b, g_b2, rtol=1e-10)
+    for k in range(lower + upper + 1):
+        for j in range(5):
+            i = j + k - upper
+            assert g_ab[k, j] == pytest.approx(g_a[i, j] if 0 <= i < 5 else 0.0, rel=1e-9, abs=1e-12)

@@ -1,5 +1,5 @@
-"""Rules: scipy.linalg's ``solve_triangular``, ``cholesky``, ``cho_factor``, ``cho_solve``,
-``solve_sylvester``, ``sqrtm`` and ``expm`` (real matrices).
+"""Rules: scipy.linalg's ``solve_triangular``, ``solve_banded``, ``cholesky``,
+``cho_factor``, ``cho_solve``, ``solve_sylvester``, ``sqrtm`` and ``expm`` (real matrices).
 
 Python functions that call ``np.asarray``: each name in ``scipy.linalg`` becomes an
 ``@adrules.primitive`` (``_scipy_entry.replace_function``). ``solve_triangular``,
@@ -10,6 +10,9 @@ derivatives work):
 * ``solve_triangular(a, b, trans, lower, unit_diagonal)`` reads one triangle of ``a`` (not
   its diagonal with ``unit_diagonal``): ``a``'s cotangent is in that triangle. ``trans``
   0/'N', 1/'T' (2/'C' is 'T' for real matrices). ``a`` may be a stack of matrices.
+* ``solve_banded((l, u), ab, b)``: A's entries a[i, j] are ab[u + i - j, j]; b's cotangent
+  solves with the transpose, banded too, and ab's holds the cotangent's band (0 in the
+  corners SciPy does not read).
 * ``solve_sylvester(a, b, q)``, X with a X + X b = q: the cotangent of q is the solution of
   the transposed equation, as autograd's.
 * ``sqrtm(A)``, Y with Y Y = A: its tangent solves Y dY + dY Y = dA (a Sylvester equation).
@@ -33,6 +36,7 @@ from ._scipy_entry import replace_function
 from ._utils import forward_rule, reverse_rule, tangent_at
 
 solve_triangular = replace_function(sl, "solve_triangular")
+solve_banded = replace_function(sl, "solve_banded")
 solve_sylvester = replace_function(sl, "solve_sylvester")
 sqrtm = replace_function(sl, "sqrtm")
 expm = replace_function(sl, "expm")
@@ -98,6 +102,60 @@ def solve_triangular_frule(tangents, a, b, trans=0, lower=False, unit_diagonal=F
         rhs = rhs - (_T(dm) if transposed else dm) @ _as_columns(x, a)
     dx = solve_triangular(a, rhs, trans, lower, unit_diagonal, False, check_finite)
     return x, np.reshape(dx, np.shape(x))
+
+
+# ---- solve_banded ----------------------------------------------------------------------------------------
+def _shifted(v, s):
+    """``v[j + s]`` along the first axis for each j, zeros where j + s is outside."""
+    m = np.shape(v)[0]
+    if s == 0:
+        return v
+    if abs(s) >= m:
+        return np.zeros(np.shape(v))
+    pad = np.zeros((abs(s),) + np.shape(v)[1:])
+    return np.concatenate([v[s:], pad]) if s > 0 else np.concatenate([pad, v[:m + s]])
+
+
+def _banded_transpose(lower, upper, ab):
+    """The banded form of A^T: ``(upper, lower)`` bands, row k the row u + l - k of ab
+    shifted by k - l."""
+    return np.stack([_shifted(ab[upper + lower - k], k - lower) for k in range(lower + upper + 1)])
+
+
+def _columns(v, x):
+    """``v`` (a row of ab) shaped to scale ``x``'s rows."""
+    return v if np.ndim(x) == 1 else v[:, None]
+
+
+@reverse_rule(solve_banded)
+def solve_banded_rrule(l_and_u, ab, b, overwrite_ab=False, overwrite_b=False, check_finite=True):
+    lower, upper = (int(n) for n in l_and_u)
+    x = solve_banded((lower, upper), ab, b, False, False, check_finite)
+
+    def solve_banded_pullback(g):
+        b_bar = solve_banded((upper, lower), _banded_transpose(lower, upper, ab), g, False, False, check_finite)
+
+        def ab_bar():  # a[i, j] = ab[u + i - j, j]: row k of ab's cotangent is -b̄[j + k - u] x[j]
+            rows = [-_shifted(b_bar, k - upper) * x for k in range(lower + upper + 1)]
+            return np.stack([r if np.ndim(x) == 1 else np.sum(r, axis=1) for r in rows])
+
+        return NoTangent(), NoTangent(), Thunk(ab_bar), b_bar
+
+    return x, solve_banded_pullback
+
+
+@forward_rule(solve_banded)
+def solve_banded_frule(tangents, l_and_u, ab, b, overwrite_ab=False, overwrite_b=False, check_finite=True):
+    lower, upper = (int(n) for n in l_and_u)
+    x = solve_banded((lower, upper), ab, b, False, False, check_finite)
+    dab, db = tangent_at(tangents, 1), tangent_at(tangents, 2)
+    if is_zero(dab) and is_zero(db):
+        return x, ZeroTangent()
+    rhs = np.zeros(np.shape(x)) if is_zero(db) else db
+    if not is_zero(dab):  # (dA x)[i] = sum over bands k of dab[k, i + u - k] x[i + u - k]
+        for k in range(lower + upper + 1):
+            rhs = rhs - _shifted(_columns(dab[k], x) * x, upper - k)
+    return x, solve_banded((lower, upper), ab, rhs, False, False, check_finite)
 
 
 # ---- Sylvester equations, square roots, exponentials --------------------------------------------------
