@@ -26,7 +26,7 @@ import functools
 import inspect
 
 from .. import gaps
-from .._state import STATE
+from .._state import STATE, TracedValue
 from ..callables import has_traced
 from ..registry import primitive
 
@@ -70,10 +70,13 @@ def route_method(cls, name, prim):
     if getattr(original, "__adrules_routed__", None) is not None:
         return
     signature = inspect.signature(prim)
+    n = len(signature.parameters)
 
     @functools.wraps(original)
     def routed(self, *args, **kwargs):
-        if STATE.active and type(self) is cls and has_traced((args, kwargs)):
+        if STATE.active and type(self) is cls and _traced_among(args, kwargs):
+            if not kwargs and len(args) == n:  # every argument given by position
+                return prim(*args)
             try:
                 bound = signature.bind(*args, **kwargs)
             except TypeError:  # SciPy's own method says what is wrong with the call
@@ -84,6 +87,14 @@ def route_method(cls, name, prim):
 
     routed.__adrules_routed__ = prim
     setattr(cls, name, routed)
+
+
+def _traced_among(args, kwargs):
+    """Whether a traced value is among the arguments (or in a list of them)."""
+    for a in args:
+        if isinstance(a, TracedValue) or type(a) in (list, tuple) and has_traced(a):
+            return True
+    return bool(kwargs) and has_traced(kwargs)
 
 
 def routed_primitive(cls, name):

@@ -42,23 +42,27 @@ def _no_derivative(function, parameter):
 
 
 # ---- logsumexp ------------------------------------------------------------------------------
-def _kept(y, shape, axis, keepdims):
-    """The reduced ``y`` with the reduced axes of ``shape`` back as 1s, to broadcast."""
-    if keepdims or axis is None:  # (a number, for axis=None: it broadcasts)
-        return y
-    return np.reshape(y, [1 if i in normalize_axes(axis, len(shape)) else n for i, n in enumerate(shape)])
+def _kept(shape, axis, keepdims):
+    """The shape of the reduced output with the reduced axes of ``shape`` back as 1s (to
+    broadcast against the input), or None where it broadcasts already."""
+    if keepdims or axis is None:  # (a number, for axis=None)
+        return None
+    axes = normalize_axes(axis, len(shape))
+    return tuple(1 if i in axes else n for i, n in enumerate(shape))
 
 
 def _lse_parts(a, b, y, sign, axis, keepdims):
-    """``exp(a - y)`` times the sign (the derivative in b), with y's axes kept; 0 where y
-    is -inf. ``shape``: a and b broadcast, the shape SciPy reduces."""
+    """``(e, shape, kept)``: ``exp(a - y)`` times the sign (the derivative in b), 0 where y
+    is -inf; ``shape`` a and b broadcast, the shape SciPy reduces; ``kept`` (``_kept``)."""
     shape = np.broadcast_shapes(np.shape(a), np.shape(b)) if b is not None else np.shape(a)
+    kept = _kept(shape, axis, keepdims)
     finite = np.isfinite(y)
-    y = np.where(finite, y, 0.0)  # every term zero: exp(a - y) is 0, not nan
-    e = np.exp(a - _kept(y, shape, axis, keepdims))
+    if not np.all(finite):
+        y = np.where(finite, y, 0.0)  # every term zero: exp(a - y) is 0, not nan
+    e = np.exp(a - (y if kept is None else np.reshape(y, kept)))
     if sign is not None:
-        e = e * _kept(sign, shape, axis, keepdims)
-    return e, shape
+        e = e * (sign if kept is None else np.reshape(sign, kept))
+    return e, shape, kept
 
 
 @reverse_rule(logsumexp)
@@ -70,8 +74,8 @@ def logsumexp_rrule(a, axis=None, b=None, keepdims=False, return_sign=False):
         gy = g[0] if return_sign else g
         if is_zero(gy):
             return NoTangent(), ZeroTangent(), NoTangent(), ZeroTangent()
-        e, shape = _lse_parts(a, b, y, sign, axis, keepdims)
-        ge = _kept(gy, shape, axis, keepdims) * e
+        e, shape, kept = _lse_parts(a, b, y, sign, axis, keepdims)
+        ge = (gy if kept is None else np.reshape(gy, kept)) * e
         if b is None:
             return NoTangent(), ge, NoTangent(), NoTangent()
         return NoTangent(), ge * b, NoTangent(), ge if np.shape(ge) == shape else np.broadcast_to(ge, shape)
@@ -86,7 +90,7 @@ def logsumexp_frule(tangents, a, axis=None, b=None, keepdims=False, return_sign=
     da, db = tangent_at(tangents, 0), tangent_at(tangents, 2)
     dy = ZeroTangent()
     if not (is_zero(da) and is_zero(db)):
-        e, _ = _lse_parts(a, b, y, sign, axis, keepdims)
+        e = _lse_parts(a, b, y, sign, axis, keepdims)[0]
         inner = (0.0 if is_zero(da) else da * (e if b is None else e * b)) + (0.0 if is_zero(db) else db * e)
         dy = np.sum(inner, axis=axis, keepdims=keepdims)
     return out, ((dy, ZeroTangent()) if return_sign else dy)

@@ -32,26 +32,29 @@ from ._scipy_entry import route_method, scipy_primitive
 
 _mvn = st.multivariate_normal
 _dirichlet = st.dirichlet
+# SciPy's methods, before the classes get routed ones (which would route these calls again)
+_SCIPY = {(name, method): getattr(type(dist), method) for name, dist in
+          (("mvn", _mvn), ("dirichlet", _dirichlet)) for method in ("logpdf", "pdf", "entropy")}
 
 
 def _mvn_logpdf_scipy(x, mean=None, cov=1, allow_singular=False):
-    return _mvn.logpdf(x, mean, cov, allow_singular)
+    return _SCIPY["mvn", "logpdf"](_mvn, x, mean, cov, allow_singular)
 
 
 def _mvn_pdf_scipy(x, mean=None, cov=1, allow_singular=False):
-    return _mvn.pdf(x, mean, cov, allow_singular)
+    return _SCIPY["mvn", "pdf"](_mvn, x, mean, cov, allow_singular)
 
 
 def _dirichlet_logpdf_scipy(x, alpha):
-    return _dirichlet.logpdf(x, alpha)
+    return _SCIPY["dirichlet", "logpdf"](_dirichlet, x, alpha)
 
 
 def _dirichlet_pdf_scipy(x, alpha):
-    return _dirichlet.pdf(x, alpha)
+    return _SCIPY["dirichlet", "pdf"](_dirichlet, x, alpha)
 
 
 def _mvn_entropy_scipy(mean=None, cov=1):
-    return _mvn.entropy(mean, cov)
+    return _SCIPY["mvn", "entropy"](_mvn, mean, cov)
 
 
 mvn_entropy = scipy_primitive(_mvn_entropy_scipy, "scipy.stats.multivariate_normal.entropy")
