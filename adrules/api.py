@@ -181,7 +181,13 @@ def refuse_underivable(fname: object, args: Sequence[Any], leave_out: Callable[[
     parameter that string names) that can
     carry no derivative, naming it, its type or dtype, and the fixes: cast it to float or
     register its class, or ``leave_out(position)``, the way to leave it out of this
-    derivative (None: there is none). Integer leaves inside containers are not refused: they get NoTangent()."""
+    derivative (None: there is none). Integer leaves inside containers are not refused:
+    they get NoTangent().
+
+    >>> refuse_underivable("gradient(f)", (1.5, 2), lambda i: "leave it out")
+    Traceback (most recent call last):
+    TypeError: gradient(f): argument 1 is an integer (2), which carries no derivative: its gradient would be NoTangent(), and a step w - lr * g would silently leave it as it is. Cast it to float (float(x)) to differentiate at that value; or leave it out.
+    """
     for k, arg in enumerate(args):
         what = without_derivative(arg)
         if what is None:

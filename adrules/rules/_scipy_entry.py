@@ -34,7 +34,14 @@ from ..registry import primitive
 def replace_function(module, name, public=None):
     """Put an ``@adrules.primitive`` of ``module.name`` in its place and return it
     (the one already there, when this runs again). ``public``: the module path users
-    call it by, for error messages (``module.__name__`` by default)."""
+    call it by, for error messages (``module.__name__`` by default).
+
+    >>> import scipy.special, adrules
+    >>> replace_function(scipy.special, "logsumexp") is scipy.special.logsumexp  # (done on import)
+    True
+    >>> scipy.special.logsumexp.__wrapped__.__module__
+    'scipy.special._logsumexp'
+    """
     original = getattr(module, name)
     if hasattr(original, "__adrules_primitive__"):
         return original
@@ -65,7 +72,12 @@ def scipy_primitive(fn, public, signature=None):
 def route_method(cls, name, prim):
     """Give ``cls`` a method ``name`` that calls ``prim`` with the call's arguments bound
     to ``prim``'s signature (defaults filled in, all positional) when a traced value is
-    among them, and ``cls``'s inherited method otherwise."""
+    among them, and ``cls``'s inherited method otherwise.
+
+    >>> import scipy.stats as st, adrules
+    >>> routed_primitive(type(st.norm), "logpdf").__qualname__  # (done on import)
+    'norm.logpdf'
+    """
     original = getattr(cls, name)
     if getattr(original, "__adrules_routed__", None) is not None:
         return
