@@ -113,7 +113,7 @@ NOTES.update({
     "scipy.linalg.solve_triangular": "w.r.t. a (the triangle read) and b",
     "scipy.linalg.solve_banded": "w.r.t. ab (its band) and b",
     "scipy.linalg.cholesky": "gradient in the triangle read (upper; lower with lower=True)",
-    "scipy.linalg.cho_factor": "gradient in the triangle read; the other triangle is a's",
+    "scipy.linalg.cho_factor": "gradient in the triangle read; the other triangle is a's (zeros from SciPy 1.18)",
     "scipy.linalg.cho_solve": "w.r.t. the factor's triangle and b",
     "scipy.linalg.sqrtm": "real matrices",
     "scipy.linalg.expm": "real matrices, stacks of them",

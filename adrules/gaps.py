@@ -105,7 +105,7 @@ def conversion_site(frame: FrameType | None) -> tuple[str, str | None]:
     known = None  # a NumPy function left out on purpose (np.full), which converted it
     while frame is not None and _package(frame) in _OWN:
         if known is None and _package(frame) == "numpy":
-            name = _public_name(frame.f_globals.get("__name__"), frame.f_code)
+            name = _public_name(frame.f_globals.get("__name__"), frame.f_code, frame)
             if name in LEFT_OUT and frame.f_back is not None:
                 known = name, frame.f_back
         frame = frame.f_back
@@ -166,12 +166,12 @@ def _library_call(frame):
     caller = chain[-1].f_back
     called_at = f" (called at {_where(caller)})" if caller is not None else ""
     # the functions a user can call by name: not a decorator's wrapper or a closure
-    names = [_public_name(f.f_globals.get("__name__"), f.f_code) for f in chain
+    names = [_public_name(f.f_globals.get("__name__"), f.f_code, f) for f in chain
              if "<locals>" not in _qualname(f)]
     if "<locals>" in _qualname(chain[-1]):  # a decorator's wrapper: the function it wraps
         wrapped = [v for v in chain[-1].f_locals.values() if inspect.isfunction(v)]
         names += [_public_name(v.__module__, inspect.unwrap(v).__code__) for v in wrapped[:1]]
-    return names or [_public_name(chain[-1].f_globals.get("__name__"), chain[-1].f_code)], called_at
+    return names or [_public_name(chain[-1].f_globals.get("__name__"), chain[-1].f_code, chain[-1])], called_at
 
 
 def _called_by_adrules(frame):
@@ -201,10 +201,11 @@ def _where(frame):
     return f"{os.path.basename(frame.f_code.co_filename)}:{frame.f_lineno}"
 
 
-def _public_name(module, code):
+def _public_name(module, code, frame=None):
     """``scipy.linalg.solve_triangular`` for the function of ``code`` defined in module
     ``scipy.linalg._basic``: the shortest module path that exports it, or where it is
-    defined."""
+    defined (a method's class read from ``frame``'s ``self`` where Python < 3.11 has no
+    ``co_qualname``)."""
     module, name = str(module or "?"), code.co_name
     parts = module.split(".")
     for i in range(1, len(parts) + 1):
@@ -212,4 +213,10 @@ def _public_name(module, code):
         fn = getattr(sys.modules.get(space), name, None)
         if callable(fn) and getattr(inspect.unwrap(fn), "__code__", None) is code:
             return f"{space}.{name}"
-    return f"{module}.{getattr(code, 'co_qualname', name)}"  # co_qualname: 3.11+
+    qualname = getattr(code, "co_qualname", None)  # 3.11+
+    if qualname is None:
+        owner = frame.f_locals.get("self") if frame is not None else None
+        defining = next((c for c in type(owner).__mro__ if getattr(c.__dict__.get(name), "__code__", None) is code),
+                        None) if owner is not None else None
+        qualname = f"{defining.__qualname__}.{name}" if defining is not None else name
+    return f"{module}.{qualname}"

@@ -23,8 +23,8 @@ derivatives work):
 ``cholesky``, ``cho_factor`` and ``cho_solve`` are written with ``numpy.linalg.cholesky``
 and ``solve_triangular`` and differentiate those (``_compose.composite_rule``): the factor
 read from the triangle SciPy reads (upper by default, as SciPy's); ``cho_factor``'s other
-triangle holds ``a``'s entries, as SciPy leaves them; ``cho_solve`` reads the factor's
-triangle only.
+triangle holds what this SciPy puts there (``a``'s entries, or zeros from SciPy 1.18 on);
+``cho_solve`` reads the factor's triangle only.
 """
 
 import numpy as np
@@ -230,9 +230,20 @@ def _cholesky(a, lower=False, overwrite_a=False, check_finite=True):
     return np.linalg.cholesky(a, upper=not lower)
 
 
+def _leaves_a_in_the_other_triangle():
+    """Whether this SciPy's cho_factor leaves a's entries in the triangle it does not
+    write (SciPy 1.18 writes zeros there)."""
+    return bool(cho_factor.__wrapped__(np.array([[4.0, 1.0], [2.0, 3.0]]))[0][1, 0] == 2.0)
+
+
+_LEAVES_A = _leaves_a_in_the_other_triangle()
+
+
 def _cho_factor(a, lower=False, overwrite_a=False, check_finite=True):
-    other = np.triu(a, 1) if lower else np.tril(a, -1)  # SciPy leaves a's entries there
-    return _cholesky(a, lower) + other, lower
+    factor = _cholesky(a, lower)
+    if not _LEAVES_A:
+        return factor, lower
+    return factor + (np.triu(a, 1) if lower else np.tril(a, -1)), lower
 
 
 def _cho_solve(c_and_lower, b, overwrite_b=False, check_finite=True):
