@@ -28,9 +28,9 @@ def test_solve_triangular(trans, lower, unit_diagonal, rhs):
 
 def _scipy_solves_stacks():
     try:
-        sl.solve_triangular.__wrapped__(np.stack([A, A]), np.ones((2, 3)), lower=True)
+        sl.solve_triangular.__wrapped__(np.stack([A, A]), np.ones((2, 3, 2)), lower=True)
         return True
-    except ValueError:  # SciPy before 1.16: one matrix at a time
+    except ValueError:  # SciPy 1.15: one matrix at a time
         return False
 
 
