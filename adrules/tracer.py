@@ -968,9 +968,9 @@ def _lift_callables_forward(args, values, tangents, top):
         if rebuild is None:
             continue
         leaves, treedef = flatten(state)
-        if not any(type(v) is Traced and v._trace is top for v in leaves):
-            continue
         mine = [type(v) is Traced and v._trace is top for v in leaves]
+        if not any(mine):
+            continue
         rebuilt = _Rebuild(treedef, rebuild)
         values[i] = Lifted([v.value if m else v for v, m in zip(leaves, mine)], rebuilt)
         tangents[i] = Lifted([v.tangent if m else _ZERO for v, m in zip(leaves, mine)], rebuilt)
