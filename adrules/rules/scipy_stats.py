@@ -53,7 +53,7 @@ class _Family:
     def __init__(self, name, log_density, score, shape_scores=(), inside=None, safe=0.5):
         self.name, self.dist = name, getattr(st, name)
         self.shapes = tuple(s.strip() for s in (self.dist.shapes or "").split(",") if s.strip())
-        self._log_density, self._score, self.shape_scores = log_density, score, shape_scores
+        self.standard_log_density, self.score, self.shape_scores = log_density, score, shape_scores
         self.inside, self.safe = inside, safe
 
     def z(self, x, shapes):
@@ -66,7 +66,7 @@ class _Family:
 
     def log_density(self, z, shapes):
         zs, mask = self.z(z, shapes)
-        value = self._log_density(zs, *shapes)
+        value = self.standard_log_density(zs, *shapes)
         return value if mask is None else np.where(mask, value, -np.inf)
 
     def masked(self, value, mask):
@@ -146,13 +146,13 @@ def _log_density_partials(fam, times_y):
         def partial(*args):
             x, shapes, loc, scale, y = _split(fam, args)
             z, mask = fam.z((x - loc) / scale, shapes)
-            return fam.masked(sign * fam._score(z, *shapes) / scale, mask)
+            return fam.masked(sign * fam.score(z, *shapes) / scale, mask)
         return partial
 
     def in_scale(*args):
         x, shapes, loc, scale, y = _split(fam, args)
         z, mask = fam.z((x - loc) / scale, shapes)
-        return fam.masked(-(z * fam._score(z, *shapes) + 1.0) / scale, mask)
+        return fam.masked(-(z * fam.score(z, *shapes) + 1.0) / scale, mask)
 
     def in_shape(i):
         def partial(*args):
