@@ -14,11 +14,13 @@ from . import rules  # noqa: F401  (registers the NumPy rule library)
 from . import testing  # noqa: F401
 from .parallel import pmap, psum
 from .derivatives import hessian, hvp, jacobian
+from .transforms import elementwise_grad, grad, value_and_grad
 
 __all__ = [
     "gradient", "value_and_gradient", "pullback", "jvp", "rrule_via_ad", "frule_via_ad",
     "rrule", "frule", "primitive", "scalar_rule", "non_differentiable", "RuleConfig",
     "NoTangent", "ZeroTangent", "Tangent", "Thunk", "InplaceableThunk", "unthunk", "ProjectTo",
     "register_node", "testing", "psum", "pmap", "jacobian", "hessian", "hvp",
+    "grad", "value_and_grad", "elementwise_grad",
 ]
 __version__ = "0.1.0"

@@ -143,6 +143,94 @@ def _box_args(fname: object, args: tuple[Any, ...], trace: Trace) -> tuple[list[
     return boxed, plans
 
 
+#: Top-level arguments that are options, not points: passed along, their gradient NoTangent().
+_OPTION_TYPES = (str, bytes, type(None), types.FunctionType, types.BuiltinFunctionType, types.MethodType,
+                 functools.partial, type, np.ufunc)
+
+
+def without_derivative(arg: Any) -> str | None:
+    """What ``arg``, an argument differentiated as a whole, is when it can carry no
+    derivative (its gradient would silently be ``NoTangent()``): an integer or boolean
+    number or array, or an object of a class adrules cannot look inside. None for
+    anything else: floats, containers (whose integer leaves get ``NoTangent()``),
+    options (strings, None, functions), and values other checks refuse.
+
+    >>> import numpy as np
+    >>> without_derivative(3), without_derivative(np.arange(2)), without_derivative(np.ones(2))
+    ('an integer (3)', 'an array of dtype int64', None)
+    """
+    t = type(arg)
+    if t is float or t is Traced or t is np.ndarray and arg.dtype.kind in "fc":
+        return None  # the common case, first
+    if isinstance(arg, (bool, np.bool_)):
+        return f"a boolean ({arg!r})"
+    if isinstance(arg, (int, np.integer)):
+        return f"an integer ({arg!r})"
+    if isinstance(arg, np.ndarray):
+        return f"an array of dtype {arg.dtype}" if arg.dtype.kind in "biu" else None
+    if isinstance(arg, (float, complex, np.generic, *_OPTION_TYPES)) or _children(arg) is not None:
+        return None
+    fields = _float_fields(arg)
+    held = f" whose attributes {', '.join(fields)} hold floats" if fields else ""
+    return f"an object of class {t.__name__}{held}"
+
+
+def refuse_underivable(fname: object, args: Sequence[Any], leave_out: Callable[[Any], str | None],
+                       positions: Sequence[Any] | None = None) -> None:
+    """Raise TypeError for the first of ``args`` (argument ``positions[k]`` of f, or the
+    parameter that string names) that can
+    carry no derivative, naming it, its type or dtype, and the fixes: cast it to float or
+    register its class, or ``leave_out(position)``, the way to leave it out of this
+    derivative (None: there is none). Integer leaves inside containers are not refused:
+    they get NoTangent().
+
+    >>> refuse_underivable("gradient(f)", (1.5, 2), lambda i: "leave it out")
+    Traceback (most recent call last):
+    TypeError: gradient(f): argument 1 is an integer (2), which carries no derivative: its gradient would be NoTangent(), and a step w - lr * g would silently leave it as it is. Cast it to float (float(x)) to differentiate at that value; or leave it out.
+    """
+    for k, arg in enumerate(args):
+        what = without_derivative(arg)
+        if what is None:
+            continue
+        i = k if positions is None else positions[k]
+        other = leave_out(i)
+        other = f"; or {other}" if other else ""
+        if what.startswith("an object"):
+            name = type(arg).__name__
+            fix = (f"Make {name} a @dataclass, or register it with adrules.register_node({name}, "
+                   f"flatten, unflatten), so that its fields are differentiated{other}")
+        else:
+            cast = "float(x)" if np.ndim(arg) == 0 else "x.astype(float)"
+            fix = f"Cast it to float ({cast}) to differentiate at that value{other}"
+        why = "which adrules cannot look inside" if what.startswith("an object") else "which carries no derivative"
+        label = f"argument {i}" if isinstance(i, int) else i
+        raise TypeError(f"{fname}: {label} is {what}, {why}: its gradient would be NoTangent(), "
+                        f"and a step w - lr * g would silently leave it as it is. {fix}.")
+
+
+def _argnums_hint(f: Callable[..., Any], n: int) -> Callable[[int], str | None]:
+    """How to leave argument i of ``n`` out of ``gradient(f, *args)``: ``adrules.grad``
+    with the other positions as argnums (None for a single argument: nothing is left)."""
+    def hint(i: int) -> str | None:
+        others = [k for k in range(n) if k != i]
+        nums = str(others[0]) if len(others) == 1 else f"({', '.join(map(str, others))}{',' if len(others) == 1 else ''})"
+        name = getattr(f, "__name__", "f")
+        if not others:
+            return None
+        return (f"leave it out: adrules.grad({name}, argnums={nums})(*args) differentiates only "
+                f"the arguments argnums names")
+
+    return hint
+
+
+def _no_arguments(api: str, f: Callable[..., Any]) -> TypeError:
+    name = getattr(f, "__name__", "f")
+    return TypeError(f"{api}({name}) was given no arguments to differentiate at: {api}({name}, x, ...) "
+                     f"returns its result at x. For a function that returns gradients, as jax.grad and "
+                     f"autograd.grad do, write adrules.grad({name}) (or adrules.value_and_grad) and "
+                     f"call it: adrules.grad({name})(x).")
+
+
 def _check_callable(api: str, f: object, call: str = "f, x") -> None:
     """Name ``f`` when it cannot be called (NumPy's "object is not callable" named neither
     the derivative nor the argument; ``gradient(x, f)`` is the usual slip)."""
@@ -216,7 +304,11 @@ def value_and_gradient(f: Callable[..., Any], *args: PyTree) -> tuple[Any, tuple
     (np.float64(5.0), (array([2., 4.]),))
     """
     _check_callable("value_and_gradient", f)
-    return _value_and_gradient(_Name("value_and_gradient", f), f, args)
+    fname = _Name("value_and_gradient", f)
+    if not args:
+        raise _no_arguments("value_and_gradient", f)
+    refuse_underivable(fname, args, _argnums_hint(f, len(args)))
+    return _value_and_gradient(fname, f, args)
 
 
 def _value_and_gradient(fname: _Name, f: Callable[..., Any],
@@ -256,14 +348,28 @@ def gradient(f: Callable[..., Any], *args: PyTree) -> tuple[PyTree, ...]:
 
     Arrays and floats get dense gradients of the same shape and dtype; containers
     (dict, list, tuple, NamedTuple, dataclass, registered nodes) get the same
-    structure back; integers, booleans and None get ``NoTangent()``.
+    structure back, and their integer, boolean and None leaves get ``NoTangent()``.
 
     >>> import numpy as np, adrules as ad
-    >>> ad.gradient(lambda p, k: k * np.sum(p["w"] ** 2), {"w": np.array([1.0, 3.0])}, 2)
-    ({'w': array([ 4., 12.])}, NoTangent())
+    >>> ad.gradient(lambda p: p["k"] * np.sum(p["w"] ** 2), {"w": np.array([1.0, 3.0]), "k": 2})
+    ({'w': array([ 4., 12.]), 'k': NoTangent()},)
+
+    An argument that can carry no derivative as a whole (an integer, a boolean, an integer
+    array, an object of a class adrules cannot look inside) raises a TypeError, as
+    ``jax.grad`` does, rather than get a gradient that would silently be ``NoTangent()``:
+    leave such data out with ``adrules.grad(f, argnums=...)``, or pass it through a
+    closure.
+
+    >>> ad.gradient(lambda w, k: k * np.sum(w ** 2), np.ones(2), 2)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    TypeError: gradient(<lambda>): argument 1 is an integer (2), which carries no derivative: ...
     """
     _check_callable("gradient", f)
-    return _value_and_gradient(_Name("gradient", f), f, args)[1]
+    fname = _Name("gradient", f)
+    if not args:
+        raise _no_arguments("gradient", f)
+    refuse_underivable(fname, args, _argnums_hint(f, len(args)))
+    return _value_and_gradient(fname, f, args)[1]
 
 
 def pullback(f: Callable[..., Any], *args: PyTree) -> tuple[PyTree, Pullback]:
@@ -279,7 +385,10 @@ def pullback(f: Callable[..., Any], *args: PyTree) -> tuple[PyTree, Pullback]:
     (array([3., 6.]), (array([ 3., 30.]),))
     """
     _check_callable("pullback", f)
-    return _pullback(_Name("pullback", f), f, args)
+    fname = _Name("pullback", f)
+    refuse_underivable(fname, args, lambda i: ("leave it out: pass it through a closure, "
+                                               "pullback(lambda x: f(x, data), x)"))
+    return _pullback(fname, f, args)
 
 
 def _pullback(fname: _Name, f: Callable[..., Any], args: tuple[Any, ...]) -> tuple[PyTree, Pullback]:
@@ -416,6 +525,10 @@ def _jvp(fname: _Name, f: Callable[..., Any], primals: Iterable[PyTree],
         new = []
         for j, (leaf, tl) in enumerate(zip(leaves, tleaves)):
             where = f"argument {i}" if tdef is LEAF else f"leaf {j} of argument {i}"
+            if (tdef is LEAF and not is_zero(tl)
+                    and (without_derivative(leaf) or "").startswith("an object")):  # its tangent dropped
+                refuse_underivable(fname, (leaf,), lambda i: "give it ZeroTangent() as its tangent, "
+                                   "which holds it fixed", (i,))
             differentiable = _leaf_is_differentiable(leaf, fname, where)
             if not differentiable and not is_zero(tl) and _is_int_point(leaf) and np.any(np.asarray(tl) != 0):
                 raise TypeError(

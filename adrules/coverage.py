@@ -1,11 +1,13 @@
 """The coverage table: which public NumPy and SciPy functions have derivative rules.
 
 ``python -m adrules.coverage`` walks ``numpy``, ``numpy.linalg``, every ufunc (and its
-``reduce``/``accumulate``/``outer``) and ``scipy.special`` when installed, looks each
-function up in the rule registries and writes ``docs/coverage.md``: for each function
-rrule + frule, non-differentiable, or not supported with the reason. It also checks the
-target: every function HIPS autograd differentiates has both rules here or a reason in
-``LEFT_OUT``. ``tests/test_coverage.py`` fails when the committed table is stale.
+``reduce``/``accumulate``/``outer``) and, when SciPy is installed, ``scipy.special``,
+``scipy.linalg``, ``scipy.signal``, ``scipy.integrate`` and the ``scipy.stats``
+distributions that have rules, looks each function up in the rule registries and writes
+``docs/coverage.md``: for each function rrule + frule, non-differentiable, or not
+supported with the reason. It also checks the target: every function HIPS autograd
+differentiates has both rules here or a reason in ``LEFT_OUT``. ``tests/test_coverage.py``
+fails when the committed table is stale.
 
 >>> import numpy as np
 >>> status(np.sin), status(np.argmax)
@@ -21,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from .gaps import LEFT_OUT, reason
+from .gaps import ASARRAY, LEFT_OUT, reason
 from .registry import frule, is_primitive, rrule
 from .tracer import _COMPOSED
 
@@ -46,6 +48,15 @@ AUTOGRAD = {
         "beta betainc betaln digamma erf erfc erfcinv erfinv expit gamma gammainc gammaincc gammaln "
         "gammasgn i0 i1 iv ive j0 j1 jn logit logsumexp multigammaln polygamma psi rgamma y0 y1 "
         "yn").split(),
+    # autograd.scipy.stats, .integrate, .linalg (the functions with VJPs) and .signal
+    "scipy.stats": (
+        "beta.cdf beta.logpdf beta.pdf chi2.cdf chi2.logpdf chi2.pdf dirichlet.logpdf dirichlet.pdf "
+        "gamma.cdf gamma.logpdf gamma.pdf multivariate_normal.entropy multivariate_normal.logpdf "
+        "multivariate_normal.pdf norm.cdf norm.isf norm.logcdf norm.logpdf norm.logsf norm.pdf norm.ppf "
+        "norm.sf poisson.cdf poisson.logpmf poisson.pmf t.cdf t.logcdf t.logpdf t.pdf").split(),
+    "scipy.integrate": ["odeint"],
+    "scipy.linalg": "solve_banded solve_sylvester solve_triangular sqrtm".split(),
+    "scipy.signal": ["convolve"],
 }
 
 # Functions that have both rules with a restriction worth knowing.
@@ -93,6 +104,25 @@ NOTES.update({
     "scipy.special.fdtr": "w.r.t. x (not dfn, dfd)",
     "scipy.special.fdtrc": "w.r.t. x (not dfn, dfd)",
     "scipy.special.kolmogorov": "first derivatives only",
+    "scipy.special.logsumexp": "w.r.t. a and b; axis, keepdims, return_sign (the sign: no derivative)",
+    "scipy.special.polygamma": "w.r.t. x (not n)",
+    "scipy.special.multigammaln": "w.r.t. a (not d)",
+    "scipy.special.zeta": "w.r.t. q (not x)",
+    "scipy.special.factorial": "exact=False: w.r.t. n",
+    "scipy.integrate.odeint": "w.r.t. y0, t, args and the state func carries; adjoint (reverse), sensitivities (forward)",
+    "scipy.linalg.solve_triangular": "w.r.t. a (the triangle read) and b",
+    "scipy.linalg.solve_banded": "w.r.t. ab (its band) and b",
+    "scipy.linalg.cholesky": "gradient in the triangle read (upper; lower with lower=True)",
+    "scipy.linalg.cho_factor": "gradient in the triangle read; the other triangle is a's (zeros from SciPy 1.18)",
+    "scipy.linalg.cho_solve": "w.r.t. the factor's triangle and b",
+    "scipy.linalg.sqrtm": "real matrices",
+    "scipy.linalg.expm": "real matrices, stacks of them",
+    "scipy.signal.convolve": "SciPy's convolve: modes full, valid, same; any method; real inputs (autograd's "
+                             "own convolve(A, B, axes, dot_axes) has no SciPy counterpart)",
+    "scipy.signal.correlate": "modes full, valid, same; any method; real inputs",
+    "scipy.signal.fftconvolve": "axes=None",
+    "scipy.signal.convolve2d": "boundary='fill', fillvalue=0",
+    "scipy.signal.correlate2d": "boundary='fill', fillvalue=0",
     "scipy.special.smirnov": "w.r.t. d (not n); first derivatives only",
 })
 for _polynomial, _parameters in (("chebyt", "n"), ("chebyu", "n"), ("chebyc", "n"), ("chebys", "n"),
@@ -105,7 +135,9 @@ for _polynomial, _parameters in (("chebyt", "n"), ("chebyu", "n"), ("chebyc", "n
 
 def status(f: Any) -> str:
     """``'rrule, frule'``, ``'rrule only'``, ``'frule only'``, ``'non-differentiable'`` or
-    ``'not supported'`` for callable ``f``."""
+    ``'not supported'`` for callable ``f`` (a SciPy distribution's method: that of the
+    primitive it is routed to)."""
+    f = getattr(getattr(f, "__func__", f), "__adrules_routed__", None) or f
     r, fw = rrule.lookup(f), frule.lookup(f)
     if r is None and fw is None:
         return "rrule, frule" if f in _COMPOSED else "not supported"
@@ -125,6 +157,8 @@ def _reason(qualified, f):
     if isinstance(f, np.ufunc) and not _float_loops(f):
         return "integer or boolean inputs only"
     if not is_primitive(f):
+        if qualified.startswith("scipy."):
+            return ASARRAY + ": no rule yet"
         return "does not dispatch traced arguments (no __array_function__): array creation, " \
                "dtype and I/O helpers"
     return "no rule yet"
@@ -148,10 +182,41 @@ def _namespaces():
 
     spaces = [("numpy", np), ("numpy.linalg", numpy.linalg)]
     try:
+        import scipy.integrate
+        import scipy.linalg
+        import scipy.signal
         import scipy.special
+        import scipy.stats  # noqa: F401  (its rules: target_rows and _stats_rows read them)
     except ImportError:
         return spaces
-    return spaces + [("scipy.special", scipy.special)]
+    return spaces + [("scipy.special", scipy.special), ("scipy.linalg", scipy.linalg),
+                     ("scipy.signal", scipy.signal), ("scipy.integrate", scipy.integrate)]
+
+
+def _stats_note(name, method, shapes):
+    """What a scipy.stats method's rules differentiate."""
+    if name == "multivariate_normal":
+        return "w.r.t. cov" if method == "entropy" else "w.r.t. x, mean, cov (its lower triangle, which SciPy reads)"
+    if name == "dirichlet":
+        return "w.r.t. x, alpha"
+    if name == "poisson":
+        return "w.r.t. mu"
+    first = "q" if method in ("ppf", "isf") else "x"
+    if method in ("logpdf", "pdf"):
+        return ", ".join(["w.r.t. " + first, *shapes, "loc", "scale"])
+    return f"w.r.t. {first}, loc, scale" + (f" (not {', '.join(shapes)})" if shapes else "")
+
+
+def _stats_rows():
+    """``(name.method, status, note)`` for the scipy.stats methods with rules."""
+    try:
+        from .rules import scipy_stats, scipy_stats_multivariate
+    except ImportError:
+        return []
+    shapes = {fam.name: fam.shapes for fam in scipy_stats.FAMILIES}
+    primitives = {**scipy_stats.PRIMITIVES, **scipy_stats_multivariate.PRIMITIVES}
+    return [(f"{name}.{method}", status(prim), _stats_note(name, method, shapes.get(name, ())))
+            for (name, method), prim in sorted(primitives.items())]
 
 
 def rows():
@@ -180,17 +245,25 @@ def target_rows():
     ('numpy.abs', 'rrule, frule', '')
     """
     spaces = dict(_namespaces())
+    spaces["scipy.stats"] = sys.modules.get("scipy.stats")
     out = []
     for space, names in AUTOGRAD.items():
         for name in names:
             qualified = f"{space}.{name}"
             module = spaces.get(space)
-            f = getattr(module, name, None) if module is not None else None
+            f = module
+            for part in name.split("."):  # norm.logpdf: a distribution's method
+                f = getattr(f, part, None) if f is not None else None
             if f is None:
                 out.append((qualified, "absent here", "not in the installed version" if module else "not installed"))
                 continue
             st = status(f)
-            out.append((qualified, st, LEFT_OUT.get(qualified, NOTES.get(qualified, ""))))
+            note = LEFT_OUT.get(qualified, NOTES.get(qualified, ""))
+            if space == "scipy.stats" and st != "not supported":
+                name_, _, method = name.partition(".")
+                note = _stats_note(name_, method, tuple(s.strip() for s in (getattr(getattr(module, name_), "shapes", "") or "")
+                                                        .split(",") if s.strip()))
+            out.append((qualified, st, note))
     return out
 
 
@@ -236,8 +309,8 @@ def render():
         "(with the reason).\n\n",
         "Summary: " + ", ".join(f"{v} {k}" for k, v in sorted(counts.items())) + ".\n\n",
         "## Target: what HIPS autograd differentiates\n\n",
-        f"{len(target)} functions of autograd.numpy, autograd.numpy.linalg and "
-        f"autograd.scipy.special; {len(missing)} without both rules and without a reason "
+        f"{len(target)} functions of autograd.numpy, autograd.numpy.linalg and autograd.scipy's "
+        f"special, stats, integrate, linalg and signal; {len(missing)} without both rules and without a reason "
         "(non-differentiable counts: autograd's derivative of a piecewise-constant function is zero).\n\n",
         _table(["function", "status", "note"], [(f"`{q}`", st, note) for q, st, note in target]),
     ]
@@ -245,6 +318,14 @@ def render():
         parts.append(f"\n## {space}\n\n")
         parts.append(_table(["function", "status", "note"],
                             [(f"`{name}`", st, note) for s, name, st, note in table if s == space]))
+    stats = _stats_rows()
+    if stats:
+        parts.append("\n## scipy.stats\n\nThe distributions' methods with rules, called positionally, by keyword "
+                     "or on a frozen distribution (`st.norm(loc, scale).logpdf(x)`; a frozen "
+                     "`multivariate_normal` or `dirichlet` with traced parameters says to call the "
+                     "method instead). Other distributions, and distributions deriving from these "
+                     "(`erlang` from `gamma`), have none.\n\n")
+        parts.append(_table(["method", "status", "note"], [(f"`{m}`", st, note) for m, st, note in stats]))
     return "".join(parts)
 
 

@@ -25,7 +25,7 @@ import executors
 
 from . import _state
 from .api import (_DROPPED_SUBCLASSES, _check_callable, _leaf_is_differentiable, _Name, _value_and_gradient,
-                  gradient, jvp, pullback, _subclass_refused)
+                  gradient, jvp, pullback, refuse_underivable, _subclass_refused)
 from .pytrees import LEAF, PyTree, TreeDef, _field_names, flatten, tangent_leaves, unflatten
 from .schedule import each, run, work_key
 from .tangents import Tangent, is_float_value, is_zero
@@ -101,8 +101,14 @@ def _paths(tree: TreeDef) -> list[str]:
     return [step + path for step, child in zip(steps, tree.children) for path in _paths(child)]
 
 
+def _in_a_closure(api: str) -> Callable[[int], str]:
+    """How to leave an argument out of ``api``, which differentiates every argument."""
+    return lambda i: f"if it is data, capture it in a closure: {api}(lambda x: f(x, data), x)"
+
+
 def _points(fname: str, args: tuple[Any, ...]) -> tuple[list[TreeDef], tuple[Any, ...]]:
     """Each argument's structure, and the leaves of all of them as arrays, in order."""
+    refuse_underivable(fname, args, _in_a_closure(fname.partition("(")[0]))
     trees, points = [], []
     for i, arg in enumerate(args):
         leaves, tree = flatten(arg)
@@ -221,8 +227,9 @@ def jacobian(
     ``mode`` is ``"fwd"`` (one jvp per input element), ``"rev"`` (one pullback per
     output element) or None to pick the cheaper by input and output size.
 
-    Every argument is differentiated: a number is a point (an integer ``3`` as ``3.0``);
-    data and flags go in a closure, ``jacobian(lambda x: f(x, data), x)``.
+    Every argument is differentiated, so each must be a float array or number, or a
+    container of them: an integer or boolean (array) raises a TypeError; data and flags go
+    in a closure, ``jacobian(lambda x: f(x, data), x)``.
 
     >>> import numpy as np, adrules as ad
     >>> ad.jacobian(lambda x: x ** 2, np.array([1.0, 2.0]))[0]
@@ -503,8 +510,7 @@ def hvp(f: Callable[..., Any], x: PyTree, v: PyTree) -> Any:
     """
     _check_callable("hvp", f, "f, x, v")
     fname = f"hvp({getattr(f, '__name__', 'f')})"
-    if isinstance(x, (int, np.integer)) and not isinstance(x, (bool, np.bool_)):
-        x = float(x)  # an integer point, in float, as hessian takes it
+    refuse_underivable(fname, (x,), _in_a_closure("hvp"), ("x",))
     (x_leaves, x_tree), (flat_v, v_tree) = flatten(x), flatten(v)
     # a dict, or a Tangent(T, ...), is read by name as jvp reads it: {"b": .., "a": ..} for
     # a dict x built in another order, {"w": ..} for a dataclass x

@@ -52,15 +52,19 @@ LEFT_OUT = {
                   "write fill_value * np.ones(shape)",
     "numpy.linalg.eig": "complex eigenvalues and eigenvectors: complex values are not supported yet",
     "numpy.linalg.eigvals": "complex eigenvalues: complex values are not supported yet",
-    "scipy.special.logsumexp": ASARRAY + ": write m + np.log(np.sum(np.exp(x - m)))",
-    "scipy.special.softmax": ASARRAY + ": write np.exp(x - logsumexp) with NumPy",
-    "scipy.special.log_softmax": ASARRAY + ": write x - logsumexp with NumPy",
-    "scipy.special.polygamma": ASARRAY + ": write polygamma(n, x) as (-1) ** (n + 1) * math.factorial(n) "
-                               "* scipy.special.zeta(n + 1, x), whose rules exist",
-    "scipy.special.multigammaln": ASARRAY + ": sum gammaln terms with NumPy",
-    "scipy.linalg.solve_triangular": ASARRAY + ": np.linalg.solve(a, b) has rules and solves a "
-                                     "triangular a as well",
+    # (SciPy's frozen multivariate distributions check and factorize their parameters when made)
+    "scipy.stats._multivariate.multivariate_normal_gen.__call__":
+        "a frozen distribution, whose mean and cov SciPy factorizes with NumPy when it is made: "
+        "pass traced parameters to the method, scipy.stats.multivariate_normal.logpdf(x, mean, cov)",
+    "scipy.stats._multivariate.dirichlet_gen.__call__":
+        "a frozen distribution, whose alpha SciPy checks with NumPy when it is made: pass a traced "
+        "alpha to the method, scipy.stats.dirichlet.logpdf(x, alpha)",
 }
+
+# SciPy's Python functions that adrules replaced in SciPy's namespace by a primitive with
+# rules (rules/_scipy_entry.py), by qualified name: what to say when the original, bound
+# to a name before adrules was imported, meets a traced value.
+REPLACED: dict[str, str] = {}
 
 # NumPy functions of a kind, by name in the numpy namespace
 REASON_GROUPS = {
@@ -98,13 +102,24 @@ def conversion_site(frame: FrameType | None) -> tuple[str, str | None]:
     >>> script["loss"](1.0)
     ('loss, at <string>:1', None)
     """
+    known = None  # a NumPy function left out on purpose (np.full), which converted it
     while frame is not None and _package(frame) in _OWN:
+        if known is None and _package(frame) == "numpy":
+            name = _public_name(frame.f_globals.get("__name__"), frame.f_code, frame)
+            if name in LEFT_OUT and frame.f_back is not None:
+                known = name, frame.f_back
         frame = frame.f_back
+    if known is not None:  # np.full(shape, x) in the user's code, or in a pullback at second order
+        name, caller = known
+        return f"{name} (called at {_where(caller)})", f"{name} {LEFT_OUT[name]}."
     if frame is None:
         return "", None
     if not _in_library(frame):
         return f"{_qualname(frame)}, at {_where(frame)}", None
     names, called_at = _library_call(frame)
+    replaced = next((name for name in names if name in REPLACED), None)
+    if replaced is not None and not _called_by_adrules(frame):  # bound before adrules replaced it
+        return replaced + called_at, REPLACED[replaced] + "."
     known = next((name for name in names if name in LEFT_OUT), None)
     if known is not None:
         return known + called_at, f"{known} is {LEFT_OUT[known]}."
@@ -151,12 +166,21 @@ def _library_call(frame):
     caller = chain[-1].f_back
     called_at = f" (called at {_where(caller)})" if caller is not None else ""
     # the functions a user can call by name: not a decorator's wrapper or a closure
-    names = [_public_name(f.f_globals.get("__name__"), f.f_code) for f in chain
+    names = [_public_name(f.f_globals.get("__name__"), f.f_code, f) for f in chain
              if "<locals>" not in _qualname(f)]
     if "<locals>" in _qualname(chain[-1]):  # a decorator's wrapper: the function it wraps
         wrapped = [v for v in chain[-1].f_locals.values() if inspect.isfunction(v)]
         names += [_public_name(v.__module__, inspect.unwrap(v).__code__) for v in wrapped[:1]]
-    return names or [_public_name(chain[-1].f_globals.get("__name__"), chain[-1].f_code)], called_at
+    return names or [_public_name(chain[-1].f_globals.get("__name__"), chain[-1].f_code, chain[-1])], called_at
+
+
+def _called_by_adrules(frame):
+    """Whether the library function running in ``frame`` was called by adrules (through
+    the primitive that replaced it), not by the user's code."""
+    package = _package(frame)
+    while frame is not None and _package(frame) == package:
+        frame = frame.f_back
+    return frame is not None and _package(frame) == "adrules"
 
 
 def _package(frame):
@@ -177,10 +201,11 @@ def _where(frame):
     return f"{os.path.basename(frame.f_code.co_filename)}:{frame.f_lineno}"
 
 
-def _public_name(module, code):
+def _public_name(module, code, frame=None):
     """``scipy.linalg.solve_triangular`` for the function of ``code`` defined in module
     ``scipy.linalg._basic``: the shortest module path that exports it, or where it is
-    defined."""
+    defined (a method's class read from ``frame``'s ``self`` where Python < 3.11 has no
+    ``co_qualname``)."""
     module, name = str(module or "?"), code.co_name
     parts = module.split(".")
     for i in range(1, len(parts) + 1):
@@ -188,4 +213,10 @@ def _public_name(module, code):
         fn = getattr(sys.modules.get(space), name, None)
         if callable(fn) and getattr(inspect.unwrap(fn), "__code__", None) is code:
             return f"{space}.{name}"
-    return f"{module}.{getattr(code, 'co_qualname', name)}"  # co_qualname: 3.11+
+    qualname = getattr(code, "co_qualname", None)  # 3.11+
+    if qualname is None:
+        owner = frame.f_locals.get("self") if frame is not None else None
+        defining = next((c for c in type(owner).__mro__ if getattr(c.__dict__.get(name), "__code__", None) is code),
+                        None) if owner is not None else None
+        qualname = f"{defining.__qualname__}.{name}" if defining is not None else name
+    return f"{module}.{qualname}"

@@ -956,6 +956,26 @@ def _lift_callables(args, values, slots, top):
         slots[i] = tuple(v.slot if type(v) is Traced and v._trace is top else -1 for v in leaves)
 
 
+def _lift_callables_forward(args, values, tangents, top):
+    """``_lift_callables`` for forward mode: a callable argument carrying ``top``'s traced
+    values becomes a ``Lifted`` callable over the opened values, and its tangent a
+    ``Lifted`` of their tangents (an frule with ``config=True`` passes both on to
+    ``config.frule_via_ad``; a closure's hidden boxes would reach the rule's own code)."""
+    for i, a in enumerate(args):
+        if tangents[i] is not _ZERO or not callable(a) or type(a) is Traced:
+            continue
+        state, rebuild = split_callable(a)
+        if rebuild is None:
+            continue
+        leaves, treedef = flatten(state)
+        mine = [type(v) is Traced and v._trace is top for v in leaves]
+        if not any(mine):
+            continue
+        rebuilt = _Rebuild(treedef, rebuild)
+        values[i] = Lifted([v.value if m else v for v, m in zip(leaves, mine)], rebuilt)
+        tangents[i] = Lifted([v.tangent if m else _ZERO for v, m in zip(leaves, mine)], rebuilt)
+
+
 def _same_sequence(like, items):
     """``items`` as a list, tuple or NamedTuple, whichever ``like`` is."""
     if type(like) is list:
@@ -968,8 +988,11 @@ def _same_sequence(like, items):
 def dispatch_primitive(f, args, kwargs):
     """Entry point for ``@primitive`` functions while some trace is open."""
     entry = _rrule_table.get(f) or _frule_table.get(f)
-    if entry is not None and entry.kind is SCALAR and not kwargs and len(args) < len(entry.partials):
-        args = _with_defaults(f, args, len(entry.partials))
+    if entry is not None and entry.kind is SCALAR:
+        if kwargs:  # zeta(x, q=q): the partials take every argument by position
+            args, kwargs = bind(f, args, kwargs)
+        if not kwargs and len(args) < len(entry.partials):
+            args = _with_defaults(f, args, len(entry.partials))
     if top_trace(args) is None and top_trace(kwargs.values()) is None:
         if _top_inside((*args, *kwargs.values())) is None:
             return f.__adrules_primitive__(*args, **kwargs)
@@ -1186,6 +1209,8 @@ def _apply_forward(f, args, kwargs, top, numpy_call=False):
     if numpy_call:
         _lists_as_arrays(f, values, tangents, reverse=False)
     if entry.kind is not SCALAR and entry.kind is not NONDIFF:
+        if entry.config:  # as in reverse mode: functions it receives may carry traced state
+            _lift_callables_forward(args, values, tangents, top)
         _open_containers_forward(values, tangents, top)
     if entry.kind is SCALAR:  # the hot path: registry.scalar_frule, inlined
         y = f(*values, **kwargs)

@@ -1,5 +1,6 @@
-"""Smoke-run every script in examples/ as a subprocess: each ends with its own self-check
-against an independent computation, so exit code 0 means the example's claims hold.
+"""Smoke-run every script in examples/ and examples/ported/ as a subprocess: each ends
+with its own self-check against an independent computation (the ported programs: their
+gradients against finite differences), so exit code 0 means the example's claims hold.
 
 A script that needs an optional package says so on a line ``# requires: NAME``; it is
 skipped when NAME is not installed.
@@ -16,11 +17,13 @@ import pytest
 
 EXAMPLES = pathlib.Path(__file__).resolve().parent.parent / "examples"
 SCRIPTS = sorted(p.name for p in EXAMPLES.glob("*.py"))
+PORTED = sorted(f"ported/{p.name}" for p in EXAMPLES.glob("ported/*.py"))  # from autograd and JAX
 TIMEOUT = 180
 
 
 def test_examples_found():
     assert "ensemble.py" in SCRIPTS
+    assert len(PORTED) >= 8
 
 
 def _missing_requirements(path):
@@ -28,7 +31,7 @@ def _missing_requirements(path):
     return [name for name in needed if importlib.util.find_spec(name) is None]
 
 
-@pytest.mark.parametrize("name", SCRIPTS)
+@pytest.mark.parametrize("name", SCRIPTS + PORTED)
 def test_example_runs(name):
     path = EXAMPLES / name
     missing = _missing_requirements(path)

@@ -29,7 +29,7 @@ LAYERS = {
         ["adrules.ops"],
         ["adrules.tracer"],
         ["adrules.api"],
-        ["adrules.testing", "adrules.schedule", "adrules.sending", "adrules.chunks"],
+        ["adrules.testing", "adrules.schedule", "adrules.sending", "adrules.chunks", "adrules.transforms"],
         ["adrules.parallel", "adrules.derivatives"],
         ["adrules.rules.*", "adrules.coverage"],
         ["adrules"],

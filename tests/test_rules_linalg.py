@@ -75,6 +75,16 @@ RULES = [
     case(np.einsum, "bij,bjk,bkl->bil", R(2, 2, 3), R(2, 3, 2), R(2, 2, 2)),
     case(np.einsum, "i, ...i -> ...", R(3), R(4, 2, 3)),
     case(np.einsum, "ij,j->i", R(2, 3, dtype=F32), R(3, dtype=F32)),
+    # an ellipsis at the tail or in the center, standing for more axes, or axes of size 1,
+    # in one operand than in the other (the cotangent had the broadcast's shape)
+    case(np.einsum, "ij...,jk...->ik...", R(3, 2, 5), R(2, 4)),
+    case(np.einsum, "ij...,jk...->ik...", R(3, 2), R(2, 4, 2, 5)),
+    case(np.einsum, "i...j,j...k->i...k", R(2, 5, 3), R(3, 2, 1, 4)),
+    case(np.einsum, "i...j,jk", R(2, 5, 1, 3), R(3, 4)),
+    case(np.einsum, "i...,i...", R(2, 5, 1), R(2, 3)),
+    case(np.einsum, "i...,i...->...", R(2, 1, 5), R(2, 4, 1)),
+    case(np.einsum, "...ij,...jk->...ik", R(3, 2), R(5, 2, 4)),
+    case(np.einsum, "...ii->...i", R(2, 3, 3)),
     # inverses, solves, determinants
     case(np.linalg.inv, well_conditioned(3)),
     case(np.linalg.inv, well_conditioned(3, 2)),
@@ -340,3 +350,14 @@ def test_constant_operand_by_keyword():
     assert dy == 2 * b.sum()
     (g,) = ad.gradient(lambda v: np.linalg.norm(v, axis=1, ord=2)[1], x)
     np.testing.assert_allclose(g, [[0, 0, 0], x[1] / np.linalg.norm(x[1])])
+
+
+@pytest.mark.parametrize("subscripts, shapes", [
+    ("ij...,jk...->ik...", [(3, 2, 5), (2, 4)]),
+    ("i...j,j...k->i...k", [(2, 5, 3), (3, 2, 1, 4)]),
+    ("i...,i...->...", [(2, 1, 5), (2, 4, 1)]),
+    ("...ij,jk", [(5, 1, 3, 2), (2, 4)]),
+])
+def test_einsum_ellipsis_second_order_in_both_modes(subscripts, shapes):
+    ops = [R(*shape) for shape in shapes]
+    check_grads(lambda *a: np.einsum(subscripts, *a), *ops, order=2)

@@ -386,16 +386,19 @@ def test_numpy_float32_scalar_input():
     assert float(g) == 6.0
 
 
-def test_integer_argument_gets_no_tangent():
-    gx, gk = ad.gradient(lambda x, k: x ** k, 2.0, 3)
-    assert gx == pytest.approx(12.0)
-    assert gk is ad.NoTangent()
+def test_integer_argument_is_refused_and_left_out_with_argnums():
+    # it got NoTangent(), silently: w - lr * g left it as it was
+    with pytest.raises(TypeError, match=r"argument 1 is an integer \(3\).*argnums=0"):
+        ad.gradient(lambda x, k: x ** k, 2.0, 3)
+    assert ad.grad(lambda x, k: x ** k)(2.0, 3) == pytest.approx(12.0)
 
 
-def test_integer_array_argument_gets_no_tangent():
-    gx, gi = ad.gradient(lambda x, i: np.sum(x * i), np.ones(3), np.arange(3))
+def test_integer_array_argument_is_refused_and_inside_a_container_gets_no_tangent():
+    with pytest.raises(TypeError, match=r"argument 1 is an array of dtype int64"):
+        ad.gradient(lambda x, i: np.sum(x * i), np.ones(3), np.arange(3))
+    gx, gi = ad.gradient(lambda x, d: np.sum(x * d["i"]), np.ones(3), {"i": np.arange(3)})
     np.testing.assert_array_equal(gx, [0.0, 1.0, 2.0])
-    assert gi is ad.NoTangent()
+    assert gi["i"] is ad.NoTangent()
 
 
 # ---- the tape is released ----------------------------------------------------------------------

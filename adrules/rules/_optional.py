@@ -1,6 +1,6 @@
 """Rule families for optional packages, loaded when the package itself is imported.
 
-``load_with("scipy.special", "adrules.rules.scipy_special")`` imports the rule module at
+``load_with("scipy.special", "adrules.rules.scipy_special")`` imports the rule module(s) at
 once if ``scipy.special`` is already imported, and otherwise right after the first
 ``import scipy.special`` (a finder on ``sys.meta_path`` that wraps that one module's
 loader, then removes itself). So ``import adrules`` never pays for importing SciPy
@@ -42,10 +42,11 @@ class _LoadAfter:
         return spec
 
 
-def load_with(package, rules_module):
-    """Import ``rules_module`` together with ``package`` (now, later, or never)."""
+def load_with(package, *rules_modules):
+    """Import ``rules_modules`` together with ``package`` (now, later, or never)."""
     def load():
-        importlib.import_module(rules_module)
+        for name in rules_modules:
+            importlib.import_module(name)
 
     if package in sys.modules:
         load()

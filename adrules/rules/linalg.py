@@ -106,7 +106,12 @@ def _parse_einsum(subscripts):
 
 def _einsum_cotangent(ins, out, operands, k, g, optimize=False):
     """The cotangent of operand ``k`` of ``einsum(ins -> out)``: ``g`` contracted with the
-    other operands into operand k's subscripts."""
+    other operands into operand k's subscripts.
+
+    An ellipsis stands for the broadcast of every operand's ellipsis axes, which operand k
+    may have fewer of, or of size 1, anywhere in its subscripts: the contraction puts them
+    first ("...ij"), with all of the broadcast's axes, then sums away those operand k does
+    not have, and moves the rest to where operand k's ellipsis is."""
     target, shape = ins[k], np.shape(operands[k])
     subs = [out] + [s for i, s in enumerate(ins) if i != k]
     args = [g] + [x for i, x in enumerate(operands) if i != k]
@@ -117,9 +122,30 @@ def _einsum_cotangent(ins, out, operands, k, g, optimize=False):
     if missing:  # labels summed within operand k alone: the cotangent is constant along them
         subs.append(missing)
         args.append(np.ones([sizes[c] for c in missing]))
-    if not dots and any("..." in s for s in subs):
-        target = "..." + target  # the tracer sums these broadcast axes away
-    return np.einsum(",".join(subs) + "->" + target, *args, optimize=optimize)
+    if not any("..." in s for s in ins):
+        return np.einsum(",".join(subs) + "->" + target, *args, optimize=optimize)
+    wide = np.broadcast_shapes(*(_ellipsis_shape(s, np.shape(x)) for s, x in zip(ins, operands)))
+    if "..." not in out:  # summed in the output: constant along the ellipsis axes
+        subs.append("...")
+        args.append(np.ones(wide))
+    dx = np.einsum(",".join(subs) + "->..." + head + tail, *args, optimize=optimize)
+    own = _ellipsis_shape(target, shape) if dots else ()
+    lead = len(wide) - len(own)
+    if lead:
+        dx = np.sum(dx, axis=tuple(range(lead)))
+    ones = tuple(i for i, n in enumerate(own) if n == 1 and wide[lead + i] != 1)
+    if ones:
+        dx = np.sum(dx, axis=ones, keepdims=True)
+    if dots and head:  # the ellipsis axes back after the head's
+        n = len(own)
+        dx = np.moveaxis(dx, tuple(range(n)), tuple(range(len(head), len(head) + n)))
+    return dx
+
+
+def _ellipsis_shape(sub, shape):
+    """The axes of an operand of ``shape`` that its subscripts' ellipsis stands for."""
+    head, dots, tail = sub.partition("...")
+    return tuple(shape[len(head):len(shape) - len(tail)]) if dots else ()
 
 
 def _einsum_cotangents(ins, out, operands, g, optimize=False):

@@ -11,9 +11,9 @@ reaches them. ``sici``, ``shichi`` and ``fresnel`` have two outputs: their rrule
 frule are written out. ``kolmogorov`` and ``smirnov`` use SciPy's own derivative, which
 has no rule: first derivatives only.
 
-``logsumexp``, ``softmax``, ``log_softmax``, ``polygamma`` and ``multigammaln`` are
-Python functions that call ``np.asarray`` on their input, so the tracer cannot intercept
-them; write them with NumPy (``m + np.log(np.sum(np.exp(x - m)))``) or ``digamma``.
+``logsumexp``, ``softmax``, ``log_softmax``, ``polygamma``, ``multigammaln``, ``zeta``
+and ``factorial`` are Python functions that call ``np.asarray`` on their input: their
+rules are in ``scipy_special_python``, which puts primitives in their place.
 """
 
 import numpy as np

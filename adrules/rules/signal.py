@@ -230,7 +230,8 @@ def polyder(p, m=1):
 
 
 def polyint(p, m=1, k=None):
-    constants = np.zeros(m) if k is None else (np.full(m, k) if np.ndim(k) == 0 else k)
+    # k * np.ones(m), not np.full(m, k), which takes no traced k
+    constants = np.zeros(m) if k is None else (k * np.ones(m) if np.ndim(k) == 0 else k)
     for i in range(m):
         n = np.shape(p)[0]
         p = np.concatenate([p / np.arange(n, 0, -1), np.reshape(constants[i], (1,))])
