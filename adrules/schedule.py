@@ -2,8 +2,9 @@
 
     run(executor, fn, items, shared, site=...)      every phase of psum/pmap comes here
       decide(site, executor, n chunks left) ─▶ INLINE | PARALLEL | ONE_FIRST
-        ONE_FIRST: run one chunk inline, timed, and decide again (no estimate yet, or
-                   the workers still starting); a group of chunks inline that stops early
+        ONE_FIRST: run chunks inline until they have taken a millisecond (chunk 0
+                   alone if heavier), timed, and decide again (no estimate yet, or the
+                   workers still starting); a group of chunks inline that stops early
                    (its chunks heavier than estimated) also decides again
         INLINE:    the chunks left, one after another, in this thread
         PARALLEL:  the chunks left, in tasks of consecutive chunks, on the executor
@@ -11,9 +12,10 @@
 The policy, in one paragraph (the README says the same): a phase runs on the executor
 when that is expected to be at least ``MARGIN`` times faster than running its chunks
 one after another in the calling thread, and inline otherwise. The expected inline time
-is the chunks' CPU time, as the call site's last call measured it (its first call times
-chunk 0 first; inline chunks run in groups that stop early when they prove heavier than
-that, and the rest is decided again). The expected parallel time is that work shared by
+is the chunks' CPU time, as the call site's last call measured it (its first call runs
+chunks inline until they have taken a millisecond, then decides; inline chunks run in
+groups that stop early when they prove heavier than estimated, and the rest is decided
+again). The expected parallel time is that work shared by
 the workers plus the executor's overhead per map, per task and per byte of results,
 measured once per executor, and no less than what the site's last parallel run achieved
 (its chunks' CPU time over its wall clock; see ``Site.measured_speedup``). While
@@ -49,7 +51,7 @@ TASK_WORK = 10.0  # a task holds at least this many times the executor's per-tas
 BIG_RESULT = 2**20  # bytes: a chunk's result this big travels in a task of its own
 PRELOAD = ("adrules",)  # what starting worker processes import ahead of the first chunk
 
-INLINE, PARALLEL, ONE_FIRST = "inline", "parallel", "one chunk inline first"
+INLINE, PARALLEL, ONE_FIRST = "inline", "parallel", "a group inline first"
 
 
 class Clock:
@@ -218,11 +220,12 @@ def run(executor, fn, items, shared=(), *, key=None, dispatch="auto", on_result=
     where, why = decide(site, executor, n, dispatch, result_bytes)
     try:
         while i < n and where is not PARALLEL:
-            k = n if where is INLINE else i + 1
-            size = group_size(site.seconds, one_chunk_a_task)
+            # ONE_FIRST: one group, as long as a millisecond of work (chunk 0 if heavier)
+            once = where is ONE_FIRST
+            size = 1 if one_chunk_a_task else (n - i if once else group_size(site.seconds))
             with executors.as_worker():  # (pinning BLAS may scan the libraries: not the chunks' time)
                 c0 = clock.cpu()
-                ran = _inline(fn, items, i, k, size, shared, on_result, on_done, out)
+                ran = _inline(fn, items, i, n, size, shared, on_result, on_done, out, once)
                 site.seconds = (clock.cpu() - c0) / ran
             i += ran
             if i < n:  # a first chunk timed, workers starting, or work heavier than estimated
@@ -275,9 +278,9 @@ class each:
         return out
 
 
-def _inline(fn, items, i, k, size, shared, on_result, on_done, out):
-    """Chunks ``i..k-1`` in this thread, ``size`` at a time; how many ran (fewer when a
-    group stopped early: its chunks took longer than estimated)."""
+def _inline(fn, items, i, k, size, shared, on_result, on_done, out, once=False):
+    """Chunks ``i..k-1`` in this thread, ``size`` at a time (``once``: one group only); how
+    many ran (fewer when a group stopped early: its chunks took longer than estimated)."""
     g = i
     while g < k:
         want = min(k, g + size) - g
@@ -293,7 +296,7 @@ def _inline(fn, items, i, k, size, shared, on_result, on_done, out):
                 on_done(c)
             out.append(result if on_result is None else on_result(c, result))
         g += len(results)
-        if len(results) < want:
+        if once or len(results) < want:
             break
     return g - i
 

@@ -62,7 +62,7 @@ def test_chunks_on_worker_processes_never_pin_the_calling_process(many_blas_thre
             lambda xs: ad.psum(_waits, xs, executor=ex, dispatch="always"), xs))
         in_chunks = ad.pmap(lambda w: _blas_threads(), xs[:2], executor=ex, dispatch="always")
     assert seen == {before}
-    assert in_chunks == [[1] * len(before)] * 2  # the workers' own BLAS: one thread
+    assert all(set(counts) == {1} for counts in in_chunks)  # the workers' own BLAS: one thread
 
 
 def test_chunks_in_this_process_pin_while_they_run_and_restore_after(many_blas_threads):

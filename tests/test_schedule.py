@@ -109,13 +109,13 @@ def test_break_even_is_work_over_workers_plus_overhead_with_a_margin():
 
 
 def test_no_estimate_yet_runs_one_chunk_first():
-    assert schedule.decide(schedule.Site(), FakePool(), 10)[0] == "one chunk inline first"
+    assert schedule.decide(schedule.Site(), FakePool(), 10)[0] == "a group inline first"
 
 
 def test_workers_still_starting_are_started_and_chunks_run_inline_meanwhile():
     pool = FakePool(ready_after=10)
     where, why = schedule.decide(_site(1.0), pool, 8)
-    assert where == "one chunk inline first" and "workers starting" in schedule.explain(why)
+    assert where == "a group inline first" and "workers starting" in schedule.explain(why)
     assert pool.started == 1
 
 
