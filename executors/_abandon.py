@@ -143,8 +143,7 @@ class FileFlag:
     def set(self) -> None:
         try:
             _folder(make=True)
-            with open(self.path, "x"):
-                pass
+            open(self.path, "x").close()
         except OSError:  # set already, or the folder is gone (at exit): nothing to stop
             return
         with _lock:

@@ -71,9 +71,8 @@ def enter_worker(chunk_size: int | None = None, *, keep_settings: bool = True) -
 
 
 def mark_worker() -> contextvars.Token[bool]:
-    """Set the in-worker flag in the current context until :func:`unmark_worker`."""
+    """Set the in-worker flag in the current context until ``unmark_worker(token)``."""
     return _IN_WORKER.set(True)
 
 
-def unmark_worker(token: contextvars.Token[bool]) -> None:
-    _IN_WORKER.reset(token)
+unmark_worker = _IN_WORKER.reset

@@ -1,7 +1,6 @@
 """The ``Executor`` base class and its errors.
 
-An executor maps ``fn`` over ``items`` and returns the results *in item
-order*, whatever order the tasks finish in::
+An executor maps ``fn`` over ``items`` and returns the results *in item order*::
 
     parent                                   workers
     ──────                                   ───────
@@ -11,12 +10,10 @@ order*, whatever order the tasks finish in::
     results[i] ◀── as each task finishes ───┘   on_done(i) runs in the parent
     return results                 # index order, never completion order
 
-Subclasses implement ``_map``; the base class validates the arguments and, called from
-inside chunk work (``in_worker()``), runs the map inline so nested parallel calls neither
-deadlock a pool nor oversubscribe the machine.  Callers may ask, whatever the backend:
-``shares_memory`` (results are the objects ``fn`` built, not pickled copies),
-``n_workers`` (tasks run at once), ``ready()`` (whether a map would wait for workers to
-start; ``start()`` starts them) and ``overhead()`` (what a map costs besides its work).
+Subclasses implement ``_map``; the base class validates the arguments and, inside chunk
+work (``in_worker()``), runs the map inline so nested parallel calls neither deadlock a pool
+nor oversubscribe the machine.  Whatever the backend, callers may ask ``shares_memory``,
+``n_workers``, ``ready()`` (``start()``) and ``overhead()``.
 """
 
 from __future__ import annotations
@@ -39,10 +36,9 @@ __all__ = ["Executor", "as_worker", "WorkerError", "SerializationError", "Remote
 
 
 class WorkerError(RuntimeError):
-    """A worker died (killed, crashed, out of memory) or was lost mid-map.
-
-    Raised instead of a bare ``BrokenProcessPool``/``KilledWorker`` (chained as
-    ``__cause__``); the executor restarts what it needs to, so the next call works.
+    """A worker died (killed, crashed, out of memory) or was lost mid-map; raised instead of a
+    bare ``BrokenProcessPool``/``KilledWorker`` (chained as ``__cause__``).  The executor
+    restarts what it needs to, so the next call works.
 
     >>> import executors
     >>> issubclass(executors.WorkerError, RuntimeError)
@@ -134,12 +130,7 @@ def add_note(exc: BaseException, note: str) -> None:
 
 def annotate(exc: BaseException, index: int, n_items: int, name: str) -> BaseException:
     """Attach "which item failed" to an exception without changing its type or message:
-    a note, plus the attribute ``executors_item_index``.
-
-    >>> e = annotate(ValueError("boom"), 3, 8, "threads")
-    >>> e.executors_item_index, str(e)
-    (3, 'boom')
-    """
+    a note, plus the attribute ``executors_item_index``."""
     with contextlib.suppress(Exception):  # an exception may lack __dict__
         exc.executors_item_index = index  # type: ignore[attr-defined]  # our own marker attribute
     add_note(exc, f"executors: raised by item {index} of {n_items} in a map on the {name!r} executor")
@@ -165,25 +156,18 @@ class Executor:
     n_workers: int = 1
     _overhead: tuple[float, float, float] | None = None
 
-    def map(
-        self,
-        fn: Callable[..., Any],
-        items: Iterable[Any],
-        *,
-        shared: tuple[Any, ...] | list[Any] = (),
-        on_done: Callable[[int], object] | None = None,
-        on_result: Callable[[int, Any], Any] | None = None,
-    ) -> list[Any]:
+    def map(self, fn: Callable[..., Any], items: Iterable[Any], *, shared: tuple[Any, ...] | list[Any] = (),
+            on_done: Callable[[int], object] | None = None,
+            on_result: Callable[[int, Any], Any] | None = None) -> list[Any]:
         """Return ``[fn(item, *shared) for item in items]``, in item order.
 
-        ``on_done(i)`` is called in the calling thread as item ``i`` completes (completion
-        order: progress bars).  ``on_result(i, result)`` is called in the calling thread in
-        *item order* once results ``0..i`` are in, and what it returns is stored instead of
-        the result, so a caller can reduce results as they arrive (the pools then run no
-        more than ``n_workers`` tasks ahead of it).  An exception raised by ``fn`` reaches
-        the caller with its type and message, plus a note naming the item; tasks not yet
-        started are cancelled and the executor stays usable.  Called from inside chunk
-        work, the map runs inline and serially.
+        In the calling thread, ``on_done(i)`` is called as item ``i`` completes (progress
+        bars), and ``on_result(i, result)`` in *item order* once results ``0..i`` are in: what
+        it returns is stored instead of the result, so a caller can reduce results as they
+        arrive (the pools then run at most ``n_workers`` tasks ahead).  An exception from
+        ``fn`` reaches the caller unchanged but for a note naming the item; tasks not yet
+        started are cancelled and the executor stays usable.  Inside chunk work, the map
+        runs inline.
 
         >>> import executors
         >>> executors.SerialExecutor().map(lambda x, k: x * k, range(4), shared=(10,))
@@ -197,8 +181,7 @@ class Executor:
         for name, hook in (("on_done", on_done), ("on_result", on_result)):
             if hook is not None and not callable(hook):
                 raise TypeError(f"{name} must be callable or None, got {type(hook).__name__}")
-        items = list(items)
-        shared = tuple(shared)
+        items, shared = list(items), tuple(shared)
         if not items:
             return []
         results = InOrder(len(items), on_result)
@@ -291,19 +274,17 @@ def _nothing(nbytes: int) -> bytes | None:  # the empty task (module level: work
 def _measure(executor: Executor) -> tuple[float, float, float]:
     """Medians of three maps: of one empty task, of ``2 * n_workers + 1``, of as many returning a MiB."""
     many = 2 * executor.n_workers + 1
-    maps = {"one": (1, 0), "many": (many, 0)}
-    if not executor.shares_memory:
-        maps["big"] = (many, _MIB)
-    times: dict[str, list[float]] = {k: [] for k in maps}
+    maps = [(1, 0), (many, 0)] + ([] if executor.shares_memory else [(many, _MIB)])
+    times: list[list[float]] = [[] for _ in maps]
     executor.map(_nothing, [0] * many)  # the first contact: workers import this module
     for _ in range(3):
-        for k, (n, nbytes) in maps.items():
+        for (n, nbytes), t in zip(maps, times):
             t0 = time.perf_counter()
             executor.map(_nothing, [nbytes] * n)
-            times[k].append(time.perf_counter() - t0)
-    one, all_ = statistics.median(times["one"]), statistics.median(times["many"])
+            t.append(time.perf_counter() - t0)
+    one, all_, *big = map(statistics.median, times)
     per_task = max(0.0, (all_ - one) / (many - 1))
-    per_byte = max(0.0, (statistics.median(times["big"]) - all_) / (many * _MIB)) if "big" in times else 0.0
+    per_byte = max(0.0, (big[0] - all_) / (many * _MIB)) if big else 0.0
     return max(0.0, one - per_task), per_task, per_byte
 
 

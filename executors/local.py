@@ -11,11 +11,10 @@
                        large arrays in shared args ──.npy in /dev/shm, once per
                        content──▶ workers open them read-only (see ``_shm``)
 
-All three run chunk work with BLAS/OpenMP pools pinned to one thread, and all
-return results in item order (see ``_futures.collect``).  Not ``joblib.Parallel`` (costly
-per call, and its loky backend kills every worker when one task raises), nor
-``loky.get_reusable_executor`` (a singleton that restarts itself whenever another caller
-asks for a different worker count): each ``ProcessExecutor`` owns its loky pool.
+All three run chunk work with BLAS/OpenMP pools pinned to one thread and return results in
+item order.  Each ``ProcessExecutor`` owns its loky pool: ``joblib.Parallel``'s loky backend
+kills every worker when one task raises, and ``loky.get_reusable_executor`` is a singleton
+that restarts whenever another caller asks for a different worker count.
 """
 
 from __future__ import annotations
@@ -33,9 +32,8 @@ from .base import Executor, WorkerError, _map_inline, check_positive_int, usable
 
 __all__ = ["SerialExecutor", "ThreadExecutor", "ProcessExecutor"]
 
-# Worker processes (loky's, and a LocalCluster's) do array work only: glibc keeps freed
-# memory for reuse instead of faulting each large temporary's pages in again. A user's
-# own MALLOC_* settings win; the caller's process is left alone.
+# Worker processes (loky's, a LocalCluster's) do array work only: glibc keeps freed memory for
+# reuse instead of faulting each large temporary's pages in again. A user's MALLOC_* settings win.
 WORKER_MALLOC_ENV = {
     "MALLOC_MMAP_THRESHOLD_": os.environ.get("MALLOC_MMAP_THRESHOLD_", str(32 * 2**20)),
     "MALLOC_TRIM_THRESHOLD_": os.environ.get("MALLOC_TRIM_THRESHOLD_", str(2**30)),
@@ -59,7 +57,6 @@ class SerialExecutor(Executor):
 
     name = "serial"
     shares_memory = True
-    n_workers = 1
 
     def _map(self, fn, items, shared, on_done, results):
         _map_inline(fn, items, shared, on_done, self.name, results)
@@ -72,12 +69,11 @@ class SerialExecutor(Executor):
 
 
 class ThreadExecutor(Executor):
-    """A persistent thread pool (created on first use, kept across calls).
-
-    No pickling: ``fn`` may be any callable and results are the very objects built.
-    BLAS is pinned to one thread while the map runs, and its thread count is process-wide:
-    BLAS calls made meanwhile by other threads run on one thread too.  ``n_workers``
+    """A persistent thread pool (created on first use, kept across calls); ``n_workers``
     defaults to the number of usable CPUs.
+
+    No pickling: ``fn`` may be any callable and results are the very objects built.  BLAS's
+    thread count is process-wide: pinned to one while the map runs, for other threads too.
 
     >>> import executors
     >>> with executors.ThreadExecutor(2) as ex:
@@ -89,8 +85,7 @@ class ThreadExecutor(Executor):
     shares_memory = True
 
     def __init__(self, n_workers: int | None = None) -> None:
-        n = check_positive_int(n_workers)
-        self.n_workers = n if n is not None else usable_cpu_count()
+        self.n_workers = check_positive_int(n_workers) or usable_cpu_count()
         self._pool = None
         self._lock = threading.Lock()
 
@@ -128,18 +123,15 @@ class ThreadExecutor(Executor):
 class ProcessExecutor(Executor):
     """A persistent loky process pool; ``fn``, items and shared args go by cloudpickle.
 
-    NumPy arrays of at least ``max_nbytes`` bytes (default 1 MiB; None: never) inside
-    shared arguments are written once per content to a memory-mapped file (in ``/dev/shm``
-    where it exists) that the workers open read-only: one write, not a pickle per task.
-    An array changed in place is written again, never read stale; the files are removed
-    by :meth:`close` (at the latest at interpreter exit).  Writing into a shared array on
-    a worker raises numpy's "assignment destination is read-only".
+    NumPy arrays of at least ``max_nbytes`` bytes (default 1 MiB; None: never) in shared
+    arguments are written once per content to a memory-mapped file (in ``/dev/shm`` where it
+    exists) that the workers open read-only; an array changed in place is written again.
+    :meth:`close` removes the files (at the latest, interpreter exit).
 
-    Lambdas and closures work.  The pool starts on first use (or :meth:`start`) and stays
-    alive across calls (idle workers exit after ``idle_timeout`` seconds; all end within a
-    second of this process's death, also when it is killed).  A worker that dies mid-map
-    raises :class:`executors.WorkerError` and the pool is restarted; Ctrl-C terminates the
-    pool.  Results are copies.  Only the workers pin their BLAS threads, not the caller.
+    Lambdas and closures work; results are copies.  The pool starts on first use (or
+    :meth:`start`) and stays alive across calls; idle workers exit after ``idle_timeout``
+    seconds, and all within a second of this process's death.  A worker that dies mid-map
+    raises :class:`executors.WorkerError` and the pool is restarted; Ctrl-C terminates it.
 
     >>> import executors
     >>> with executors.ProcessExecutor(2) as ex:
@@ -148,12 +140,10 @@ class ProcessExecutor(Executor):
     """
 
     name = "processes"
-    shares_memory = False
 
     def __init__(self, n_workers: int | None = None, *, idle_timeout: float = 300.0,
                  max_nbytes: int | None = 2**20) -> None:
-        n = check_positive_int(n_workers)
-        self.n_workers = n if n is not None else usable_cpu_count()
+        self.n_workers = check_positive_int(n_workers) or usable_cpu_count()
         self.idle_timeout = idle_timeout
         self.max_nbytes = check_positive_int(max_nbytes, "max_nbytes")
         self._arrays = _shm.ArrayStore(self.max_nbytes) if self.max_nbytes is not None else None
@@ -297,9 +287,8 @@ class ProcessExecutor(Executor):
 
 
 def _boxed_unless_abandoned(fn, item, shared, flag):
-    if flag.is_set():  # the map raised before this task started: nobody reads its result
-        return [None]
-    return [fn(item, *shared)]
+    # a task started after its map raised: nobody reads its result
+    return [None] if flag.is_set() else [fn(item, *shared)]
 
 
 # loky has no public API for "is this pool usable?" or "which are its workers?": the private
@@ -331,9 +320,6 @@ def _has_exited(process) -> bool:
         return True
 
 
-_PF_EXITING = 0x4  # linux/sched.h: "getting shut down"
-
-
 def _exiting_on_linux(pid) -> bool:
     try:
         with open(f"/proc/{pid}/stat", "rb") as f:
@@ -343,7 +329,7 @@ def _exiting_on_linux(pid) -> bool:
     except ProcessLookupError:  # gone while reading
         return True
     fields = stat[stat.rindex(b")") + 2:].split()  # after "pid (command) "
-    return fields[0] in (b"Z", b"X") or bool(int(fields[6]) & _PF_EXITING)
+    return fields[0] in (b"Z", b"X") or bool(int(fields[6]) & 0x4)  # PF_EXITING (linux/sched.h)
 
 
 def _short(indices, limit=10):
