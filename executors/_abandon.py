@@ -120,9 +120,7 @@ class _Poller:
 _poller = _Poller()
 
 
-def enter(flag: Any) -> None:
-    """Make ``flag`` the current task's (through ``Context.run`` on the task's context)."""
-    _FLAG.set(flag)
+enter = _FLAG.set  # enter(flag) makes it the current task's (through Context.run on the task's context)
 
 
 class ThreadFlag(threading.Event):

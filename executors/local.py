@@ -200,11 +200,11 @@ class ProcessExecutor(Executor):
         pool = self._pool
         return sorted(_loky_workers(pool)) if pool is not None else []
 
-    def _reset(self, pool, kill=True):
-        """Shut ``pool`` down if it is still the current one."""
+    def _reset(self, pool):
+        """Kill ``pool``'s workers if it is still the current one."""
         with self._lock:
             if self._pool is pool:
-                self._shutdown_locked(kill=kill)
+                self._shutdown_locked(kill=True)
 
     def _map(self, fn, items, shared, on_done, results):
         paths = []  # memory-mapped arrays this map uses: kept until it is over
@@ -260,7 +260,7 @@ class ProcessExecutor(Executor):
 
         def on_abort(exc):
             if not isinstance(exc, Exception):  # KeyboardInterrupt: stop what the workers run
-                self._reset(pool, kill=True)
+                self._reset(pool)
 
         collect(submit, n, self.n_workers, on_done, name, results, abandon=flag,
                 convert=lambda i, data: _remote.load_result(data, i, name), translate=translate,
