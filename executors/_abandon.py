@@ -1,24 +1,21 @@
 """Telling the tasks of a map that raised to stop.
 
-When one item raises, the map raises at once, but tasks already handed to the workers
-would run on: loky feeds workers ahead of time, Dask cannot stop a running task, and a
-thread cannot be stopped at all. A script would then wait at exit for work whose results
-nobody reads, and the next map would wait behind it. So each map carries a flag, set
-when the map raises (or is interrupted); tasks that have not started yet return at once,
-a task running several pieces of work (psum's batches of chunks) asks
-:func:`abandoned` between them, and a differentiation running in a task asks
-:func:`watcher`'s test at each traced operation and raises :class:`Abandoned`.
+Tasks already handed to workers would run on after their map raised (a thread cannot be
+stopped, nor a running Dask task), and later work would wait behind them. So each map
+carries a flag, set when it raises or is interrupted: tasks not started yet return at once,
+a task running several pieces of work asks :func:`abandoned` between them, and the tracer
+asks :func:`watcher`'s test at each operation and raises :class:`Abandoned`.
 
-Threads share an ``Event``. Worker processes on this machine (loky's, a Dask
-``LocalCluster``'s) look for a file, created when the flag is set (a thread of theirs
-looks every ``POLL_SECONDS`` for the tracer's sake); workers elsewhere do not see it and
-run their tasks to the end.
+Threads share an ``Event``. Worker processes on this machine (loky's, a ``LocalCluster``'s)
+look for a file created when the flag is set (one thread of theirs every ``POLL_SECONDS``);
+workers elsewhere do not see it and run their tasks to the end.
 """
 
 from __future__ import annotations
 
 import atexit
 import collections
+import contextlib
 import contextvars
 import os
 import shutil
@@ -50,17 +47,16 @@ class Abandoned(Exception):
 
 def watcher() -> Callable[[], bool] | None:
     """A test, cheap enough to ask at every operation, of whether the current task's map
-    has raised (an Event's flag: in a worker process, one thread looks for the flag
-    file every ``POLL_SECONDS`` and sets it); None outside a task.
+    has raised (an Event's ``is_set``); None outside a task.
 
     >>> watcher() is None
     True
     """
     flag = _FLAG.get()
     if type(flag) is ThreadFlag:
-        return flag._event.is_set
+        return flag.is_set
     if type(flag) is FileFlag:
-        event = _poller.event(flag.path)
+        event = _poller.events.get(flag.path)  # set once the file exists, while it is watched
         return event.is_set if event is not None else None
     return None
 
@@ -82,20 +78,19 @@ POLL_SECONDS = 0.05
 
 
 class _Poller:
-    """The flag files of the maps whose tasks run in this process, looked for by one
-    daemon thread, started on first use: the tracer asks an Event at each operation
-    (~30 ns), where a file lookup would be a system call."""
+    """The flag files of the maps whose tasks run in this process, looked for by one daemon
+    thread started on first use, so that the tracer asks an Event rather than the file system."""
 
     def __init__(self) -> None:
-        self._events: dict[str, threading.Event] = {}
+        self.events: dict[str, threading.Event] = {}
         self._tasks: collections.Counter[str] = collections.Counter()  # running, by path
         self._changed = threading.Condition()
         self._thread: threading.Thread | None = None
 
     def watch(self, path: str) -> None:
         with self._changed:
-            if path not in self._events:
-                self._events[path] = threading.Event()
+            if path not in self.events:
+                self.events[path] = threading.Event()
                 self._changed.notify()
             self._tasks[path] += 1
             if self._thread is None:
@@ -108,18 +103,14 @@ class _Poller:
             self._tasks[path] -= 1
             if self._tasks[path] <= 0:
                 del self._tasks[path]
-                self._events.pop(path, None)
-
-    def event(self, path: str) -> threading.Event | None:
-        """The Event set once ``path`` exists, while it is watched."""
-        return self._events.get(path)
+                self.events.pop(path, None)
 
     def _run(self) -> None:
         while True:
             with self._changed:
-                while not self._events:
+                while not self.events:
                     self._changed.wait()
-                watched = list(self._events.items())
+                watched = list(self.events.items())
             for path, event in watched:
                 if not event.is_set() and os.path.exists(path):
                     event.set()
@@ -129,24 +120,11 @@ class _Poller:
 _poller = _Poller()
 
 
-def enter(flag: Any) -> None:
-    """Make ``flag`` the current task's (through ``Context.run`` on the task's context)."""
-    _FLAG.set(flag)
+enter = _FLAG.set  # enter(flag) makes it the current task's (through Context.run on the task's context)
 
 
-class ThreadFlag:
+class ThreadFlag(threading.Event):
     """The flag of a map on threads of this process."""
-
-    __slots__ = ("_event",)
-
-    def __init__(self) -> None:
-        self._event = threading.Event()
-
-    def set(self) -> None:
-        self._event.set()
-
-    def is_set(self) -> bool:
-        return self._event.is_set()
 
 
 class FileFlag:
@@ -162,16 +140,16 @@ class FileFlag:
 
     def set(self) -> None:
         try:
-            _make_folder()
-            with open(self.path, "x"):
-                pass
+            _folder(make=True)
+            open(self.path, "x").close()
         except OSError:  # set already, or the folder is gone (at exit): nothing to stop
             return
         with _lock:
             _made.append(self.path)
             old = _made.popleft() if len(_made) > _KEEP else None
         if old is not None:  # a long program with many failed maps: keep the recent ones
-            _remove(old)
+            with contextlib.suppress(OSError):
+                os.remove(old)
 
     def is_set(self) -> bool:
         return os.path.exists(self.path)
@@ -184,29 +162,16 @@ _folder_path: str | None = None
 _folder_made = False
 
 
-def _folder() -> str:
+def _folder(make: bool = False) -> str:
     """This process's folder of flag files (named once, made when a flag is first set),
     in memory where Linux offers it."""
-    global _folder_path
+    global _folder_path, _folder_made
     with _lock:
         if _folder_path is None:
             base = "/dev/shm" if os.path.isdir("/dev/shm") else tempfile.gettempdir()
             _folder_path = os.path.join(base, f"executors-stop-{os.getpid()}-{uuid.uuid4().hex[:8]}")
-        return _folder_path
-
-
-def _make_folder() -> None:
-    global _folder_made
-    path = _folder()
-    with _lock:
-        if not _folder_made:
-            os.makedirs(path, exist_ok=True)
-            atexit.register(shutil.rmtree, path, True)
+        if make and not _folder_made:
+            os.makedirs(_folder_path, exist_ok=True)
+            atexit.register(shutil.rmtree, _folder_path, True)
             _folder_made = True
-
-
-def _remove(path: str) -> None:
-    try:
-        os.remove(path)
-    except OSError:
-        pass
+        return _folder_path

@@ -1,15 +1,11 @@
 """Context state seen by callers and by chunk work: settings and the worker flag.
 
-Two context variables live here so that every other module can import them
-without import cycles:
+Here, at the bottom of the import graph, so that every module can read them:
 
-* ``SETTINGS`` -- the values set by :func:`executors.config` (executor,
-  n_workers, chunk_size, dispatch).  A ``contextvars.ContextVar``: each thread and each
-  asyncio task sees its own value, nested ``config`` blocks restore the outer
-  value on exit.
-* the *in-worker* flag -- True while chunk work runs.  Set in a per-task copy
-  of the caller's context on serial/threads, and for good in process/dask
-  worker processes (where every call is chunk work)::
+* ``SETTINGS`` -- the values set by :func:`executors.config`; each thread and asyncio
+  task sees its own, and nested ``config`` blocks restore the outer value on exit.
+* the *in-worker* flag -- True while chunk work runs: set in a per-task copy of the
+  caller's context on serial/threads, for good in process/dask worker processes::
 
       caller thread                       worker (thread / process)
       ─────────────                       ─────────────────────────
@@ -40,21 +36,16 @@ class Settings:
     dispatch: str | None = None
 
 
-SETTINGS: contextvars.ContextVar[Settings] = contextvars.ContextVar(
-    "executors_settings", default=Settings()
-)
-_IN_WORKER: contextvars.ContextVar[bool] = contextvars.ContextVar(
-    "executors_in_worker", default=False
-)
+SETTINGS: contextvars.ContextVar[Settings] = contextvars.ContextVar("executors_settings", default=Settings())
+_IN_WORKER: contextvars.ContextVar[bool] = contextvars.ContextVar("executors_in_worker", default=False)
 _PROCESS_WORKER = False
 
 
 def in_worker() -> bool:
     """True while running inside chunk work of a map (any backend).
 
-    Inside a worker, :func:`executors.resolve` returns a serial executor and
-    ``Executor.map`` runs inline, so nested parallel calls neither deadlock
-    nor oversubscribe the machine.
+    There :func:`executors.resolve` returns a serial executor and ``Executor.map`` runs
+    inline, so nested parallel calls neither deadlock nor oversubscribe the machine.
 
     >>> import executors
     >>> executors.in_worker()
@@ -72,20 +63,16 @@ def mark_process_worker() -> None:
 
 
 def enter_worker(chunk_size: int | None = None, *, keep_settings: bool = True) -> None:
-    """Set the in-worker flag (and settings) in the *current* context.
-
-    Meant to be called through ``Context.run`` on a context copy that is
-    thrown away after the task, so nothing leaks back to the caller.
-    """
+    """Set the in-worker flag (and settings) in the *current* context: call it through
+    ``Context.run`` on a copy thrown away after the task."""
     _IN_WORKER.set(True)
     if not keep_settings:
         SETTINGS.set(Settings(chunk_size=chunk_size))
 
 
 def mark_worker() -> contextvars.Token[bool]:
-    """Set the in-worker flag in the current context until :func:`unmark_worker`."""
+    """Set the in-worker flag in the current context until ``unmark_worker(token)``."""
     return _IN_WORKER.set(True)
 
 
-def unmark_worker(token: contextvars.Token[bool]) -> None:
-    _IN_WORKER.reset(token)
+unmark_worker = _IN_WORKER.reset

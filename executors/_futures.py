@@ -7,16 +7,14 @@
     futures = [submit(task_i) ...]            (when the caller reduces results as they
     add_done_callback(queue.put) ──────────▶   arrive, only n_workers of them; the next
                                                once a result was handed on)
-    loop n times:  f = queue.get()   ◀──────────┘ future finishes → queue.put(future)
+    loop n times:  i, f = queue.get() ◀─────────┘ future finishes → queue.put((i, future))
         error?  set the map's abandon flag, cancel pending futures, raise
                 (annotated with the item index)
         else    on_done(i); results.put(i, convert(i, f.result().pop()))
                 (InOrder hands results on in item order)
 
-The parent blocks only in ``SimpleQueue.get``, which a real SIGINT interrupts, so
-Ctrl-C reaches the caller, and the tasks not yet started are cancelled.  Fail fast:
-the first error observed is raised at once; tasks already running see the map's
-abandon flag (``_abandon``) and stop early.
+The parent blocks only in ``SimpleQueue.get``, which a real SIGINT interrupts, so Ctrl-C
+reaches the caller; tasks already running see the abandon flag (``_abandon``) and stop early.
 """
 
 from __future__ import annotations
@@ -29,42 +27,40 @@ from .base import InOrder, annotate
 __all__ = ["collect"]
 
 
-def collect(submit: Callable[[int], Any], n: int, window: int | None, on_done: Callable[[int], object] | None,
+def collect(submit: Callable[[int], Any], n: int, n_workers: int, on_done: Callable[[int], object] | None,
             name: str, results: InOrder, *, abandon: Any, convert: Callable[[int, Any], Any] | None = None,
             translate: Callable[[BaseException, int, list[int]], BaseException | None] | None = None,
             on_abort: Callable[[BaseException], None] | None = None) -> None:
     """Submit tasks ``0..n-1`` with ``submit(i) -> future`` and hand each result to
     ``results.put(i, value)``, after ``convert(i, raw)`` when given (unpickling).
 
-    With a ``window``, task ``i`` is submitted once results ``0..i - window`` were handed
-    on: no more than ``window`` results are computed ahead of the caller's reduction.
-    Each task returns its result in a one-element list, popped here: a finished future
-    would otherwise keep every result alive until the map returns.
-
-    ``translate(exc, i, unfinished)`` may replace an infrastructure error (a dead
-    worker) before it is raised; a task's own errors are annotated with the item index
-    and re-raised unchanged. ``abandon`` (the map's flag) is set before raising, and
-    ``on_abort(exc)`` called for an interruption (Ctrl-C) or an error in the caller's
-    own hooks.
+    When the caller reduces results as they arrive, at most ``n_workers`` tasks run ahead:
+    a worker running ahead holds a finished result.  Tasks return their result in a
+    one-element list, popped here, so a finished future does not keep it.
+    ``translate(exc, i, unfinished)`` may replace an infrastructure error (a dead worker);
+    ``on_abort(exc)`` is called for Ctrl-C or an error in the caller's hooks.
     """
+    window = n_workers if results.on_result is not None else None
     futures: list[Any] = []
-    index: dict[Any, int] = {}
     done_q: queue.SimpleQueue = queue.SimpleQueue()
     finished = [False] * n
     failure = None
 
     def submit_next():
-        f = submit(len(futures))
-        index[f] = len(futures)
-        futures.append(f)
-        f.add_done_callback(done_q.put)
+        i = len(futures)
+        futures.append(submit(i))
+        futures[i].add_done_callback(lambda f: done_q.put((i, f)))
+
+    def stop():
+        abandon.set()
+        for f in futures:
+            f.cancel()  # (a no-op on a running or finished future)
 
     try:
         while len(futures) < (n if window is None else min(n, window)):
             submit_next()
         for _ in range(n):
-            f = done_q.get()
-            i = index[f]
+            i, f = done_q.get()
             exc = RuntimeError(f"item {i} was cancelled") if f.cancelled() else f.exception()
             if exc is not None:
                 failure = (exc, i)
@@ -77,23 +73,15 @@ def collect(submit: Callable[[int], Any], n: int, window: int | None, on_done: C
             while window is not None and len(futures) < min(n, results.delivered + window):
                 submit_next()
     except BaseException as exc:  # KeyboardInterrupt, or an error from on_done/on_result
-        abandon.set()
-        _cancel(futures)
+        stop()
         if on_abort is not None:
             on_abort(exc)
         raise
     if failure is not None:
         exc, i = failure
-        abandon.set()
-        _cancel(futures)
+        stop()
         new = translate(exc, i, [j for j in range(n) if not finished[j] and j != i]) if translate else None
         if new is not None:
             raise new from exc
         annotate(exc, i, n, name)
         raise exc
-
-
-def _cancel(futures):
-    for f in futures:
-        if not f.done():
-            f.cancel()

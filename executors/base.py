@@ -1,7 +1,6 @@
 """The ``Executor`` base class and its errors.
 
-An executor maps ``fn`` over ``items`` and returns the results *in item
-order*, whatever order the tasks finish in::
+An executor maps ``fn`` over ``items`` and returns the results *in item order*::
 
     parent                                   workers
     ──────                                   ───────
@@ -11,51 +10,35 @@ order*, whatever order the tasks finish in::
     results[i] ◀── as each task finishes ───┘   on_done(i) runs in the parent
     return results                 # index order, never completion order
 
-Subclasses implement ``_map``; the base class validates the arguments and, when
-called from inside chunk work (``in_worker()``), runs the map inline and
-serially so nested parallel calls cannot deadlock a pool or oversubscribe the
-machine.  What callers may ask without knowing the backend:
-
-* ``shares_memory`` -- results are the very objects ``fn`` built (serial,
-  threads); otherwise they are copies that went through pickle;
-* ``n_workers`` -- how many tasks run at once;
-* ``ready()`` -- whether a map would wait for workers to start (``start()``
-  starts them in the background);
-* ``overhead()`` -- what a map costs besides its work, measured once on the
-  workers: seconds per map and per task, so callers can keep tiny work inline.
+Subclasses implement ``_map``; the base class validates the arguments and, inside chunk
+work (``in_worker()``), runs the map inline so nested parallel calls neither deadlock a pool
+nor oversubscribe the machine.  Whatever the backend, callers may ask ``shares_memory``,
+``n_workers``, ``ready()`` (``start()``) and ``overhead()``.
 """
 
 from __future__ import annotations
 
+import contextlib
 import operator
 import os
 import pickle
 import statistics
 import sys
 import time
-from typing import Any, Callable, Iterable, Literal, SupportsIndex, TypeVar, overload
+from typing import Any, Callable, Iterable, Literal, SupportsIndex, TypeVar
 
 from . import _context
 from ._blas import blas_pinned
 
 _E = TypeVar("_E", bound="Executor")
 
-__all__ = [
-    "Executor",
-    "as_worker",
-    "WorkerError",
-    "SerializationError",
-    "RemoteError",
-    "usable_cpu_count",
-]
+__all__ = ["Executor", "as_worker", "WorkerError", "SerializationError", "RemoteError", "usable_cpu_count"]
 
 
 class WorkerError(RuntimeError):
-    """A worker died (killed, crashed, out of memory) or was lost mid-map.
-
-    Raised instead of a bare ``BrokenProcessPool``/``KilledWorker``; the
-    original error is chained as ``__cause__``.  The executor restarts what it
-    needs to, so the next call works.
+    """A worker died (killed, crashed, out of memory) or was lost mid-map; raised instead of a
+    bare ``BrokenProcessPool``/``KilledWorker`` (chained as ``__cause__``).  The executor
+    restarts what it needs to, so the next call works.
 
     >>> import executors
     >>> issubclass(executors.WorkerError, RuntimeError)
@@ -66,10 +49,9 @@ class WorkerError(RuntimeError):
 class SerializationError(pickle.PicklingError, TypeError):
     """Something that must cross a process boundary could not be pickled.
 
-    Subclasses both ``pickle.PicklingError`` and ``TypeError``; the message
-    names the culprit: ``fn``, ``item i``, ``shared arg j`` or ``the result of
-    item i``; ``what`` names it alone and ``reason`` gives the pickler's error, for
-    callers that word their own message.
+    The message names the culprit: ``fn``, ``item i``, ``shared arg j`` or ``the result of
+    item i``; ``what`` names it alone and ``reason`` gives the pickler's error, for callers
+    that word their own message.
 
     >>> import pickle
     >>> issubclass(SerializationError, TypeError), issubclass(SerializationError, pickle.PicklingError)
@@ -81,11 +63,8 @@ class SerializationError(pickle.PicklingError, TypeError):
 
 
 class RemoteError(Exception):
-    """Stand-in for an exception raised on a worker that could not be sent back.
-
-    Keeps the original type name (``type_name``) and message; raised when the
-    original exception does not survive pickling (e.g. a custom ``__init__``
-    with required arguments).
+    """Stand-in for an exception raised on a worker that could not be pickled back (e.g. a
+    custom ``__init__`` with required arguments); keeps its type name and message.
 
     >>> str(RemoteError("MyError", "it broke", "no pickle"))
     'MyError: it broke (the original exception could not be sent back from the worker: no pickle)'
@@ -98,10 +77,8 @@ class RemoteError(Exception):
         self.reason = reason
 
     def __str__(self) -> str:
-        return (
-            f"{self.type_name}: {self.message} (the original exception could not be sent "
-            f"back from the worker: {self.reason})"
-        )
+        return (f"{self.type_name}: {self.message} (the original exception could not be sent "
+                f"back from the worker: {self.reason})")
 
 
 def usable_cpu_count() -> int:
@@ -116,17 +93,8 @@ def usable_cpu_count() -> int:
         return max(1, os.cpu_count() or 1)
 
 
-@overload
-def check_positive_int(value: None, what: str = ..., minimum: int = ...) -> None: ...
-
-
-@overload
-def check_positive_int(value: SupportsIndex, what: str = ..., minimum: int = ...) -> int: ...
-
-
 def check_positive_int(value: SupportsIndex | None, what: str = "n_workers", minimum: int = 1) -> int | None:
-    """Return ``value`` as an int if it is None or an integer >= ``minimum``, else raise
-    ValueError naming ``what``.
+    """``value`` as an int if it is None or an integer >= ``minimum``, else ValueError naming ``what``.
 
     >>> check_positive_int(4), check_positive_int(None)
     (4, None)
@@ -139,48 +107,32 @@ def check_positive_int(value: SupportsIndex | None, what: str = "n_workers", min
         return None
     kind = "a positive integer or None" if minimum == 1 else "a non-negative integer"
     try:
-        if isinstance(value, bool):
-            raise TypeError
-        out = operator.index(value)
+        out = None if isinstance(value, bool) else operator.index(value)
     except TypeError:
-        raise ValueError(f"{what} must be {kind}, got {value!r}") from None
-    if out < minimum:
+        out = None
+    if out is None or out < minimum:
         raise ValueError(f"{what} must be {kind}, got {value!r}")
     return out
 
 
 def add_note(exc: BaseException, note: str) -> None:
-    """``exc.add_note(note)``, also on Python 3.10 (which reads no notes, but keeps them
-    in ``__notes__`` for callers that do).
-
-    >>> e = ValueError("boom"); add_note(e, "while testing"); e.__notes__
-    ['while testing']
-    """
+    """``exc.add_note(note)``, also on Python 3.10 (which keeps the notes in ``__notes__``
+    without printing them)."""
     if sys.version_info >= (3, 11):
         exc.add_note(note)
         return
-    try:  # pragma: no cover - Python 3.10
+    with contextlib.suppress(Exception):  # pragma: no cover - Python 3.10 (an exception may lack __dict__)
         notes = getattr(exc, "__notes__", None)
         if not isinstance(notes, list):
-            notes = []
-            exc.__notes__ = notes  # type: ignore[attr-defined]  # what add_note makes on 3.11+
+            notes = exc.__notes__ = []  # type: ignore[attr-defined]  # what add_note makes on 3.11+
         notes.append(note)
-    except Exception:  # pragma: no cover - an exception without __dict__
-        pass
 
 
 def annotate(exc: BaseException, index: int, n_items: int, name: str) -> BaseException:
     """Attach "which item failed" to an exception without changing its type or message:
-    a note, plus the attribute ``executors_item_index``.
-
-    >>> e = annotate(ValueError("boom"), 3, 8, "threads")
-    >>> e.executors_item_index, str(e)
-    (3, 'boom')
-    """
-    try:
+    a note, plus the attribute ``executors_item_index``."""
+    with contextlib.suppress(Exception):  # an exception may lack __dict__
         exc.executors_item_index = index  # type: ignore[attr-defined]  # our own marker attribute
-    except Exception:  # pragma: no cover - exotic exception without __dict__
-        pass
     add_note(exc, f"executors: raised by item {index} of {n_items} in a map on the {name!r} executor")
     return exc
 
@@ -204,27 +156,18 @@ class Executor:
     n_workers: int = 1
     _overhead: tuple[float, float, float] | None = None
 
-    def map(
-        self,
-        fn: Callable[..., Any],
-        items: Iterable[Any],
-        *,
-        shared: tuple[Any, ...] | list[Any] = (),
-        on_done: Callable[[int], object] | None = None,
-        on_result: Callable[[int, Any], Any] | None = None,
-    ) -> list[Any]:
+    def map(self, fn: Callable[..., Any], items: Iterable[Any], *, shared: tuple[Any, ...] | list[Any] = (),
+            on_done: Callable[[int], object] | None = None,
+            on_result: Callable[[int, Any], Any] | None = None) -> list[Any]:
         """Return ``[fn(item, *shared) for item in items]``, in item order.
 
-        ``on_done(i)`` is called in the calling thread as item ``i`` completes
-        (completion order; handy for progress bars).  ``on_result(i, result)``
-        is called in the calling thread in *item order* as soon as results
-        ``0..i`` are in, and what it returns is stored instead of the result:
-        a caller can reduce results as they arrive instead of holding them all
-        (the thread and process pools then keep no more than ``n_workers`` tasks
-        ahead of the results handed on).  An exception raised by ``fn`` reaches the
-        caller with its type and message, plus a note naming the failing item; the
-        not-yet-started tasks are cancelled and the executor stays usable.  Called
-        from inside chunk work, the map runs inline and serially.
+        In the calling thread, ``on_done(i)`` is called as item ``i`` completes (progress
+        bars), and ``on_result(i, result)`` in *item order* once results ``0..i`` are in: what
+        it returns is stored instead of the result, so a caller can reduce results as they
+        arrive (the pools then run at most ``n_workers`` tasks ahead).  An exception from
+        ``fn`` reaches the caller unchanged but for a note naming the item; tasks not yet
+        started are cancelled and the executor stays usable.  Inside chunk work, the map
+        runs inline.
 
         >>> import executors
         >>> executors.SerialExecutor().map(lambda x, k: x * k, range(4), shared=(10,))
@@ -233,15 +176,12 @@ class Executor:
         if not callable(fn):
             raise TypeError(f"fn must be callable, got {type(fn).__name__}")
         if not isinstance(shared, (tuple, list)):
-            raise TypeError(
-                "shared must be a tuple (or list) of extra positional arguments, "
-                f"e.g. shared=(w,); got {type(shared).__name__}"
-            )
+            raise TypeError("shared must be a tuple (or list) of extra positional arguments, "
+                            f"e.g. shared=(w,); got {type(shared).__name__}")
         for name, hook in (("on_done", on_done), ("on_result", on_result)):
             if hook is not None and not callable(hook):
                 raise TypeError(f"{name} must be callable or None, got {type(hook).__name__}")
-        items = list(items)
-        shared = tuple(shared)
+        items, shared = list(items), tuple(shared)
         if not items:
             return []
         results = InOrder(len(items), on_result)
@@ -274,12 +214,10 @@ class Executor:
         return True
 
     def overhead(self) -> tuple[float, float, float]:
-        """``(per_call, per_task, per_byte)``: the seconds a map costs besides its work,
-        once, for each task (the wall clock a map of one more empty task takes), and for
-        each byte of results brought back from workers that do not share memory. Measured
-        once, when first asked, by timing maps of empty tasks on the workers (the median of
-        three maps of one task, of ``2 * n_workers + 1`` tasks, and of as many returning a
-        MiB each). A map waits for workers still starting: ask once ``ready()``.
+        """``(per_call, per_task, per_byte)``: the seconds a map costs besides its work, once,
+        for each task, and for each byte of results brought back from workers that do not
+        share memory.  Measured once, when first asked, by timing maps of empty tasks (a map
+        waits for workers still starting: ask once ``ready()``).
 
         >>> import executors
         >>> executors.SerialExecutor().overhead()
@@ -309,9 +247,8 @@ class Executor:
         return f"{type(self).__name__}(n_workers={self.n_workers})"
 
     def __reduce__(self) -> tuple[Any, ...]:
-        """Pickled, an executor is the serial one: a copy in another process cannot use
-        this one's workers, and the copy is there because work sent to workers took it
-        along (``f`` running a ``psum`` of its own), where every map runs inline anyway.
+        """Pickled, an executor is the serial one: a copy in another process (taken along by
+        work sent to workers) cannot use these workers, and every map there runs inline.
 
         >>> import pickle, executors
         >>> pickle.loads(pickle.dumps(executors.ThreadExecutor(2)))
@@ -327,65 +264,51 @@ class Executor:
         return self
 
 
-def _nothing(nbytes: int) -> bytes | None:
-    """The empty task ``overhead`` times, returning ``nbytes`` bytes (module level:
-    workers import it by name)."""
-    return bytes(nbytes) if nbytes else None
-
-
 _MIB = 2**20
 
 
+def _nothing(nbytes: int) -> bytes | None:  # the empty task (module level: workers import it by name)
+    return bytes(nbytes) if nbytes else None
+
+
 def _measure(executor: Executor) -> tuple[float, float, float]:
+    """Medians of three maps: of one empty task, of ``2 * n_workers + 1``, of as many returning a MiB."""
     many = 2 * executor.n_workers + 1
-    maps = {"one": (1, 0), "many": (many, 0)}
-    if not executor.shares_memory:
-        maps["big"] = (many, _MIB)
-    times: dict[str, list[float]] = {k: [] for k in maps}
+    maps = [(1, 0), (many, 0)] + ([] if executor.shares_memory else [(many, _MIB)])
+    times: list[list[float]] = [[] for _ in maps]
     executor.map(_nothing, [0] * many)  # the first contact: workers import this module
     for _ in range(3):
-        for k, (n, nbytes) in maps.items():
+        for (n, nbytes), t in zip(maps, times):
             t0 = time.perf_counter()
             executor.map(_nothing, [nbytes] * n)
-            times[k].append(time.perf_counter() - t0)
-    one, all_ = statistics.median(times["one"]), statistics.median(times["many"])
+            t.append(time.perf_counter() - t0)
+    one, all_, *big = map(statistics.median, times)
     per_task = max(0.0, (all_ - one) / (many - 1))
-    per_byte = max(0.0, (statistics.median(times["big"]) - all_) / (many * _MIB)) if "big" in times else 0.0
+    per_byte = max(0.0, (big[0] - all_) / (many * _MIB)) if big else 0.0
     return max(0.0, one - per_task), per_task, per_byte
 
 
 class InOrder:
-    """Results of a map, handed to ``on_result(i, result)`` in item order whatever
-    order they complete in; ``values`` holds what it returned (or the results)."""
+    """Results of a map, handed to ``on_result(i, result)`` in item order whatever order
+    they complete in; ``values`` holds what it returned (or the results), ``delivered``
+    how many were handed on."""
 
-    __slots__ = ("values", "_on_result", "_next", "_early")
-    values: list[Any]
-    _early: dict[int, Any]  # results that came before the ones ahead of them
+    __slots__ = ("values", "on_result", "delivered", "_early")
 
     def __init__(self, n: int, on_result: Callable[[int, Any], Any] | None = None) -> None:
-        self.values = [None] * n
-        self._on_result, self._next, self._early = on_result, 0, {}
-
-    @property
-    def reduces(self) -> bool:
-        """True when results are handed to ``on_result`` (the caller reduces them as they
-        arrive) rather than all kept."""
-        return self._on_result is not None
-
-    @property
-    def delivered(self) -> int:
-        """How many results, ``0..delivered - 1``, were handed to ``on_result``."""
-        return self._next
+        self.values: list[Any] = [None] * n
+        self.on_result, self.delivered = on_result, 0
+        self._early: dict[int, Any] = {}  # results that came before the ones ahead of them
 
     def put(self, i: int, result: Any) -> None:
-        if self._on_result is None:
+        if self.on_result is None:
             self.values[i] = result
             return
         self._early[i] = result
-        while self._next in self._early:
-            j = self._next
-            self.values[j] = self._on_result(j, self._early.pop(j))
-            self._next += 1
+        while self.delivered in self._early:
+            j = self.delivered
+            self.values[j] = self.on_result(j, self._early.pop(j))
+            self.delivered += 1
 
 
 class as_worker:
@@ -417,19 +340,14 @@ class as_worker:
 
 def _map_inline(fn: Callable[..., Any], items: list[Any], shared: tuple[Any, ...],
                 on_done: Callable[[int], object] | None, name: str, results: InOrder) -> None:
-    """Run the map in this thread as worker context, BLAS pinned while it runs."""
+    """Run the map in this thread as worker context."""
     with as_worker():
-        _run_items(fn, items, shared, on_done, name, results)
-
-
-def _run_items(fn: Callable[..., Any], items: list[Any], shared: tuple[Any, ...],
-               on_done: Callable[[int], object] | None, name: str, results: InOrder) -> None:
-    for i, item in enumerate(items):
-        try:
-            value = fn(item, *shared)
-        except (Exception, SystemExit) as exc:
-            annotate(exc, i, len(items), name)
-            raise
-        if on_done is not None:
-            on_done(i)
-        results.put(i, value)
+        for i, item in enumerate(items):
+            try:
+                value = fn(item, *shared)
+            except (Exception, SystemExit) as exc:
+                annotate(exc, i, len(items), name)
+                raise
+            if on_done is not None:
+                on_done(i)
+            results.put(i, value)

@@ -11,14 +11,10 @@
                        large arrays in shared args ──.npy in /dev/shm, once per
                        content──▶ workers open them read-only (see ``_shm``)
 
-All three run chunk work with BLAS/OpenMP pools pinned to one thread, and all
-return results in item order (see ``_futures.collect``).
-
-Why not ``joblib.Parallel``: ~10 ms per call, and its loky backend kills every
-worker when one task raises.  Why not ``loky.get_reusable_executor``: it is a
-per-thread singleton that resizes (kills and restarts) itself whenever another
-caller asks for a different worker count; each ``ProcessExecutor`` owns its own
-loky ``ProcessPoolExecutor`` instead, kept alive across calls.
+All three run chunk work with BLAS/OpenMP pools pinned to one thread and return results in
+item order.  Each ``ProcessExecutor`` owns its loky pool: ``joblib.Parallel``'s loky backend
+kills every worker when one task raises, and ``loky.get_reusable_executor`` is a singleton
+that restarts whenever another caller asks for a different worker count.
 """
 
 from __future__ import annotations
@@ -36,27 +32,15 @@ from .base import Executor, WorkerError, _map_inline, check_positive_int, usable
 
 __all__ = ["SerialExecutor", "ThreadExecutor", "ProcessExecutor"]
 
-# Worker processes (loky's here, and those of a LocalCluster that DaskExecutor starts) do
-# array work only: glibc keeps freed memory for reuse (arrays up to 32 MB come from the
-# heap, which is not trimmed) instead of returning each large temporary to the kernel and
-# faulting its pages in again on the next one. The caller's own process is left alone; a
-# user's own MALLOC_* settings win.
+# Worker processes (loky's, a LocalCluster's) do array work only: glibc keeps freed memory for
+# reuse instead of faulting each large temporary's pages in again. A user's MALLOC_* settings win.
 WORKER_MALLOC_ENV = {
     "MALLOC_MMAP_THRESHOLD_": os.environ.get("MALLOC_MMAP_THRESHOLD_", str(32 * 2**20)),
     "MALLOC_TRIM_THRESHOLD_": os.environ.get("MALLOC_TRIM_THRESHOLD_", str(2**30)),
 }
-# loky restarts a worker whose memory grew by more than 300 MB since it started, taking
-# it for a leak; the heap kept on purpose above is not one. The allowance: the memory
-# glibc may keep, plus loky's own margin.
-_LOKY_ENV = {
-    **PIN_ENV,
-    **WORKER_MALLOC_ENV,
-    "LOKY_MAX_MEMORY_LEAK_SIZE": os.environ.get(
-        "LOKY_MAX_MEMORY_LEAK_SIZE", str(int(WORKER_MALLOC_ENV["MALLOC_TRIM_THRESHOLD_"]) + 300 * 10**6)),
-}
-
-
-_NO_OVERHEAD = (0.0, 0.0, 0.0)
+# loky restarts a worker whose memory grew, taking it for a leak: allow the heap glibc keeps.
+_LOKY_ENV = {**PIN_ENV, **WORKER_MALLOC_ENV, "LOKY_MAX_MEMORY_LEAK_SIZE": os.environ.get(
+    "LOKY_MAX_MEMORY_LEAK_SIZE", str(int(WORKER_MALLOC_ENV["MALLOC_TRIM_THRESHOLD_"]) + 300 * 10**6))}
 
 
 class SerialExecutor(Executor):
@@ -73,27 +57,23 @@ class SerialExecutor(Executor):
 
     name = "serial"
     shares_memory = True
-    n_workers = 1
 
     def _map(self, fn, items, shared, on_done, results):
         _map_inline(fn, items, shared, on_done, self.name, results)
 
     def overhead(self) -> tuple[float, float, float]:
-        return _NO_OVERHEAD
+        return (0.0, 0.0, 0.0)
 
     def __repr__(self) -> str:
         return "SerialExecutor()"
 
 
 class ThreadExecutor(Executor):
-    """A persistent thread pool (created on first use, kept across calls).
+    """A persistent thread pool (created on first use, kept across calls); ``n_workers``
+    defaults to the number of usable CPUs.
 
-    No pickling: ``fn`` may be any callable and results are the very objects
-    built.  With ``on_result``, at most ``n_workers`` tasks run or wait ahead of the
-    results handed on (memory stays bounded while the caller reduces).  BLAS is
-    pinned to one thread while the map runs: OpenBLAS's and MKL's thread counts are
-    process-wide, so BLAS calls made meanwhile by other threads of this process run
-    on one thread too.  ``n_workers`` defaults to the number of usable CPUs.
+    No pickling: ``fn`` may be any callable and results are the very objects built.  BLAS's
+    thread count is process-wide: pinned to one while the map runs, for other threads too.
 
     >>> import executors
     >>> with executors.ThreadExecutor(2) as ex:
@@ -105,17 +85,15 @@ class ThreadExecutor(Executor):
     shares_memory = True
 
     def __init__(self, n_workers: int | None = None) -> None:
-        n = check_positive_int(n_workers)
-        self.n_workers = n if n is not None else usable_cpu_count()
+        self.n_workers = check_positive_int(n_workers) or usable_cpu_count()
         self._pool = None
         self._lock = threading.Lock()
 
     def _get_pool(self):
         with self._lock:
             if self._pool is None:
-                self._pool = concurrent.futures.ThreadPoolExecutor(
-                    max_workers=self.n_workers, thread_name_prefix="executors-thread"
-                )
+                self._pool = concurrent.futures.ThreadPoolExecutor(max_workers=self.n_workers,
+                                                                   thread_name_prefix="executors-thread")
             return self._pool
 
     def _map(self, fn, items, shared, on_done, results):
@@ -129,11 +107,7 @@ class ThreadExecutor(Executor):
             return pool.submit(base.copy().run, _boxed_unless_abandoned, fn, items[i], shared, flag)
 
         with blas_pinned():
-            # The caller reduces results as they arrive: a worker that ran ahead would
-            # hold a finished result (a shared argument's whole cotangent, in psum)
-            # while starting the next, so keep one task per worker ahead of it.
-            collect(submit, len(items), self.n_workers if results.reduces else None, on_done, self.name,
-                    results, abandon=flag)
+            collect(submit, len(items), self.n_workers, on_done, self.name, results, abandon=flag)
 
     def close(self) -> None:
         """Shut the pool down (waits for running tasks); a later map starts a new one.
@@ -149,22 +123,15 @@ class ThreadExecutor(Executor):
 class ProcessExecutor(Executor):
     """A persistent loky process pool; ``fn``, items and shared args go by cloudpickle.
 
-    NumPy arrays of at least ``max_nbytes`` bytes (default 1 MiB; None: never) inside
-    shared arguments are written once per content to a memory-mapped file (in
-    ``/dev/shm`` where it exists) that the workers open read-only, without copying: a
-    large training set costs one write, not a pickle per task.  An array changed in
-    place is written again (it is compared with its file at each map), never read
-    stale; the files are removed by :meth:`close` (at the latest at interpreter exit).
-    Code that writes into a shared array on a worker gets numpy's "assignment
-    destination is read-only".
+    NumPy arrays of at least ``max_nbytes`` bytes (default 1 MiB; None: never) in shared
+    arguments are written once per content to a memory-mapped file (in ``/dev/shm`` where it
+    exists) that the workers open read-only; an array changed in place is written again.
+    :meth:`close` removes the files (at the latest, interpreter exit).
 
-    Lambdas and closures work.  The pool starts on first use (or :meth:`start`) and
-    stays alive across calls (idle workers exit after ``idle_timeout`` seconds and are
-    restarted on demand; they end within a second of this process's death, also when
-    it is killed).  A worker that dies mid-map raises :class:`executors.WorkerError`
-    and the pool is restarted; Ctrl-C terminates the pool (restarted on the next
-    call).  Results are copies.  The calling process never limits its own BLAS
-    threads for a map here: chunk work runs in the workers, which are pinned to one.
+    Lambdas and closures work; results are copies.  The pool starts on first use (or
+    :meth:`start`) and stays alive across calls; idle workers exit after ``idle_timeout``
+    seconds, and all within a second of this process's death.  A worker that dies mid-map
+    raises :class:`executors.WorkerError` and the pool is restarted; Ctrl-C terminates it.
 
     >>> import executors
     >>> with executors.ProcessExecutor(2) as ex:
@@ -173,12 +140,10 @@ class ProcessExecutor(Executor):
     """
 
     name = "processes"
-    shares_memory = False
 
     def __init__(self, n_workers: int | None = None, *, idle_timeout: float = 300.0,
                  max_nbytes: int | None = 2**20) -> None:
-        n = check_positive_int(n_workers)
-        self.n_workers = n if n is not None else usable_cpu_count()
+        self.n_workers = check_positive_int(n_workers) or usable_cpu_count()
         self.idle_timeout = idle_timeout
         self.max_nbytes = check_positive_int(max_nbytes, "max_nbytes")
         self._arrays = _shm.ArrayStore(self.max_nbytes) if self.max_nbytes is not None else None
@@ -189,19 +154,13 @@ class ProcessExecutor(Executor):
     def _get_pool(self):
         with self._lock:
             if self._pool is not None and not _loky_pool_healthy(self._pool):
-                # a worker died while idle (killed, OOM): start afresh rather than fail
-                # the next map with "died while this map was running"
-                self._shutdown_locked(kill=True)
+                self._shutdown_locked(kill=True)  # a worker died while idle: don't fail the next map
             if self._pool is None:
                 from loky import ProcessPoolExecutor
 
-                self._pool = ProcessPoolExecutor(
-                    max_workers=self.n_workers,
-                    timeout=self.idle_timeout,
-                    initializer=_remote.init_process_worker,
-                    initargs=(os.getpid(),),
-                    env=_LOKY_ENV,
-                )
+                self._pool = ProcessPoolExecutor(max_workers=self.n_workers, timeout=self.idle_timeout,
+                                                 initializer=_remote.init_process_worker,
+                                                 initargs=(os.getpid(),), env=_LOKY_ENV)
             return self._pool
 
     def _shutdown_locked(self, kill):
@@ -211,9 +170,8 @@ class ProcessExecutor(Executor):
             pool.shutdown(wait=True, kill_workers=kill)
 
     def start(self, preload: Iterable[str] = ()) -> None:
-        """Start the worker processes in the background (returns at once), each
-        importing the modules named in ``preload``; a map started before they are
-        up waits for them.
+        """Start the worker processes in the background (returns at once), each importing
+        the modules named in ``preload``; a map started before they are up waits for them.
 
         >>> with ProcessExecutor(1) as ex:
         ...     ex.start(preload=("numpy",)); ex.map(abs, [-1])
@@ -242,11 +200,11 @@ class ProcessExecutor(Executor):
         pool = self._pool
         return sorted(_loky_workers(pool)) if pool is not None else []
 
-    def _reset(self, pool, kill=True):
-        """Shut ``pool`` down if it is still the current one."""
+    def _reset(self, pool):
+        """Kill ``pool``'s workers if it is still the current one."""
         with self._lock:
             if self._pool is pool:
-                self._shutdown_locked(kill=kill)
+                self._shutdown_locked(kill=True)
 
     def _map(self, fn, items, shared, on_done, results):
         paths = []  # memory-mapped arrays this map uses: kept until it is over
@@ -302,11 +260,11 @@ class ProcessExecutor(Executor):
 
         def on_abort(exc):
             if not isinstance(exc, Exception):  # KeyboardInterrupt: stop what the workers run
-                self._reset(pool, kill=True)
+                self._reset(pool)
 
-        collect(submit, n, self.n_workers if results.reduces else None, on_done, name, results,
-                abandon=flag, convert=lambda i, data: _remote.load_result(data, i, name),
-                translate=translate, on_abort=on_abort)
+        collect(submit, n, self.n_workers, on_done, name, results, abandon=flag,
+                convert=lambda i, data: _remote.load_result(data, i, name), translate=translate,
+                on_abort=on_abort)
         with self._lock:
             if self._warm_up is None and self._pool is pool:
                 self._warm_up = []  # the workers answered: they are up
@@ -314,9 +272,8 @@ class ProcessExecutor(Executor):
     def close(self) -> None:
         """Shut the worker processes down (idempotent); a later map starts new ones.
 
-        Waits for tasks still running from a map that raised (at most one per
-        worker): killing them would make loky report the futures this executor
-        cancelled as an error in its manager thread.
+        Waits for tasks still running from a map that raised (at most one per worker):
+        killed, loky would report the futures cancelled here as an error.
 
         >>> ex = ProcessExecutor(1)
         >>> ex.map(abs, [-2]), ex.close(), ex.worker_pids()
@@ -330,14 +287,12 @@ class ProcessExecutor(Executor):
 
 
 def _boxed_unless_abandoned(fn, item, shared, flag):
-    if flag.is_set():  # the map raised before this task started: nobody reads its result
-        return [None]
-    return [fn(item, *shared)]
+    # a task started after its map raised: nobody reads its result
+    return [None] if flag.is_set() else [fn(item, *shared)]
 
 
-# loky has no public API for "is this pool usable?" or "which processes are its workers?".
-# Both reads of private attributes are here, and tests/test_executors.py
-# (test_loky_private_attributes) fails if a loky release renames them.
+# loky has no public API for "is this pool usable?" or "which are its workers?": the private
+# reads are here, and test_loky_private_attributes fails if a loky release renames them.
 def _loky_workers(pool) -> dict:
     """``{pid: process}`` of a loky pool's workers."""
     return dict(pool._processes)
@@ -351,12 +306,9 @@ def _loky_pool_healthy(pool) -> bool:
 
 
 def _has_exited(process) -> bool:
-    """Whether a worker has exited or is exiting, without reaping it.
-
-    ``exitcode`` reaps (waitpid), and loky's manager thread reaps the same worker once
-    it notices: the loser of that race is told "still running". And a worker killed a
-    moment ago is not reapable until all its threads have torn down (milliseconds):
-    Linux shows it as exiting meanwhile. Either way the next map failed on it.
+    """Whether a worker has exited or is exiting, without reaping it (``exitcode`` would
+    race loky's manager thread, whose loser is told "still running"); a worker killed a
+    moment ago is not reapable until its threads are torn down, but Linux shows it exiting.
     """
     if _exiting_on_linux(process.pid):
         return True
@@ -368,9 +320,6 @@ def _has_exited(process) -> bool:
         return True
 
 
-_PF_EXITING = 0x4  # linux/sched.h: "getting shut down"
-
-
 def _exiting_on_linux(pid) -> bool:
     try:
         with open(f"/proc/{pid}/stat", "rb") as f:
@@ -380,7 +329,7 @@ def _exiting_on_linux(pid) -> bool:
     except ProcessLookupError:  # gone while reading
         return True
     fields = stat[stat.rindex(b")") + 2:].split()  # after "pid (command) "
-    return fields[0] in (b"Z", b"X") or bool(int(fields[6]) & _PF_EXITING)
+    return fields[0] in (b"Z", b"X") or bool(int(fields[6]) & 0x4)  # PF_EXITING (linux/sched.h)
 
 
 def _short(indices, limit=10):

@@ -9,18 +9,16 @@
                 level 2   ((r0+r1)+(r2+r3))   r4
                 level 3   (((r0+r1)+(r2+r3))+r4)
 
-The tree depends only on the number of values, so the result is the same
-whatever backend and worker count produced them.  It is also what a streaming
-"binary counter" (merge equal-sized blocks as results arrive in index order,
-then merge leftovers from the right) computes, so a streaming reducer can give
-the same bits.
+The tree depends only on the number of values, so the result is the same whatever
+backend and worker count produced them, and ``TreeSum`` gives the same bits as results
+stream in.
 """
 
 from __future__ import annotations
 
 import math
 import operator
-from typing import Any, Callable, Iterable, SupportsIndex, TypeVar
+from typing import Any, Callable, Iterable, SupportsIndex, TypeVar, cast
 
 from .base import check_positive_int
 
@@ -34,20 +32,12 @@ _MISSING: Any = object()
 T = TypeVar("T")
 
 
-def _check_count(n_items: SupportsIndex | None) -> int:
-    if n_items is None:
-        raise ValueError("n_items must be a non-negative integer, got None")
-    return check_positive_int(n_items, "n_items", minimum=0)
-
-
 def chunk_ranges(n_items: SupportsIndex, chunk_size: SupportsIndex | None = None) -> list[range]:
     """Split ``range(n_items)`` into consecutive ranges of ``chunk_size`` items.
 
-    Boundaries depend only on ``n_items`` and ``chunk_size`` (never on the
-    number of workers); the last chunk may be shorter.  With
-    ``chunk_size=None`` the size is ``ceil(n_items / 16)`` (at least 1).  This
-    function does not read ``executors.config``; pass
-    ``current_chunk_size()`` explicitly if you want the configured value.
+    Boundaries depend only on ``n_items`` and ``chunk_size`` (never on the number of
+    workers); the last chunk may be shorter.  With ``chunk_size=None`` the size is
+    ``ceil(n_items / 16)`` (at least 1); pass ``current_chunk_size()`` for the configured one.
 
     >>> chunk_ranges(10, 4)
     [range(0, 4), range(4, 8), range(8, 10)]
@@ -56,35 +46,21 @@ def chunk_ranges(n_items: SupportsIndex, chunk_size: SupportsIndex | None = None
     >>> chunk_ranges(0)
     []
     """
-    n = _check_count(n_items)
-    if chunk_size is None:
-        size = max(1, math.ceil(n / DEFAULT_N_CHUNKS))
-    else:
-        try:
-            if isinstance(chunk_size, bool):
-                raise TypeError
-            size = operator.index(chunk_size)
-        except TypeError:
-            raise ValueError(
-                f"chunk_size must be a positive integer or None, got {chunk_size!r}"
-            ) from None
-        if size < 1:
-            raise ValueError(f"chunk_size must be a positive integer or None, got {chunk_size!r}")
+    if n_items is None:
+        raise ValueError("n_items must be a non-negative integer, got None")
+    n = cast(int, check_positive_int(n_items, "n_items", minimum=0))
+    size = check_positive_int(chunk_size, "chunk_size") or max(1, math.ceil(n / DEFAULT_N_CHUNKS))
     return [range(start, min(start + size, n)) for start in range(0, n, size)]
 
 
-def tree_sum(
-    values: Iterable[T], add: Callable[[T, T], T] = operator.add, *, zero: T = _MISSING
-) -> T:
+def tree_sum(values: Iterable[T], add: Callable[[T, T], T] = operator.add, *, zero: T = _MISSING) -> T:
     """Sum ``values`` with a fixed pairwise tree over their index.
 
-    Level by level, pairs ``(0, 1), (2, 3), ...`` are added with
-    ``add(left, right)``; an odd last value moves up unchanged.  The
-    association depends only on ``len(values)``, so the bits of the result do
-    not depend on how (or in which order) the values were computed.  Empty
-    input raises ValueError unless ``zero`` is given (returned as is); ``zero``
-    is never added to a non-empty input.  Inputs are not modified by
-    ``operator.add``.
+    Level by level, pairs ``(0, 1), (2, 3), ...`` are added with ``add(left, right)``; an
+    odd last value moves up unchanged.  The association depends only on ``len(values)``,
+    so the bits do not depend on how, or in which order, the values were computed.  Empty
+    input raises ValueError unless ``zero`` is given (returned as is, never added).
+    ``operator.add`` leaves the inputs unmodified.
 
     >>> tree_sum([1, 2, 3, 4, 5])
     15
@@ -102,7 +78,7 @@ def tree_sum(
         return zero
     while len(level) > 1:
         pairs = iter(level)  # map takes its two arguments from one iterator: (0, 1), (2, 3), ...
-        nxt = list(map(add, pairs, pairs))  # (no slices: tiny work's sums are 10 numbers)
+        nxt = list(map(add, pairs, pairs))
         if len(level) % 2:
             nxt.append(level[-1])
         level = nxt
@@ -152,11 +128,10 @@ class TreeSum:
 def neumaier_sum(values: Iterable[Any], *, zero: Any = _MISSING) -> Any:
     """Compensated (Neumaier) sum of scalars or same-shape arrays, left to right.
 
-    Elementwise for arrays (broadcasting like ``+``); complex values are
-    compensated separately in their real and imaginary parts.  Nearly as
-    accurate as ``math.fsum`` and deterministic (fixed order).  Infinities
-    and NaNs propagate like plain summation.  Python numbers give a float;
-    arrays give an array of the promoted dtype.
+    Elementwise for arrays (broadcasting like ``+``); complex values are compensated in
+    their real and imaginary parts separately.  Nearly as accurate as ``math.fsum``;
+    infinities and NaNs propagate as in plain summation.  Python numbers give a float,
+    arrays an array of the promoted dtype.
 
     >>> neumaier_sum([1e100, 1.0, -1e100])
     1.0
