@@ -85,11 +85,6 @@ def what(value):
     return f"shape {shape}" if shape is not None else f"a {type(value).__name__}"
 
 
-def _blame(e, fn, element):
-    if not isinstance(fn, ChunkWork):  # which already named the user's element
-        note(e, f"psum/pmap: raised by f at element {element}")
-
-
 def note(exc, text):
     """``exc.add_note(text)``, on Python 3.10 too."""
     if hasattr(exc, "add_note"):
@@ -101,43 +96,33 @@ def note(exc, text):
             pass
 
 
-def fold(fn, xs, shared, start, vectorized):
-    """Sum of fn(x, *shared) over the chunk, a left fold in index order."""
+def _over_chunk(fn, xs, shared, start, vectorized, summed):
+    """``fn(x, *shared)`` over one chunk: their sum, a left fold in index order
+    (``summed``), or their list; an error names the element that raised it."""
     if vectorized:
         leaves, tdef = _rows(fn(xs, *shared), len(xs), start)
-        return unflatten(tdef, [np.sum(leaf, axis=0) for leaf in leaves])
-    total = None
-    for k in range(len(xs)):
-        try:
-            value = fn(xs[k], *shared)
-        except (Exception, SystemExit) as e:
-            _blame(e, fn, start + k)
-            raise
-        if k == 0:
-            total = value
-            continue
-        try:
-            total = add_values(total, value)
-        except (ValueError, TypeError) as e:
-            raise type(e)(
-                f"psum: f's value at element {start + k} ({what(value)}) does not add to the "
-                f"sum of elements {start}..{start + k - 1} ({what(total)}): "
-                f"{why_not_added(total, value)}") from e
-    return total
-
-
-def map_list(fn, xs, shared, start, vectorized):
-    if vectorized:
-        leaves, tdef = _rows(fn(xs, *shared), len(xs), start)
+        if summed:
+            return unflatten(tdef, [np.sum(leaf, axis=0) for leaf in leaves])
         return [unflatten(tdef, [leaf[i] for leaf in leaves]) for i in range(len(xs))]
     out = []
     for k in range(len(xs)):
         try:
-            out.append(fn(xs[k], *shared))
+            value = fn(xs[k], *shared)
         except (Exception, SystemExit) as e:
-            _blame(e, fn, start + k)
+            if not isinstance(fn, ChunkWork):  # which already named the user's element
+                note(e, f"psum/pmap: raised by f at element {start + k}")
             raise
-    return out
+        if not (summed and k):
+            out.append(value)
+            continue
+        try:
+            out[0] = add_values(out[0], value)
+        except (ValueError, TypeError) as e:
+            raise type(e)(
+                f"psum: f's value at element {start + k} ({what(value)}) does not add to the "
+                f"sum of elements {start}..{start + k - 1} ({what(out[0])}): "
+                f"{why_not_added(out[0], value)}") from e
+    return (out[0] if out else None) if summed else out
 
 
 def _rows(out, n, start):
@@ -168,8 +153,7 @@ class Plan:
     def body(self, state, xs, start, *shared):
         """The chunk's sum (or list) of ``f(x, *shared)`` for ``x`` in ``xs``."""
         fn = self.f if self.rebuild is None else self.rebuild(state)
-        reduce = fold if self.kind == "sum" else map_list
-        return reduce(fn, xs, shared, start, self.vectorized)
+        return _over_chunk(fn, xs, shared, start, self.vectorized, self.kind == "sum")
 
 
 def _each_in_time(group, run):
