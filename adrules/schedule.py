@@ -1,31 +1,21 @@
 """Where a phase's chunks run: in the calling thread, or on the executor.
 
-    run(executor, fn, items, shared, site=...)      every phase of psum/pmap comes here
+    run(executor, fn, items, shared, key=...)      every phase of psum/pmap comes here
       decide(site, executor, n chunks left) ─▶ INLINE | PARALLEL | ONE_FIRST
-        ONE_FIRST: run chunks inline until they have taken a millisecond (chunk 0
-                   alone if heavier), timed, and decide again (no estimate yet, or the
-                   workers still starting); a group of chunks inline that stops early
-                   (its chunks heavier than estimated) also decides again
-        INLINE:    the chunks left, one after another, in this thread
+        INLINE:    the chunks left, in groups (see ``group_size``), in this thread
         PARALLEL:  the chunks left, in tasks of consecutive chunks, on the executor
+        ONE_FIRST: one group inline, stopping after a millisecond of work, then decide
+                   again (no estimate yet, or the workers still starting); an INLINE
+                   group that stops early (heavier than estimated) decides again too
 
-The policy, in one paragraph (the README says the same): a phase runs on the executor
-when that is expected to be at least ``MARGIN`` times faster than running its chunks
-one after another in the calling thread, and inline otherwise. The expected inline time
-is the chunks' CPU time, as the call site's last call measured it (its first call runs
-chunks inline until they have taken a millisecond, then decides; inline chunks run in
-groups that stop early when they prove heavier than estimated, and the rest is decided
-again). The expected parallel time is that work shared by
-the workers plus the executor's overhead per map, per task and per byte of results,
-measured once per executor, and no less than what the site's last parallel run achieved
-(its chunks' CPU time over its wall clock; see ``Site.measured_speedup``). While
-parallel would pay but the workers are still starting, chunks run inline, one at a
-time, and the rest goes to the workers once they are up. ``dispatch="always"`` sends
-every chunk to the executor.
-
-A site is a psum/pmap call site: the user's function, the phase and the executor.
-Chunks do the same float operations in the same order wherever they run, so only the
-time a call takes depends on this; its results never do.
+The policy, as the README states it: a phase runs on the executor when that is expected
+to be at least ``MARGIN`` times faster than its chunks one after another in the calling
+thread. The inline time is the chunks' CPU time as the call site last measured it; the
+parallel time is that work shared by the workers plus the executor's overhead per map,
+task and byte of results (``Executor.overhead()``), and no less than what the site's last
+parallel run achieved (``Site.measured_speedup``). A site is a call site (the user's
+function), phase and executor. Chunks do the same float operations in the same order
+wherever they run: only the time a call takes depends on this, never its results.
 """
 
 from __future__ import annotations
@@ -55,11 +45,9 @@ INLINE, PARALLEL, ONE_FIRST = "inline", "parallel", "a group inline first"
 
 
 class Clock:
-    """The clocks the schedule reads: CPU seconds of the calling thread, and wall seconds.
-    Tests pass their own (``schedule.run(..., clock=...)``)."""
+    """The clocks the schedule reads (tests pass their own): a thread's CPU, and wall time."""
 
-    cpu = staticmethod(time.thread_time)
-    wall = staticmethod(time.perf_counter)
+    cpu, wall = staticmethod(time.thread_time), staticmethod(time.perf_counter)
 
 
 CLOCK = Clock()
