@@ -28,7 +28,13 @@ read stale, and comparing the array with its file (memory bandwidth, ~60 ms for
 with no collision to argue about.  A *different* array object with equal content is
 written again (and the old file evicted in time).  An array that already is a whole
 read-only map of a file (``np.load(path, mmap_mode="r")``) is not copied at all: the
-workers map that same file.
+workers map that same file, sent as its name, place in the file and the file's identity
+(device, inode, size, modification time).  Workers cache what they receive by a hash of
+it, so a file replaced under the same name (a new checkpoint, ``os.replace``) is a new
+reference, opened afresh; a worker that finds another file under the name than the one
+the reference names refuses it rather than read other data.  Where the name no longer
+leads to the file this process has mapped (replaced after the map was opened), or this
+cannot be told (no ``/proc/self/maps``), the array goes through the store like any other.
 """
 
 from __future__ import annotations
@@ -273,10 +279,12 @@ def _sharing_pickler():
 
 
 def _own_file(a):
-    """``(filename, offset, dtype, shape, order)`` when ``a`` is a whole read-only
-    ``np.memmap`` of a file (e.g. ``np.load(path, mmap_mode="r")``): workers can map the
-    file itself, and this process cannot change it through ``a``.  None otherwise (a
-    slice of a map, copy-on-write or writable maps, arrays in memory)."""
+    """``(filename, offset, dtype, shape, order, identity)`` when ``a`` is a whole
+    read-only ``np.memmap`` of a file (e.g. ``np.load(path, mmap_mode="r")``) that its
+    name still leads to: workers can map the file itself, and this process cannot change
+    it through ``a``.  ``identity`` is the file's ``(st_dev, st_ino, st_size,
+    st_mtime_ns)``.  None otherwise (a slice of a map, copy-on-write or writable maps,
+    arrays in memory, and a map whose name now leads to another file or to none)."""
     import mmap
 
     import numpy as np
@@ -285,8 +293,51 @@ def _own_file(a):
         return None
     if not a.filename or not (a.flags.c_contiguous or a.flags.f_contiguous):
         return None
+    mapped = _mapped_inode(a.base)
+    try:
+        st = os.stat(a.filename)
+    except OSError:
+        return None
+    if mapped is None or mapped != (st.st_dev, st.st_ino):
+        return None
     order = "F" if a.flags.f_contiguous and not a.flags.c_contiguous else "C"
-    return (a.filename, a.offset, a.dtype, a.shape, order)
+    return (a.filename, a.offset, a.dtype, a.shape, order, _identity(st))
+
+
+def _identity(st):
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+
+
+_mapped_inodes: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # mmap -> (dev, ino)
+_mapped_lock = threading.Lock()
+
+
+def _mapped_inode(mm):
+    """``(st_dev, st_ino)`` of the file whose pages ``mm`` maps, or None where the
+    kernel does not say (no ``/proc/self/maps``).  The name an ``np.memmap`` keeps may
+    lead to another file by now; a mapping's file never changes, so it is looked up once
+    per mapping."""
+    with _mapped_lock:
+        if mm in _mapped_inodes:
+            return _mapped_inodes[mm]
+    import numpy as np
+
+    start = f"{np.frombuffer(mm, np.uint8, count=1).ctypes.data:x}-"
+    found = None
+    try:
+        with open("/proc/self/maps") as f:
+            for line in f:
+                if line.startswith(start):
+                    # start-end perms offset major:minor inode path
+                    _, _, _, dev, inode = line.split(maxsplit=5)[:5]
+                    major, minor = (int(x, 16) for x in dev.split(":"))
+                    found = (os.makedev(major, minor), int(inode))
+                    break
+    except (OSError, ValueError):
+        found = None
+    with _mapped_lock:
+        _mapped_inodes[mm] = found
+    return found
 
 
 # ------------------------------------------------------------------ worker side
@@ -314,9 +365,29 @@ def _open_shared_array(path):
     return a
 
 
-def _open_file_array(filename, offset, dtype, shape, order):
+class SharedFileChanged(RuntimeError):
+    """The file a read-only map in a shared argument came from was replaced or rewritten
+    between the call and a worker opening it: the worker would read other data than the
+    caller's array holds."""
+
+
+def _open_file_array(filename, offset, dtype, shape, order, identity):
     import numpy as np
 
-    a = np.memmap(filename, dtype=dtype, mode="r", offset=offset, shape=shape, order=order)
+    try:
+        f = open(filename, "rb")
+    except FileNotFoundError as exc:
+        raise SharedFileChanged(
+            f"{filename}, memory-mapped in a shared argument, was removed while the map "
+            "was running; call again with the file in place") from exc
+    with f:
+        # checked on the open file: what the name leads to can change at any time
+        if _identity(os.fstat(f.fileno())) != tuple(identity):
+            raise SharedFileChanged(
+                f"{filename}, memory-mapped in a shared argument, was replaced or rewritten "
+                "while the map was running, so the workers would read other data than the "
+                "caller's array holds; call again once the file is written (write a new "
+                "version to another name and os.replace() it over the old)")
+        a = np.memmap(f, dtype=dtype, mode="r", offset=offset, shape=shape, order=order)
     _opened.nbytes = mapped_bytes_opened() + a.nbytes
     return a

@@ -6,6 +6,7 @@ Real loky workers; what the workers see is asked of the workers themselves.
 from __future__ import annotations
 
 import mmap
+import pickle
 import os
 import subprocess
 import sys
@@ -243,3 +244,61 @@ def test_a_read_only_map_of_a_file_is_not_copied(ex, tmp_path):
     c[0, 0] = -7.0  # private to this process: the file still holds 0
     assert ex.map(what_the_worker_sees, [0], shared=(c,))[0]["value"] == -7.0
     assert ex._arrays.writes == writes + 2
+
+
+def _column_sum(w, d):
+    return np.sum(d[0][:, 0] * w) + np.sum(d[1])
+
+
+def test_a_file_replaced_under_the_same_name_is_read_anew(ex, tmp_path):
+    """A new checkpoint written over the old one (os.replace): the workers, which cache
+    what they were sent, kept reading the old file: half the gradient was 200000, half
+    400000, with no error."""
+    path = str(tmp_path / "ckpt.npy")
+    y = np.ones(1000)
+
+    def grad(executor, X):
+        return ad.gradient(lambda ws: ad.psum(_column_sum, ws, (X, y), executor=executor, dispatch="always",
+                                              chunk_size=1), [float(i) for i in range(8)])[0]
+
+    np.save(path, np.ones((200_000, 2)))  # 3.2 MB: a reference to the file goes to the workers
+    old = np.load(path, mmap_mode="r")
+    assert grad(ex, old) == [200_000.0] * 8
+    np.save(path + ".tmp.npy", np.full((200_000, 2), 2.0))
+    os.replace(path + ".tmp.npy", path)
+    new = np.load(path, mmap_mode="r")
+    assert grad("serial", new) == [400_000.0] * 8
+    writes = ex._arrays.writes
+    assert grad(ex, new) == [400_000.0] * 8
+    assert ex._arrays.writes == writes  # the new file itself, not a copy
+    # the map opened before holds the old file, which no name leads to: it goes by copy
+    assert grad(ex, old) == grad("serial", old) == [200_000.0] * 8
+    assert ex._arrays.writes == writes + 1
+    # rewritten in place (same file, same size): the maps of it, ours too, read the new bytes
+    np.save(path, np.full((200_000, 2), 3.0))
+    assert grad("serial", new) == [600_000.0] * 8
+    assert grad(ex, new) == [600_000.0] * 8
+
+
+def test_a_worker_refuses_a_file_replaced_while_the_map_ran(tmp_path):
+    """The reference names the file by its identity: a worker that opens the name after a
+    replacement gets another file, and says so rather than read it."""
+    from executors import _shm
+
+    path = str(tmp_path / "ckpt.npy")
+    np.save(path, np.zeros(MB // 8 * 2))
+    store, paths = _shm.ArrayStore(MB), []
+    try:
+        sent = _shm.dumps_sharing_arrays((np.load(path, mmap_mode="r"),), store, paths)
+        assert store.writes == 0 and paths == []  # a reference to the file, no copy
+        assert pickle.loads(sent)[0][5] == 0.0  # what a worker does with it
+        np.save(path + ".tmp.npy", np.ones(MB // 8 * 2))
+        os.replace(path + ".tmp.npy", path)
+        with pytest.raises(_shm.SharedFileChanged, match=r"ckpt\.npy, memory-mapped in a shared argument, "
+                                                          r"was replaced or rewritten while the map was running"):
+            pickle.loads(sent)
+        os.unlink(path)
+        with pytest.raises(_shm.SharedFileChanged, match="was removed while the map was running"):
+            pickle.loads(sent)
+    finally:
+        store.close()
