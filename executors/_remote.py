@@ -28,6 +28,7 @@ from __future__ import annotations
 import collections
 import contextvars
 import hashlib
+import io
 import logging
 import os
 import pickle
@@ -192,12 +193,58 @@ def _quiet_failures_of_our_tasks() -> None:
 def _load_on_worker(loader, blob, what, backend):
     try:
         return loader(blob)
+    except _shm.SharedFileChanged:
+        raise  # names the file and what to do
     except Exception as exc:
+        data = blob[1] if isinstance(blob, tuple) else blob
         raise SerializationError(
             f"could not unpickle {what} on a worker of the {backend!r} executor: "
-            f"{type(exc).__name__}: {exc}. Are the same modules importable in the "
-            "workers' environment?"
+            f"{_why_not_loaded(exc, data)}"
         ) from exc
+
+
+class _NameFinder(pickle.Unpickler):
+    """Unpickles as usual, keeping the ``module.name`` whose lookup failed."""
+
+    culprit: tuple[str, str] | None = None
+
+    def find_class(self, module, name):
+        try:
+            return super().find_class(module, name)
+        except Exception:
+            self.culprit = (module, name)
+            raise
+
+
+def _why_not_loaded(exc, data):
+    """What the user can act on when ``data`` did not unpickle with ``exc``: for a
+    function or class sent by reference, its name, and the module the workers lack."""
+    culprit = None
+    if isinstance(exc, (ImportError, AttributeError)):
+        finder = _NameFinder(io.BytesIO(data))
+        try:
+            finder.load()
+        except Exception:
+            culprit = finder.culprit
+    error = f"{type(exc).__name__}: {exc}"
+    missing = getattr(exc, "name", None) if isinstance(exc, ImportError) else None
+    if culprit is None:
+        if missing:
+            return (f"it needs module {missing!r}, which the workers cannot import ({error}). "
+                    f"Install {missing!r} where the workers run.")
+        return f"{error}. Are the same modules importable in the workers' environment?"
+    module, name = culprit
+    if isinstance(exc, AttributeError):
+        return (f"it refers to {module}.{name}, which module {module!r} on the workers does not "
+                f"define ({error}): the workers import another version of {module!r}. Restart "
+                "them after changing it.")
+    if missing and missing != module and not module.startswith(missing + "."):
+        return (f"it refers to {module}.{name}, whose module needs {missing!r}, which the workers "
+                f"cannot import ({error}). Install {missing!r} where the workers run.")
+    return (f"it refers to {module}.{name}, and the workers cannot import module {module!r} "
+            f"({error}). Make {module!r} importable where the workers run (installed in their "
+            "environment, or its folder on their sys.path when they start), or send it by value: "
+            f"cloudpickle.register_pickle_by_value({module}) before the call.")
 
 
 def _run(index, item_data, fn_blob, shared_blobs, chunk_size, backend, flag=None):
