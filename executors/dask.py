@@ -21,7 +21,14 @@ Worker loss: a task whose worker dies is rerun elsewhere by the scheduler (the
 tasks are pure), so the map returns the right answer; after
 ``distributed.scheduler.allowed-failures`` deaths the scheduler gives up
 (``KilledWorker``), raised here as :class:`executors.WorkerError`.  Scattered
-data is broadcast to every worker, so losing one worker loses no input.
+data is broadcast to every worker, but Dask does not recompute scattered data:
+once every worker that held it has died, the tasks that need it are cancelled.
+The map then runs the items it lost again, in a new round, after sending that
+data again (a handle's from the object it keeps); a result lost with a worker
+before it was fetched is rerun the same way.  The deaths of the workers running
+each item are counted across rounds (the scheduler's "remove-worker" events):
+an item that killed more than ``allowed-failures`` of them is raised as
+:class:`executors.WorkerError` naming it, as ``KilledWorker`` is.
 """
 
 from __future__ import annotations
@@ -52,20 +59,44 @@ class Scattered:
 
     Pass it in ``shared=`` to reuse the copy already on the workers.  The data
     stays on the cluster while the handle (or the executor's cache) holds it.
+    The handle keeps the object itself (not a copy): Dask cannot recover scattered
+    data whose every copy went with a worker, so it is sent again from the object,
+    once its content hash shows it unchanged (changed meanwhile, the map raises).
     Only a ``DaskExecutor`` understands it.
 
     See the example of ``DaskExecutor``.
     """
 
-    __slots__ = ("future", "key", "nbytes")
+    __slots__ = ("future", "key", "nbytes", "source")
 
-    def __init__(self, future: distributed.Future, key: str, nbytes: int) -> None:
+    def __init__(self, future: distributed.Future, key: str, nbytes: int, source: Any = None) -> None:
         self.future = future
         self.key = key
         self.nbytes = nbytes
+        self.source = source
 
     def __repr__(self) -> str:
         return f"Scattered(key={self.key!r}, nbytes={self.nbytes})"
+
+
+class _Shared:
+    """A shared argument (or ``fn``) of one map that goes by scatter: its future, and
+    what is needed to send it again should Dask lose every copy."""
+
+    __slots__ = ("obj", "what", "key", "future", "handle", "cached")
+
+    def __init__(self, obj, what, key, future, handle=None, cached=True):
+        self.obj, self.what, self.key, self.future = obj, what, key, future
+        self.handle, self.cached = handle, cached
+
+
+def _processing_when_workers_died(prefix, dask_scheduler=None):
+    """Run on the scheduler: the keys starting with ``prefix`` that workers were processing
+    when they died. Filtered there: the events hold objects that do not serialize (the
+    "replicate" events of broadcast scatters list ``WorkerState`` objects)."""
+    return [key for _, msg in dask_scheduler.get_events("all")
+            if isinstance(msg, dict) and msg.get("action") == "remove-worker" and not msg.get("expected")
+            for key in msg.get("processing-tasks", ()) if isinstance(key, str) and key.startswith(prefix)]
 
 
 def _local_cluster(kwargs: dict[str, Any]) -> distributed.LocalCluster:
@@ -79,7 +110,11 @@ def _local_cluster(kwargs: dict[str, Any]) -> distributed.LocalCluster:
     import distributed
 
     environ = {**dask.config.get("distributed.nanny.pre-spawn-environ"), **WORKER_MALLOC_ENV}
-    with dask.config.set({"distributed.nanny.pre-spawn-environ": environ}):
+    # worker-saturation 1.0 (Dask's default is 1.1): a worker holds only the task it
+    # runs, none queued behind it, so a worker's death is blamed on that task alone
+    # (Dask's retry count, and the count a map keeps across its rounds)
+    with dask.config.set({"distributed.nanny.pre-spawn-environ": environ,
+                          "distributed.scheduler.worker-saturation": 1.0}):
         return distributed.LocalCluster(**kwargs)
 
 
@@ -237,12 +272,16 @@ class DaskExecutor(Executor):
     # ----------------------------------------------------------- shared data
 
     def _scatter_blob(self, key, data):
+        """The future of ``(key, data)`` on every worker: the cached one while Dask still
+        holds it, else scattered now. ``data`` may be a function giving the bytes (only
+        called when they must be sent)."""
         with self._cache_lock:
             fut = self._cache.get(key)
-            if fut is not None:
+            if fut is not None and fut.status == "finished":
                 self._cache.move_to_end(key)
                 return fut
-        fut = self._client.scatter([(key, data)], broadcast=True, hash=False)[0]
+        fut = self._client.scatter([(key, data() if callable(data) else data)], broadcast=True,
+                                   hash=False)[0]
         with self._cache_lock:
             self._n_scatters += 1
             self._cache[key] = fut
@@ -259,17 +298,46 @@ class DaskExecutor(Executor):
         """
         data = _remote.dumps(obj, "the object to scatter", self.name)
         key = _remote.content_key(data)
-        return Scattered(self._scatter_blob(key, data), key, len(data))
+        return Scattered(self._scatter_blob(key, data), key, len(data), obj)
 
-    def _ref(self, obj, what):
+    def _sendable(self, obj, what):
+        """How ``obj`` goes with a map's tasks: a blob inline in each task, or a
+        ``_Shared`` scattered to every worker."""
         if isinstance(obj, Scattered):
-            return obj.future
+            return _Shared(obj.source, what, obj.key, obj.future, handle=obj)
         data = _remote.dumps(obj, what, self.name)
         if len(data) < self.scatter_min_bytes:
             return _remote.make_blob(data)  # inline in every task
+        key = _remote.content_key(data)
         if not self.reuse_shared:  # sent afresh with every call (for comparison)
-            return self._client.scatter([(_remote.content_key(data), data)], broadcast=True, hash=False)[0]
-        return self._scatter_blob(_remote.content_key(data), data)
+            fut = self._client.scatter([(key, data)], broadcast=True, hash=False)[0]
+            return _Shared(obj, what, key, fut, cached=False)
+        return _Shared(obj, what, key, self._scatter_blob(key, data))
+
+    def _in_tasks(self, sendable):
+        """What a task gets for a sendable: the blob, or the future of its scattered copy,
+        sent again if Dask lost every copy (scattered data is not recomputed)."""
+        if not isinstance(sendable, _Shared):
+            return sendable
+        if sendable.future.status == "finished":
+            return sendable.future
+        if sendable.cached:
+            sendable.future = self._scatter_blob(sendable.key, lambda: self._bytes_again(sendable))
+        else:
+            data = self._bytes_again(sendable)
+            sendable.future = self._client.scatter([(sendable.key, data)], broadcast=True, hash=False)[0]
+        if sendable.handle is not None:
+            sendable.handle.future = sendable.future
+        return sendable.future
+
+    def _bytes_again(self, sendable):
+        data = _remote.dumps(sendable.obj, sendable.what, self.name)
+        if _remote.content_key(data) != sendable.key:
+            raise WorkerError(
+                f"the dask cluster lost {sendable.what} (every worker that held it died), and "
+                "the object it was sent from has changed since, so it cannot be sent again "
+                "as it was: scatter the object again (DaskExecutor.scatter) and call again")
+        return data
 
     def _clear_cache(self):
         with self._cache_lock:
@@ -279,73 +347,125 @@ class DaskExecutor(Executor):
 
     def _map(self, fn, items, shared, on_done, results):
         import dask
-        import distributed
-        from distributed.scheduler import KilledWorker
 
         if self._closed:  # as the pools do, a map after close() starts afresh
             self._reopen()
-        name = self.name
         n = len(items)
-        fn_ref = self._ref(fn, "fn")
-        shared_refs = [self._ref(a, f"shared arg {j}") for j, a in enumerate(shared)]
-        items_data = [_remote.dumps(x, f"item {i}", name) for i, x in enumerate(items)]
-        token = uuid.uuid4().hex
+        sendables = [self._sendable(fn, "fn")]
+        sendables += [self._sendable(a, f"shared arg {j}") for j, a in enumerate(shared)]
+        items_data = [_remote.dumps(x, f"item {i}", self.name) for i, x in enumerate(items)]
         flag = _abandon.FileFlag()  # seen by workers on this machine (a LocalCluster's)
-        # The graph carries each item once, as it must reach a worker: Dask's warning
-        # about graphs over 10 MB ("consider loading the data with Dask directly") would
-        # ask every user with big models for what this map already does
-        with dask.config.set({"distributed.admin.large-graph-warning-threshold": "1 PiB"}):
-            futures = self._client.map(
-                _remote.run_task,
-                range(n),
-                items_data,
-                key=[f"executors-{token}-{i}" for i in range(n)],
-                # keys are unique already: pure=True had Dask hash every item's bytes to name
-                # the map (dask.tokenize: ~40% of the parent's CPU on 200x200 models)
-                pure=False,
-                retries=self.retries,
-                fn_blob=fn_ref,
-                shared_blobs=shared_refs,
-                origin_pid=os.getpid(),
-                chunk_size=_context.SETTINGS.get().chunk_size,
-                backend=name,
-                flag=flag,
-            )
-        index = {f.key: i for i, f in enumerate(futures)}
+        allowed = int(dask.config.get("distributed.scheduler.allowed-failures"))
+        deaths: collections.Counter = collections.Counter()  # item -> workers that died running it
+        pending, rounds, futures = list(range(n)), 0, []
         try:
-            for f in distributed.as_completed(futures, loop=self._client.loop):
-                i = index[f.key]
-                if f.status == "finished":
-                    if on_done is not None:
-                        on_done(i)
-                    results.put(i, _remote.load_result(f.result()[0], i, name))
-                    f.release()  # the result lives on in `results` only: let the cluster drop it
-                    continue
-                status = f.status
-                if status == "error":
-                    exc, tb = f.exception(), f.traceback()
-                    self._client.cancel(futures)
-                    if isinstance(exc, _remote.ExitRequested):
-                        exc = exc.system_exit()
-                    if isinstance(exc, KilledWorker):
-                        self._clear_cache()
-                        raise WorkerError(
-                            f"dask gave up on item {i} of {n}: the workers running it died "
-                            "repeatedly (distributed.scheduler.allowed-failures). "
-                            f"Cause: {exc}"
-                        ) from exc
-                    annotate(exc, i, n, name)
-                    raise exc.with_traceback(tb)
-                self._client.cancel(futures)
-                self._clear_cache()
-                raise WorkerError(
-                    f"item {i} of {n} was {status} on the dask cluster (workers lost, "
-                    "or the tasks were cancelled from elsewhere)"
-                )
+            while pending:
+                refs = [self._in_tasks(s) for s in sendables]
+                token = uuid.uuid4().hex
+                futures = self._submit(pending, token, items_data, refs, flag)
+                lost = self._gather(futures, pending, n, on_done, results)
+                if not lost:
+                    return
+                # Lost with a worker: a scattered input of theirs (then every task that
+                # needs it is cancelled), or a result not yet fetched. Run them again, with
+                # what was lost sent again, unless one keeps killing its workers.
+                rounds += 1
+                self._count_deaths(token, deaths)
+                killer = min((i for i in deaths if deaths[i] > allowed), default=None)
+                if killer is not None or rounds > allowed + 1:
+                    self._clear_cache()
+                    raise self._lost(killer, deaths, lost, n, rounds)
+                pending = lost
         except BaseException:
             flag.set()  # tasks already on the workers, or running, stop early
             self._client.cancel(futures)
             raise
+
+    def _submit(self, indices, token, items_data, refs, flag):
+        import dask
+
+        # The graph carries each item once, as it must reach a worker: Dask's warning
+        # about graphs over 10 MB ("consider loading the data with Dask directly") would
+        # ask every user with big models for what this map already does
+        with dask.config.set({"distributed.admin.large-graph-warning-threshold": "1 PiB"}):
+            return self._client.map(
+                _remote.run_task,
+                indices,
+                [items_data[i] for i in indices],
+                key=[f"executors-{token}-{i}" for i in indices],
+                # keys are unique already: pure=True had Dask hash every item's bytes to name
+                # the map (dask.tokenize: ~40% of the parent's CPU on 200x200 models)
+                pure=False,
+                retries=self.retries,
+                fn_blob=refs[0],
+                shared_blobs=refs[1:],
+                origin_pid=os.getpid(),
+                chunk_size=_context.SETTINGS.get().chunk_size,
+                backend=self.name,
+                flag=flag,
+            )
+
+    def _gather(self, futures, indices, n, on_done, results):
+        """Hand the round's results on as they come; raise the first error; return the
+        items Dask lost (cancelled as their input went with a worker, or whose result went
+        with one before it was fetched)."""
+        import distributed
+        from distributed.scheduler import KilledWorker
+        from distributed.utils import CancelledError
+
+        index = dict(zip((f.key for f in futures), indices))
+        lost = []
+        for f in distributed.as_completed(futures, loop=self._client.loop):
+            i = index[f.key]
+            status = f.status
+            if status == "finished":
+                try:
+                    data = f.result()[0]
+                except CancelledError:
+                    lost.append(i)
+                    continue
+                if on_done is not None:
+                    on_done(i)
+                results.put(i, _remote.load_result(data, i, self.name))
+                f.release()  # the result lives on in `results` only: let the cluster drop it
+            elif status == "error":
+                exc, tb = f.exception(), f.traceback()
+                self._client.cancel(futures)
+                if isinstance(exc, _remote.ExitRequested):
+                    exc = exc.system_exit()
+                if isinstance(exc, KilledWorker):
+                    self._clear_cache()
+                    err = WorkerError(
+                        f"dask gave up on item {i} of {n}: the workers running it died "
+                        "repeatedly (distributed.scheduler.allowed-failures). Does it end the "
+                        f"process (os._exit, a crash in native code, memory)? Cause: {exc}")
+                    raise annotate(err, i, n, self.name) from exc
+                annotate(exc, i, n, self.name)
+                raise exc.with_traceback(tb)
+            else:  # cancelled, lost
+                lost.append(i)
+        return sorted(lost)
+
+    def _count_deaths(self, token, deaths):
+        """Count, per item of the round ``token``, the workers that died while running it
+        (the scheduler's "remove-worker" events name the tasks they were processing)."""
+        try:
+            keys = self._client.run_on_scheduler(_processing_when_workers_died, f"executors-{token}-")
+        except Exception:  # pragma: no cover - a scheduler that cannot tell
+            return
+        for key in keys:
+            deaths[int(key.rsplit("-", 1)[1])] += 1
+
+    def _lost(self, killer, deaths, lost, n, rounds):
+        if killer is not None:
+            err = WorkerError(
+                f"item {killer} of {n}: the dask workers running it died {deaths[killer]} times "
+                "(more than distributed.scheduler.allowed-failures). Does it end the process "
+                "(os._exit, a crash in native code, memory)?")
+            return annotate(err, killer, n, self.name)
+        return WorkerError(
+            f"the dask cluster lost {len(lost)} of the map's {n} items with its workers, "
+            f"{rounds} times in a row: are its workers dying (see their logs)?")
 
     def close(self) -> None:
         """Release cached data; close the client/cluster this executor started.

@@ -1,8 +1,15 @@
-"""Faults on a real Dask LocalCluster: a function whose module the workers cannot import."""
+"""Faults on a real Dask LocalCluster: workers killed while idle or mid-call, a task that
+ends its worker process, a function whose module the workers cannot import. Every
+gradient is compared, bit for bit, with the serial executor's."""
 
 from __future__ import annotations
 
+import os
+import re
+import signal
 import sys
+import threading
+import time
 
 import numpy as np
 import pytest
@@ -17,6 +24,125 @@ pytest.importorskip("distributed")
 def always_dispatch(monkeypatch):
     """Tiny test work would otherwise run inline; send every chunk to the executor."""
     monkeypatch.setenv("ADRULES_DISPATCH", "always")
+
+
+def _loss(w, X):
+    return np.sum(np.tanh(X @ w))
+
+
+def _slow_loss(w, X):
+    time.sleep(0.15)
+    return np.sum(np.tanh(X @ w))
+
+
+def _data():
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(2000, 10))  # 160 kB: scattered to every worker, not sent in the tasks
+    return X, [rng.normal(size=10) for _ in range(8)]
+
+
+def _gradient(f, ws, X, executor):
+    return ad.value_and_gradient(lambda ws, X: ad.psum(f, ws, X, executor=executor, chunk_size=1), ws, X)
+
+
+def _bits(result):
+    value, (g_ws, g_X) = result
+    return [np.asarray(value).tobytes(), g_X.tobytes()] + [g.tobytes() for g in g_ws]
+
+
+def _worker_pids(ex):
+    return ex.client.run(os.getpid)  # {address: pid}
+
+
+def _kill_and_wait_for_restart(ex, address, pid):
+    os.kill(pid, signal.SIGKILL)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        workers = ex.client.scheduler_info()["workers"]
+        if address not in workers and len(workers) == 2:
+            return
+        time.sleep(0.1)
+    raise AssertionError("the nanny did not restart the killed worker within 60 s")
+
+
+def test_shared_data_lost_with_idle_workers_is_sent_again():
+    """Kill worker A, let it restart, call; kill worker B while idle: the last copy of the
+    scattered data was gone, and the call failed with "item 1 of 2 was cancelled on the
+    dask cluster" (Dask: "lost scattered data, which can't be recovered")."""
+    X, ws = _data()
+    want = _bits(_gradient(_loss, ws, X, "serial"))
+    with executors.DaskExecutor(n_workers=2) as ex:
+        assert _bits(_gradient(_loss, ws, X, ex)) == want
+        sent = ex._n_scatters
+        (a, pid_a), (b, pid_b) = sorted(_worker_pids(ex).items())
+        _kill_and_wait_for_restart(ex, a, pid_a)
+        assert _bits(_gradient(_loss, ws, X, ex)) == want
+        _kill_and_wait_for_restart(ex, b, pid_b)
+        assert _bits(_gradient(_loss, ws, X, ex)) == want
+        assert ex._n_scatters > sent  # sent again, not read from somewhere stale
+        assert _bits(_gradient(_loss, ws, X, ex)) == want
+
+
+@pytest.mark.parametrize("reuse_shared", [True, False])
+def test_shared_data_lost_with_the_only_worker_mid_call_is_sent_again(reuse_shared):
+    """The worker dies while the call runs: its scattered input and the results not yet
+    fetched are lost; the items lost run again on the restarted worker."""
+    X, ws = _data()
+    want = _bits(_gradient(_slow_loss, ws, X, "serial"))
+    with executors.DaskExecutor(n_workers=1, reuse_shared=reuse_shared) as ex:
+        _gradient(_loss, ws, X, ex)  # worker up, data scattered
+        (pid,) = _worker_pids(ex).values()
+        killer = threading.Timer(0.5, os.kill, (pid, signal.SIGKILL))  # 8 elements of 0.15 s
+        killer.start()
+        try:
+            got = _bits(_gradient(_slow_loss, ws, X, ex))
+        finally:
+            killer.join()
+        assert list(_worker_pids(ex).values()) != [pid]  # it really died
+        assert got == want
+
+
+def test_a_scattered_handle_lost_with_the_workers_is_sent_again_from_its_object():
+    with executors.DaskExecutor(n_workers=1) as ex:
+        table = np.arange(10_000.0)
+        h = ex.scatter(table)
+        assert ex.map(lambda i, t: float(t[i]), [3, 7], shared=(h,)) == [3.0, 7.0]
+        (address, pid), = _worker_pids(ex).items()
+        os.kill(pid, signal.SIGKILL)
+        assert ex.map(lambda i, t: float(t[i]), [3, 7], shared=(h,)) == [3.0, 7.0]
+        (pid,) = _worker_pids(ex).values()
+        os.kill(pid, signal.SIGKILL)
+        table[3] = -1.0  # the handle stands for what was scattered: it cannot be sent again
+        with pytest.raises(executors.WorkerError, match=r"lost shared arg 0 .* has changed since.*scatter "
+                                                        r"the object again"):
+            ex.map(lambda i, t: float(t[i]), [3, 7], shared=(h,))
+        assert ex.map(lambda i, t: float(t[i]), [3, 7], shared=(ex.scatter(table),)) == [-1.0, 7.0]
+
+
+def _exits_at_5(w, X):
+    if w[0] == 5.0:
+        os._exit(3)  # a crash in native code, the OOM killer: the worker process ends
+    return np.sum(np.tanh(X @ w))
+
+
+@pytest.mark.parametrize("n_workers", [1, 2])
+def test_a_task_that_ends_its_worker_raises_worker_error_naming_it_and_the_next_call_works(n_workers):
+    """It raised a bare FutureCancelledError ("already forgotten": the scattered data died
+    with the worker), naming nothing, and the next clean call failed the same way."""
+    X = np.ones((2000, 10))
+    ws = [np.full(10, float(i)) for i in range(8)]
+    want = _bits(_gradient(_loss, ws, X, "serial"))
+    with executors.DaskExecutor(n_workers=n_workers) as ex:
+        assert _bits(_gradient(_loss, ws, X, ex)) == want
+        t0 = time.monotonic()
+        with pytest.raises(executors.WorkerError, match=r"item (\d+) of (\d+): the dask workers running it "
+                                                        r"died 4 times .*os\._exit") as info:
+            ad.psum(_exits_at_5, ws, X, executor=ex, chunk_size=1)
+        assert time.monotonic() - t0 < 60
+        # the task that holds element 5, among tasks of consecutive chunks of one element
+        task, n_tasks = (int(g) for g in re.search(r"item (\d+) of (\d+)", str(info.value)).groups())
+        assert task == info.value.executors_item_index and task * 8 // n_tasks <= 5 < (task + 1) * 8 // n_tasks
+        assert _bits(_gradient(_loss, ws, X, ex)) == want
 
 
 def _on_sys_path(folder):
