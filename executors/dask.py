@@ -35,9 +35,12 @@ from __future__ import annotations
 
 import collections
 import os
+import shutil
+import tempfile
 import threading
 import time
 import uuid
+import weakref
 from typing import TYPE_CHECKING, Any, Iterable
 
 from . import _abandon, _context, _remote
@@ -99,41 +102,84 @@ def _processing_when_workers_died(prefix, dask_scheduler=None):
             for key in msg.get("processing-tasks", ()) if isinstance(key, str) and key.startswith(prefix)]
 
 
-def _local_cluster(kwargs: dict[str, Any]) -> distributed.LocalCluster:
+def _local_cluster(kwargs: dict[str, Any], http_routes: bool, scratch: str) -> distributed.LocalCluster:
     """A LocalCluster whose worker processes keep freed memory, as loky's do
     (``WORKER_MALLOC_ENV``). Dask's own default, ``MALLOC_TRIM_THRESHOLD_=65536``, hands
     it back to the kernel: a chunk of 200x200 matrices then took 8,000 page faults and
     75 ms on a Dask worker, against none and 37 ms on a loky worker. These variables
     must be set before a worker process starts: Dask reads them from
-    ``distributed.nanny.pre-spawn-environ`` (the user's own environment variables win)."""
+    ``distributed.nanny.pre-spawn-environ`` (the user's own environment variables win).
+    Without ``http_routes``, the HTTP servers Dask starts anyway serve nothing (their
+    routes answered anyone, TLS or not). Scratch files (spilled data, which workers
+    unpickle) go under ``scratch``, a folder of this user's alone: Dask's default,
+    ``/tmp/dask-scratch-space``, is shared by every user of the machine, and whoever
+    made it first can swap the folders of other users' workers for their own. The
+    nannies keep the configuration they were made with for the workers they start,
+    restarts included."""
     import dask
     import distributed
 
     environ = {**dask.config.get("distributed.nanny.pre-spawn-environ"), **WORKER_MALLOC_ENV}
-    # worker-saturation 1.0 (Dask's default is 1.1): a worker holds only the task it
-    # runs, none queued behind it, so a worker's death is blamed on that task alone
-    # (Dask's retry count, and the count a map keeps across its rounds)
-    with dask.config.set({"distributed.nanny.pre-spawn-environ": environ,
-                          "distributed.scheduler.worker-saturation": 1.0}):
+    config: dict[str, Any] = {
+        "distributed.nanny.pre-spawn-environ": environ,
+        # worker-saturation 1.0 (Dask's default is 1.1): a worker holds only the task it
+        # runs, none queued behind it, so a worker's death is blamed on that task alone
+        # (Dask's retry count, and the count a map keeps across its rounds)
+        "distributed.scheduler.worker-saturation": 1.0,
+        "temporary-directory": scratch,
+    }
+    if not http_routes:
+        config["distributed.scheduler.http.routes"] = []
+        config["distributed.worker.http.routes"] = []
+    with dask.config.set(config):
         return distributed.LocalCluster(**kwargs)
+
+
+def _check_tls_available() -> None:
+    try:
+        import cryptography  # noqa: F401  # Security.temporary() makes the credentials with it
+    except ImportError as exc:
+        raise ImportError(
+            'DaskExecutor secures the LocalCluster it starts with TLS, whose credentials need '
+            'the "cryptography" package: pip install cryptography (or pass security=False to '
+            "start it unsecured, open to every user of this machine)") from exc
 
 
 class DaskExecutor(Executor):
     """Run chunks on a Dask ``distributed`` cluster.
 
     * ``client=None``: start a ``LocalCluster(n_workers, threads_per_worker=1,
-      processes=True, **cluster_kwargs)`` whose scheduler and workers listen on
-      127.0.0.1 only, with no dashboard unless ``dashboard=True`` (then served
-      on 127.0.0.1, at ``client.dashboard_link``), and whose workers keep freed
-      memory as ``ProcessExecutor``'s do (Dask's nannies also set these
+      processes=True, **cluster_kwargs)``, secured (see below), whose scheduler and
+      workers listen on 127.0.0.1 only, with no dashboard unless ``dashboard=True``
+      (then served on 127.0.0.1, at ``client.dashboard_link``), and whose workers
+      keep freed memory as ``ProcessExecutor``'s do (Dask's nannies also set these
       ``MALLOC_*`` variables in this process's ``os.environ``, as they do their
-      own); shut down by :meth:`close`.
+      own); each worker holds only the task it runs
+      (``distributed.scheduler.worker-saturation`` 1.0, so a worker's death is
+      blamed on that task); shut down by :meth:`close`.
     * ``client`` a ``distributed.Client`` or a scheduler address string: use
       that cluster; a user's client is left open on close (a client built here
       from an address is closed, the cluster is left running).
 
-    ``security`` (a ``distributed.security.Security``) is passed to the
-    cluster and the client.  Shared arguments pickled to at least
+    Security of the cluster it starts: 127.0.0.1 keeps other machines out, not
+    the other users of this one. So by default (``security=None`` or ``True``)
+    every connection (client, scheduler, nannies, workers) is TLS with a key and
+    self-signed certificate made for that cluster (``Security.temporary()``,
+    needs the ``cryptography`` package), held in memory and handed to the worker
+    processes as they start; a process without them (another user's, or any other
+    program) cannot connect, let alone run code on the workers. The HTTP servers
+    Dask always starts (scheduler and workers) serve no route unless
+    ``dashboard=True``: their ports listen on 127.0.0.1 and answer 404. Not
+    protected: processes of the same user id (they can read this process's
+    memory, hence the key) and root; with ``dashboard=True``, the dashboard and
+    Dask's HTTP routes (``/health``, ``/info``, ``/json``, ``/metrics``), plain
+    HTTP to any local user. ``security=False`` starts the cluster unsecured (plain
+    TCP, as Dask does): any local user can then run code as you on it. A
+    ``distributed.security.Security`` is used as given.  With ``client``,
+    ``security`` (a ``Security``, or None) is what the client connects with.
+    See ``docs/dask_security.md``.
+
+    Shared arguments pickled to at least
     ``scatter_min_bytes`` are scattered to every worker once and reused across
     calls, keyed by a content hash (a mutated array gets a new hash, so it is
     re-sent, never stale); the ``cache_size`` most recent ones are kept.
@@ -162,7 +208,7 @@ class DaskExecutor(Executor):
         self,
         client: distributed.Client | str | None = None,
         n_workers: int | None = None,
-        security: distributed.security.Security | None = None,
+        security: distributed.security.Security | bool | None = None,
         *,
         scatter_min_bytes: int = 16 * 1024,
         cache_size: int = 8,
@@ -201,7 +247,15 @@ class DaskExecutor(Executor):
                 worker_dashboard_address="127.0.0.1:0",
                 scheduler_kwargs={"dashboard": bool(dashboard)},
             )
-            if security is not None:
+            if security is None or security is True:
+                _check_tls_available()
+                security = True  # LocalCluster makes new credentials at each start
+            elif security is not False and not isinstance(security, distributed.security.Security):
+                raise TypeError(
+                    "DaskExecutor(security=...) must be None or True (TLS with credentials made "
+                    "for the cluster), False (unsecured), or a distributed.security.Security; "
+                    f"got {type(security).__name__}")
+            if security is not False:  # False: Dask's own default (unsecured unless configured)
                 kwargs["security"] = security
             kwargs.update(cluster_kwargs)
         else:
@@ -215,7 +269,14 @@ class DaskExecutor(Executor):
                     "client must be None, a distributed.Client or a scheduler address, "
                     f"got {type(client).__name__}"
                 )
+            if isinstance(security, bool):
+                raise TypeError(
+                    "DaskExecutor(client, security=...) is what the client connects with: "
+                    "the cluster's distributed.security.Security, or None; temporary "
+                    f"credentials (security={security!r}) only apply to the LocalCluster "
+                    "DaskExecutor starts itself (client=None)")
             kwargs = {}
+        self._dashboard = bool(dashboard)
         self._how = (client, security, kwargs)  # what _connect needs again after close()
         self._connect()
 
@@ -227,7 +288,9 @@ class DaskExecutor(Executor):
         self._cluster = None
         self._own_client = False
         if client is None:
-            self._cluster = _local_cluster(kwargs)
+            scratch = tempfile.mkdtemp(prefix="executors-dask-")  # this user's only (0700)
+            self._scratch = weakref.finalize(self, shutil.rmtree, scratch, True)
+            self._cluster = _local_cluster(kwargs, http_routes=self._dashboard, scratch=scratch)
             try:
                 # the client takes the cluster's own security (also when security=True
                 # made temporary credentials)
@@ -487,6 +550,7 @@ class DaskExecutor(Executor):
                     pass
             if self._cluster is not None:
                 self._cluster.close()
+                self._scratch()  # removed, with what the workers left in it
 
     def ready(self) -> bool:
         """False after :meth:`close`, until a map or :meth:`start` has connected again."""
