@@ -34,8 +34,11 @@ an item that killed more than ``allowed-failures`` of them is raised as
 from __future__ import annotations
 
 import collections
+import logging
 import os
 import shutil
+import signal
+import sys
 import tempfile
 import threading
 import time
@@ -133,6 +136,24 @@ def _local_cluster(kwargs: dict[str, Any], http_routes: bool, scratch: str) -> d
         config["distributed.worker.http.routes"] = []
     with dask.config.set(config):
         return distributed.LocalCluster(**kwargs)
+
+
+class _ExitBySigint:
+    """Makes the interpreter end by SIGINT, as Python does on an uncaught Ctrl-C, once
+    ``interrupted`` (Ctrl-C cut a close short at exit). An atexit callback cannot set the
+    exit status, and ending the process there would skip the other callbacks; this
+    module global is collected only as the interpreter tears its modules down, after
+    every callback ran and the standard streams were flushed."""
+
+    interrupted = False
+
+    def __del__(self) -> None:
+        if self.interrupted:
+            signal.signal(signal.SIGINT, signal.SIG_DFL)
+            os.kill(os.getpid(), signal.SIGINT)
+
+
+_EXIT_BY_SIGINT = _ExitBySigint()
 
 
 def _check_tls_available() -> None:
@@ -535,7 +556,10 @@ class DaskExecutor(Executor):
 
         A client passed in by the user is left open. Closing twice is harmless; a later
         map starts a new cluster (or connects again), as the thread and process pools
-        start new workers.
+        start new workers. Interrupted (Ctrl-C), it stops the cluster's worker
+        processes at once, then raises KeyboardInterrupt; at interpreter exit it says so
+        in one line instead, lets the other exit hooks run, and the interpreter then
+        exits as on an uncaught Ctrl-C (by SIGINT: status 130).
         """
         with self._lock:  # held throughout: a map waiting to start afresh waits for this
             if self._closed:
@@ -543,14 +567,47 @@ class DaskExecutor(Executor):
             self._n_workers_seen = (self.n_workers, 0.0)  # what a map would start again
             self._closed = True
             self._clear_cache()
-            if self._own_client:
+            try:
+                if self._own_client:
+                    try:
+                        self._client.close()
+                    except Exception:  # pragma: no cover
+                        pass
+                if self._cluster is not None:
+                    self._cluster.close()
+                    self._scratch()  # removed, with what the workers left in it
+            except KeyboardInterrupt:
+                self._stop_now()
+                if threading.main_thread().is_alive():
+                    raise
+                # At exit, Python would print the interrupted close's traceback through
+                # Dask, run Dask's own exit hook (which waited 10 s to close the cluster
+                # again) and exit with status 0: an atexit callback cannot set the status.
+                print("executors: Ctrl-C while the Dask cluster shut down at exit: its worker "
+                      "processes were stopped", file=sys.stderr)
+                logging.getLogger("distributed").setLevel(logging.CRITICAL)  # its notes on them
+                _EXIT_BY_SIGINT.interrupted = True
+
+    def _stop_now(self) -> None:
+        """Kill the worker processes of the cluster this executor started (not its
+        nannies' restarts of them), and mark it closed, as Ctrl-C cut its close short."""
+        from distributed.core import Status
+
+        cluster = self._cluster
+        if cluster is None:
+            return
+        for nanny in list(getattr(cluster, "workers", {}).values()):
+            nanny.status = Status.closing  # a nanny restarts a worker that dies otherwise
+            process = getattr(getattr(nanny, "process", None), "process", None)
+            pid = getattr(process, "pid", None)
+            if pid:
                 try:
-                    self._client.close()
-                except Exception:  # pragma: no cover
+                    os.kill(pid, getattr(signal, "SIGKILL", signal.SIGTERM))
+                except OSError:
                     pass
-            if self._cluster is not None:
-                self._cluster.close()
-                self._scratch()  # removed, with what the workers left in it
+        cluster.status = Status.closed  # Dask's exit hook would wait 10 s to close it again
+        # (the scratch folder goes with the executor: its finalizer runs after those of
+        # the scheduler's and workers' folders in it, made after it)
 
     def ready(self) -> bool:
         """False after :meth:`close`, until a map or :meth:`start` has connected again."""

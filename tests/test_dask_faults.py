@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import re
+import subprocess
 import signal
 import sys
 import threading
@@ -172,3 +173,52 @@ def test_f_from_a_module_the_workers_cannot_import_is_named(tmp_path, monkeypatc
                                  r"workers does not define"):
             ad.psum(only_here_losses.added, [np.ones(3)] * 4, executor=ex)
         assert ad.psum(only_here_losses.loss, [np.ones(3)] * 4, executor=ex) == 12.0
+
+
+_CTRL_C_IN_SHUTDOWN = '''
+import os, signal
+import numpy as np, adrules as ad, executors
+import distributed
+
+real_close = distributed.deploy.spec.SpecCluster.close
+
+
+def close_then_ctrl_c(self, *args, **kwargs):
+    # a real SIGINT, 50 ms into the cluster's shutdown: the user's Ctrl-C
+    signal.signal(signal.SIGALRM, lambda *a: os.kill(os.getpid(), signal.SIGINT))
+    signal.setitimer(signal.ITIMER_REAL, 0.05)
+    return real_close(self, *args, **kwargs)
+
+
+distributed.deploy.spec.SpecCluster.close = close_then_ctrl_c
+
+if __name__ == "__main__":
+    print(ad.psum(lambda w: np.sum(w * w), [np.ones(3)] * 4, executor="dask", dispatch="always"))
+    print(*executors.resolve("dask").client.run(os.getpid).values(), flush=True)
+'''
+
+
+@pytest.mark.skipif(not hasattr(signal, "setitimer"), reason="the script's Ctrl-C comes from setitimer (POSIX)")
+def test_ctrl_c_while_the_cluster_shuts_down_at_exit_exits_at_once_as_interrupted(tmp_path):
+    """It printed "Exception ignored in atexit callback" with a traceback through Dask, took
+    10 s more (Dask's own exit hook closed the cluster again) and exited with status 0."""
+    script = tmp_path / "script.py"
+    script.write_text(_CTRL_C_IN_SHUTDOWN)
+    p = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True, cwd=tmp_path)
+    try:
+        assert p.stdout.readline().strip() == "12.0"
+        pids = [int(pid) for pid in p.stdout.readline().split()]
+        exiting = time.monotonic()
+        _, err = p.communicate(timeout=120)
+    finally:
+        p.kill()
+    assert p.returncode == -signal.SIGINT, err  # as Python exits on an uncaught Ctrl-C: 130 in a shell
+    assert time.monotonic() - exiting < 6, err
+    assert "Traceback" not in err and "Exception ignored" not in err, err
+    assert "executors: Ctrl-C while the Dask cluster shut down at exit: its worker processes were stopped" in err
+    assert pids
+    deadline = time.monotonic() + 5
+    while any(os.path.exists(f"/proc/{pid}") for pid in pids) and time.monotonic() < deadline:
+        time.sleep(0.1)  # (reaped by init once their parent is gone)
+    assert not [pid for pid in pids if os.path.exists(f"/proc/{pid}")], "worker processes left running"
