@@ -13,6 +13,8 @@ import numpy as np
 import adrules as ad
 import executors
 
+from . import common
+
 # Dask workers cannot import asv's benchmark package: send this module's functions by value.
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
@@ -113,3 +115,59 @@ class ParentCpuPerCall:
             after = resource.getrusage(resource.RUSAGE_SELF)
             per_call.append(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime)
         return statistics.median(per_call) * 1e3
+
+
+class SecurityCost:
+    """What the default cluster's security (TLS with credentials made for it, no HTTP
+    route) costs, against the same cluster started unsecured (``security=False``), timed
+    in alternation (this machine's speed moves within a run; both pay alike): starting a
+    ``DaskExecutor`` of 2 workers, one tiny map and closing it (median of 5 each); per call
+    with both clusters up, a psum of 8 cheap elements in 2 chunks (a round trip) and a
+    gradient of 16 models of 200x200 (5 MB out, as much back: encryption by the byte)."""
+
+    params = [["tls", "plain"]]
+    param_names = ["security"]
+    unit = "ms"
+    timeout = 1200
+
+    def setup_cache(self):
+        import time
+
+        settings = {"tls": None, "plain": False}
+        starts = {name: [] for name in settings}
+        for r in range(5):
+            for name in list(settings)[:: 1 if r % 2 == 0 else -1]:
+                t0 = time.perf_counter()
+                ex = executors.DaskExecutor(n_workers=2, security=settings[name])
+                try:
+                    ex.map(abs, [-1, -2])
+                finally:
+                    ex.close()
+                starts[name].append(time.perf_counter() - t0)
+        rng = np.random.default_rng(0)
+        ws, x = [rng.normal(size=4) for _ in range(8)], rng.normal(size=4)
+        big_x = rng.normal(size=(200, 200)) / 20
+        models = [rng.normal(size=(200, 200)) / 20 for _ in range(16)]
+        pools = {name: executors.DaskExecutor(n_workers=2, security=v) for name, v in settings.items()}
+        try:
+            cheap = common.interleaved_medians({
+                name: (lambda ex=ex: ad.psum(_cheap, ws, x, executor=ex, chunk_size=4, dispatch="always"))
+                for name, ex in pools.items()}, repeat=15, budget=0.2)
+            gradient = common.interleaved_medians({
+                name: (lambda ex=ex: ad.gradient(
+                    lambda ms, x: ad.psum(_layers, ms, x, executor=ex, dispatch="always"), models, big_x))
+                for name, ex in pools.items()}, repeat=9, budget=0.5)
+        finally:
+            for ex in pools.values():
+                ex.close()
+        return {"start": {name: float(np.median(t)) for name, t in starts.items()},
+                "cheap": cheap, "gradient": gradient}
+
+    def track_start_map_close_ms(self, cache, security):
+        return cache["start"][security] * 1e3
+
+    def track_cheap_call_ms(self, cache, security):
+        return cache["cheap"][security] * 1e3
+
+    def track_gradient_200x200_ms(self, cache, security):
+        return cache["gradient"][security] * 1e3
