@@ -495,7 +495,6 @@ class DaskExecutor(Executor):
         with one before it was fetched)."""
         import distributed
         from distributed.scheduler import KilledWorker
-        from distributed.utils import CancelledError
 
         index = dict(zip((f.key for f in futures), indices))
         lost = []
@@ -503,9 +502,8 @@ class DaskExecutor(Executor):
             i = index[f.key]
             status = f.status
             if status == "finished":
-                try:
-                    data = f.result()[0]
-                except CancelledError:
+                data = self._fetch(f)
+                if data is None:
                     lost.append(i)
                     continue
                 if on_done is not None:
@@ -529,6 +527,30 @@ class DaskExecutor(Executor):
             else:  # cancelled, lost
                 lost.append(i)
         return sorted(lost)
+
+    def _fetch(self, f):
+        """The bytes of a finished task's result, or None if they went with its worker
+        before they came. Not ``f.result()``: fetching from a worker that has just died
+        retries the connection for ``distributed.comm.timeouts.connect`` (30 s) while the
+        scheduler already knows it is gone, and a result is lost once its future no
+        longer reads "finished"."""
+        import asyncio
+        import concurrent.futures
+
+        from distributed.utils import CancelledError
+
+        fetching = asyncio.run_coroutine_threadsafe(
+            self._client.gather([f], asynchronous=True), self._client.loop.asyncio_loop)
+        while True:
+            try:
+                return fetching.result(timeout=0.05)[0][0]
+            except concurrent.futures.TimeoutError:
+                if f.status != "finished":
+                    fetching.cancel()
+                    f.cancel()  # run again in the next round, under a new key
+                    return None
+            except CancelledError:
+                return None
 
     def _count_deaths(self, token, deaths):
         """Count, per item of the round ``token``, the workers that died while running it
