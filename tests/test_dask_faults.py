@@ -5,7 +5,6 @@ gradient is compared, bit for bit, with the serial executor's."""
 from __future__ import annotations
 
 import os
-import re
 import subprocess
 import signal
 import sys
@@ -126,6 +125,12 @@ def _exits_at_5(w, X):
     return np.sum(np.tanh(X @ w))
 
 
+def _item_exits_at_5(i, X):
+    if i == 5:
+        os._exit(3)
+    return float(np.sum(X[i]))
+
+
 @pytest.mark.parametrize("n_workers", [1, 2])
 def test_a_task_that_ends_its_worker_raises_worker_error_naming_it_and_the_next_call_works(n_workers):
     """It raised a bare FutureCancelledError ("already forgotten": the scattered data died
@@ -136,13 +141,15 @@ def test_a_task_that_ends_its_worker_raises_worker_error_naming_it_and_the_next_
     with executors.DaskExecutor(n_workers=n_workers) as ex:
         assert _bits(_gradient(_loss, ws, X, ex)) == want
         t0 = time.monotonic()
-        with pytest.raises(executors.WorkerError, match=r"item (\d+) of (\d+): the dask workers running it "
-                                                        r"died 4 times .*os\._exit") as info:
-            ad.psum(_exits_at_5, ws, X, executor=ex, chunk_size=1)
+        with pytest.raises(executors.WorkerError, match=r"^item 5 of 8: the dask workers running it died 4 "
+                                                        r"times .*os\._exit") as info:
+            ex.map(_item_exits_at_5, range(8), shared=(X,))  # X: 160 kB, scattered
+        assert info.value.executors_item_index == 5
         assert time.monotonic() - t0 < 60
-        # the task that holds element 5, among tasks of consecutive chunks of one element
-        task, n_tasks = (int(g) for g in re.search(r"item (\d+) of (\d+)", str(info.value)).groups())
-        assert task == info.value.executors_item_index and task * 8 // n_tasks <= 5 < (task + 1) * 8 // n_tasks
+        assert ex.map(_item_exits_at_5, [1, 2], shared=(X,)) == [10.0, 10.0]
+        # in psum, the task (of consecutive chunks) that holds element 5
+        with pytest.raises(executors.WorkerError, match=r"^item \d+ of \d+: the dask workers running it died"):
+            ad.psum(_exits_at_5, ws, X, executor=ex, chunk_size=1)
         assert _bits(_gradient(_loss, ws, X, ex)) == want
 
 
