@@ -75,8 +75,10 @@ def main():
         shared_keys = data_on_cluster(ex.client)
         print(f"data held on the workers after {STEPS} steps: {shared_keys} (x, y sent once)")
 
-        # your own Client (here connected by address to the cluster started above)
-        with distributed.Client(ex.client.scheduler.address, set_as_default=False) as client:
+        # your own Client (here connected by address to the cluster started above, with its
+        # TLS credentials: DaskExecutor secures the cluster it starts)
+        with distributed.Client(ex.client.scheduler.address, security=ex.client.security,
+                                set_as_default=False) as client:
             with executors.DaskExecutor(client=client) as mine:
                 losses_mine, trained_mine = train(models, x, y, mine)
             print(f"DaskExecutor(client=...) closed; your client is still {client.status!r}")

@@ -692,7 +692,8 @@ def test_dask_rejects_cluster_kwargs_with_a_client(dask_executor):
 
 def test_dask_scheduler_address_string(dask_executor):
     address = dask_executor.client.scheduler.address
-    with executors.DaskExecutor(address) as ex:
+    # the cluster's TLS credentials: DaskExecutor secures the cluster it starts
+    with executors.DaskExecutor(address, security=dask_executor.client.security) as ex:
         assert ex.map(square, range(3)) == [0, 1, 4]
     # our own client to that address was closed, the cluster still serves
     assert dask_executor.map(square, [6]) == [36]
