@@ -220,10 +220,6 @@ class DaskExecutor(Executor):
 
     name = "dask"
     shares_memory = False
-    dispatch_cost = 2e-3
-    call_cost = 1e-2  # measured here: ~12 ms for a map of 2 tiny tasks
-    startup_cost = 3.0  # after close(): measured here, 3.3 s to start a LocalCluster of 2 workers
-    bytes_per_second = 2.5e8  # measured here: 0.29, 0.41, 0.23 GB/s for results of 1, 10, 95 MB
 
     def __init__(
         self,

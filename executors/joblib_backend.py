@@ -58,14 +58,6 @@ class JoblibExecutor(Executor):
     """
 
     name = "joblib"
-    # Measured on this machine (2 shared cores, load 4-6, joblib 1.6, warm pool) with
-    # ``python -m executors.joblib_backend``: maps of 2 and 16 tasks that each sleep
-    # 10 ms on 2 jobs, median over 15 maps of (wall - ideal), two runs: loky 12.4-14.8 ms
-    # and 16.1-35.9 ms, threading 13.0-13.5 ms and 16.7-19.8 ms (joblib sets up each
-    # Parallel call, threads included). Hence ~12 ms a map, and 0.26-1.5 ms a task: the
-    # middle of that goes in.
-    call_cost = 1.2e-2
-    dispatch_cost = 5e-4
 
     def __init__(self, n_jobs: int | None = None) -> None:
         self.n_jobs = check_positive_int(n_jobs, "n_jobs")
@@ -220,34 +212,3 @@ def _note_infrastructure(exc, n, backend_name):
     if hasattr(exc, "add_note"):
         exc.add_note(note)
     return exc
-
-
-def _nap(x, seconds):
-    import time
-
-    time.sleep(seconds)
-    return x
-
-
-def _measure(repeats=15, nap=0.01):  # pragma: no cover - prints the figures quoted in the class
-    import statistics
-    import time
-
-    import joblib
-
-    ex = JoblibExecutor(n_jobs=2)
-    for backend in ("loky", "threading"):
-        with joblib.parallel_config(backend=backend):
-            ex.map(abs, range(4))
-            for n in (2, 16):
-                overhead = []
-                for _ in range(repeats):
-                    t = time.perf_counter()
-                    ex.map(_nap, range(n), shared=(nap,))
-                    overhead.append(time.perf_counter() - t - n * nap / 2)
-                print(f"{backend:10s} {n:2d} tasks of {nap * 1e3:.0f} ms on 2 jobs: overhead "
-                      f"{statistics.median(overhead) * 1e3:.1f} ms (median of {repeats})")
-
-
-if __name__ == "__main__":  # pragma: no cover
-    _measure()
