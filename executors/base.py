@@ -155,6 +155,7 @@ class Executor:
     #: number of tasks that can run at once
     n_workers: int = 1
     _overhead: tuple[float, float, float] | None = None
+    _closes = 0  # how many times close() ran: a map that sees it change was closed mid-way
 
     def map(self, fn: Callable[..., Any], items: Iterable[Any], *, shared: tuple[Any, ...] | list[Any] = (),
             on_done: Callable[[int], object] | None = None,

@@ -21,14 +21,17 @@ from __future__ import annotations
 
 import concurrent.futures
 import contextvars
+import multiprocessing
+import multiprocessing.util
 import os
+import pickle
 import threading
 from typing import Any, Iterable
 
-from . import _abandon, _context, _remote, _shm
+from . import _abandon, _context, _lane, _remote, _shm
 from ._blas import PIN_ENV, blas_pinned
 from ._futures import collect
-from .base import Executor, WorkerError, _map_inline, check_positive_int, usable_cpu_count
+from .base import Executor, WorkerError, _map_inline, annotate, check_positive_int, usable_cpu_count
 
 __all__ = ["SerialExecutor", "ThreadExecutor", "ProcessExecutor"]
 
@@ -106,8 +109,14 @@ class ThreadExecutor(Executor):
         def submit(i):
             return pool.submit(base.copy().run, _boxed_unless_abandoned, fn, items[i], shared, flag)
 
-        with blas_pinned():
-            collect(submit, len(items), self.n_workers, on_done, self.name, results, abandon=flag)
+        closes = self._closes
+        try:
+            with blas_pinned():
+                collect(submit, len(items), self.n_workers, on_done, self.name, results, abandon=flag)
+        except RuntimeError as exc:  # a cancelled item, or a submit after shutdown
+            if self._closes == closes:
+                raise
+            raise _closed_mid_map(self.name) from exc
 
     def close(self) -> None:
         """Shut the pool down (waits for running tasks); a later map starts a new one.
@@ -116,8 +125,14 @@ class ThreadExecutor(Executor):
         """
         with self._lock:
             pool, self._pool = self._pool, None
+            self._closes += 1
         if pool is not None:
             pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _closed_mid_map(name):
+    return WorkerError(f"the {name!r} executor was closed (close() from another thread) while this map "
+                       "was running: its unfinished items did not run. The next map starts it afresh.")
 
 
 class ProcessExecutor(Executor):
@@ -144,30 +159,42 @@ class ProcessExecutor(Executor):
     def __init__(self, n_workers: int | None = None, *, idle_timeout: float = 300.0,
                  max_nbytes: int | None = 2**20) -> None:
         self.n_workers = check_positive_int(n_workers) or usable_cpu_count()
+        if isinstance(idle_timeout, bool) or not isinstance(idle_timeout, (int, float)) or not idle_timeout > 0:
+            raise ValueError(f"ProcessExecutor: idle_timeout must be a positive number of seconds (how long "
+                             f"an idle worker waits before it exits), got {idle_timeout!r}")
         self.idle_timeout = idle_timeout
         self.max_nbytes = check_positive_int(max_nbytes, "max_nbytes")
         self._arrays = _shm.ArrayStore(self.max_nbytes) if self.max_nbytes is not None else None
         self._pool: Any = None
-        self._warm_up: list | None = None  # start()'s futures: done once the workers are up
-        self._lock = threading.Lock()
+        self._lane: _lane.Lane | None = None  # the sockets to the workers
+        self._lock = threading.Lock()  # guards _pool and _lane
+        self._map_lock = threading.Lock()  # one map at a time uses the lane
 
-    def _get_pool(self):
+    def _get_lane(self, preload: Iterable[str] = ()) -> _lane.Lane:
         with self._lock:
-            if self._pool is not None and not _loky_pool_healthy(self._pool):
-                self._shutdown_locked(kill=True)  # a worker died while idle: don't fail the next map
+            lane = self._lane
+            if lane is not None and not (lane.serving() and _loky_pool_healthy(self._pool)):
+                self._shutdown_locked(kill=True)  # a worker died or idled out: don't fail the next map
             if self._pool is None:
                 from loky import ProcessPoolExecutor
 
-                self._pool = ProcessPoolExecutor(max_workers=self.n_workers, timeout=self.idle_timeout,
+                # a worker's serve task waits idle_timeout itself; once it returns, loky may let it go
+                self._pool = ProcessPoolExecutor(max_workers=self.n_workers, timeout=1.0,
                                                  initializer=_remote.init_process_worker,
                                                  initargs=(os.getpid(),), env=_LOKY_ENV)
-            return self._pool
+                self._lane = _lane.Lane(self._pool, self.n_workers, preload, self.idle_timeout)
+                _lane.register_exit_hook()
+                if multiprocessing.parent_process() is not None:
+                    # a multiprocessing or joblib worker runs no atexit hook, and waits at exit
+                    # for its children: these workers would idle out first (idle_timeout)
+                    multiprocessing.util.Finalize(None, _stop, (self._lane, self._pool), exitpriority=100)
+            assert self._lane is not None
+            return self._lane
 
     def _shutdown_locked(self, kill):
         pool, self._pool = self._pool, None
-        self._warm_up = None
-        if pool is not None:
-            pool.shutdown(wait=True, kill_workers=kill)
+        lane, self._lane = self._lane, None
+        _stop(lane, pool, kill)
 
     def start(self, preload: Iterable[str] = ()) -> None:
         """Start the worker processes in the background (returns at once), each importing
@@ -177,10 +204,7 @@ class ProcessExecutor(Executor):
         ...     ex.start(preload=("numpy",)); ex.map(abs, [-1])
         [1]
         """
-        pool = self._get_pool()
-        with self._lock:
-            if self._warm_up is None and self._pool is pool:
-                self._warm_up = [pool.submit(_remote.warm_up, tuple(preload)) for _ in range(self.n_workers)]
+        self._get_lane(preload)
 
     def ready(self) -> bool:
         """True once the worker processes are up (after ``start`` or a map).
@@ -188,8 +212,8 @@ class ProcessExecutor(Executor):
         >>> ProcessExecutor(1).ready()
         False
         """
-        warm = self._warm_up
-        return warm is not None and all(f.done() for f in warm)
+        with self._lock:
+            return self._lane is not None and self._lane.ready()
 
     def worker_pids(self) -> list[int]:
         """Process ids of the current worker processes (empty before first use).
@@ -200,16 +224,20 @@ class ProcessExecutor(Executor):
         pool = self._pool
         return sorted(_loky_workers(pool)) if pool is not None else []
 
-    def _reset(self, pool):
-        """Kill ``pool``'s workers if it is still the current one."""
+    def _reset(self, lane):
+        """Kill the workers behind ``lane`` if it is still the current one."""
         with self._lock:
-            if self._pool is pool:
+            if self._lane is lane:
                 self._shutdown_locked(kill=True)
 
     def _map(self, fn, items, shared, on_done, results):
-        paths = []  # memory-mapped arrays this map uses: kept until it is over
+        paths, closes = [], self._closes  # memory-mapped arrays this map uses: kept until it is over
         try:
             self._map_sending(fn, items, shared, on_done, results, paths)
+        except Exception as exc:
+            if self._closes == closes:
+                raise
+            raise _closed_mid_map(self.name) from exc
         finally:
             if paths:
                 self._arrays.release(paths)
@@ -225,49 +253,55 @@ class ProcessExecutor(Executor):
             raise
 
     def _map_sending(self, fn, items, shared, on_done, results, paths):
-        from loky.process_executor import BrokenProcessPool, ShutdownExecutorError
-
         name, n = self.name, len(items)
         fn_blob = _remote.make_blob(_remote.dumps(fn, "fn", name))
         shared_blobs = [_remote.make_blob(self._dumps_shared(a, j, paths)) for j, a in enumerate(shared)]
         chunk_size = _context.SETTINGS.get().chunk_size
         flag = _abandon.FileFlag()
         pid = os.getpid()
-        pool = self._get_pool()
+        tasks = [(i, pickle.dumps((i, _remote.dumps(items[i], f"item {i}", name), fn_blob, shared_blobs, pid,
+                                   chunk_size, name, flag), protocol=5)) for i in range(n)]
 
-        def submit(i):
-            nonlocal pool
-            task = (_remote.run_task, i, _remote.dumps(items[i], f"item {i}", name), fn_blob, shared_blobs,
-                    pid, chunk_size, name, flag)
-            try:
-                return pool.submit(*task)
-            except (BrokenProcessPool, ShutdownExecutorError, RuntimeError):
-                if i:  # the pool broke mid-map: the next result reports it
+        def put(i, data):
+            results.put(i, _remote.load_result(data, i, name))
+
+        # the caller reduces results as they arrive: no task more than n_workers ahead of them
+        ahead = (lambda: results.delivered + self.n_workers) if results.on_result is not None else None
+        with self._map_lock:
+            for attempt in (0, 1):
+                lane = self._get_lane()
+                try:
+                    lane.wait_ready(failed=lambda: self._failed_to_start(lane))
+                    lane.run(tasks, put, on_done, ahead)
+                    return
+                except _lane.WorkerGone as gone:
+                    flag.set()
+                    self._reset(lane)
+                    if gone.unstarted and attempt == 0:
+                        continue  # it died before this map reached it: run the map afresh
+                    unfinished = sorted([gone.index, *gone.pending]) if gone.index >= 0 else list(range(n))
+                    raise WorkerError(
+                        f"a worker process of the {name!r} executor died while this map of {n} items was "
+                        f"running (unfinished items: {_short(unfinished)}); it was killed (e.g. by the OS "
+                        "for lack of memory) or crashed (segfault, os._exit). The broken pool was shut "
+                        "down; the next call starts fresh workers.") from None
+                except BaseException as exc:
+                    flag.set()
+                    i = getattr(exc, "executors_lane_index", None)
+                    if i is not None:  # raised by a task (SystemExit too): the workers are fine
+                        del exc.executors_lane_index
+                        raise annotate(exc, i, n, name)
+                    if not isinstance(exc, Exception):  # KeyboardInterrupt: stop the workers
+                        self._reset(lane)
                     raise
-                self._reset(pool)  # it broke or was shut down between calls: start afresh
-                pool = self._get_pool()
-                return pool.submit(*task)
 
-        def translate(exc, i, unfinished):
-            if not isinstance(exc, BrokenProcessPool):
-                return None
-            self._reset(pool)
-            return WorkerError(
-                f"a worker process of the {name!r} executor died while this map of {n} items "
-                f"was running (unfinished items: {_short(sorted([i, *unfinished]))}); it was "
-                "killed (e.g. by the OS for lack of memory) or crashed (segfault, os._exit). "
-                f"The broken pool was shut down; the next call starts fresh workers. Cause: {exc}")
-
-        def on_abort(exc):
-            if not isinstance(exc, Exception):  # KeyboardInterrupt: stop what the workers run
-                self._reset(pool)
-
-        collect(submit, n, self.n_workers, on_done, name, results, abandon=flag,
-                convert=lambda i, data: _remote.load_result(data, i, name), translate=translate,
-                on_abort=on_abort)
-        with self._lock:
-            if self._warm_up is None and self._pool is pool:
-                self._warm_up = []  # the workers answered: they are up
+    def _failed_to_start(self, lane):
+        for f in lane.futures:
+            if f.done():
+                exc = f.exception()
+                return WorkerError(f"a worker process of the {self.name!r} executor died while starting: "
+                                   f"{exc if exc is not None else 'it stopped serving'}")
+        return None
 
     def close(self) -> None:
         """Shut the worker processes down (idempotent); a later map starts new ones.
@@ -281,6 +315,7 @@ class ProcessExecutor(Executor):
         """
         with self._lock:
             pool = self._pool
+            self._closes += 1
             self._shutdown_locked(kill=pool is not None and not _loky_pool_healthy(pool))
         if self._arrays is not None:
             self._arrays.close()  # after the workers are gone: nothing maps the files any more
@@ -337,3 +372,9 @@ def _short(indices, limit=10):
         return str(indices)
     return f"[{', '.join(map(str, indices[:limit]))}, ...] ({len(indices)} in all)"
 
+
+def _stop(lane, pool, kill=True) -> None:
+    if lane is not None:
+        lane.close()  # each serve task returns once its running task (if any) is done
+    if pool is not None:
+        pool.shutdown(wait=True, kill_workers=kill)

@@ -181,11 +181,3 @@ def test_thread_workers_run_at_most_one_task_each_ahead_of_the_reduction():
         assert ex.map(work, range(12), on_result=reduce_one) == list(range(12))
         assert max(started_ahead) <= 2
         assert ex.map(work, range(12)) == list(range(12))  # no reduction: no window
-
-
-def test_tasks_hold_one_chunk_each_when_work_outweighs_dispatch_or_results_are_big():
-    from adrules import schedule
-
-    assert [len(b) for b in schedule.batches(16, 2, t=1.0, per_task=5e-5)] == [1] * 16
-    assert [len(b) for b in schedule.batches(16, 2, t=1e-6, per_task=5e-5)] == [8, 8]
-    assert [len(b) for b in schedule.batches(16, 2, t=1e-6, per_task=5e-5, one_each=True)] == [1] * 16

@@ -9,8 +9,9 @@
 - ``ScalingEfficiency``: the cores users have, simulated with chunks that sleep (forward
   and pullback 10 ms each, 256 elements, a chunk each, ``dispatch="always"``) on
   ``ThreadExecutor(n)``: ideal time over measured time. Target: >= 0.9 at 64 workers.
-- ``TapeGroups``: what tracing tiny chunks together on one tape gains on the work it exists
-  for (10 cheap scalars), against a tape per chunk.
+- ``TapeGroups``, ``Lane``: what each acceleration that stays gains on the work it exists
+  for (tiny chunks traced on one tape; tasks written straight to worker processes'
+  sockets). Under 10% and it goes.
 """
 
 import os
@@ -19,6 +20,8 @@ import subprocess
 import sys
 import time
 
+import cloudpickle
+import numpy as np
 
 import adrules as ad
 import executors
@@ -26,14 +29,19 @@ from adrules import schedule
 
 from . import common
 
-cloudpickle.register_pickle_by_value(sys.modules[__name__])  # workers cannot import this suite
+# the workers cannot import this suite: its functions travel by value
+cloudpickle.register_pickle_by_value(sys.modules[__name__])
+cloudpickle.register_pickle_by_value(common)
 
 #: 16 MLPs 16-64-1, batch 512: a ~10 ms training step
 STEP = dict(name="step", n_models=16, d_in=16, d_hidden=64, batch=512)
 
 
 def step_loss(p, x, y):
-    return common.mlp_loss(p, x, y)
+    """``common.mlp_loss``, written out: it travels to workers by value, and a module it
+    names would travel by reference."""
+    hidden = np.tanh(x @ p["w1"] + p["b1"])
+    return np.mean((hidden @ p["w2"] + p["b2"] - y) ** 2)
 
 
 def _workload(name):
@@ -186,37 +194,73 @@ class TapeGroups:
         return t["psum"] * 1e6
 
 
-class TaskBatching:
-    """The ~10 ms training step's psum gradient on processes:2, every chunk sent
-    (``dispatch="always"``): chunks grouped in tasks of at least ``schedule.TASK_WORK``
-    times the executor's per-task overhead, over a chunk a task (speed-up)."""
+class _LokySubmit(executors.ProcessExecutor):
+    """``ProcessExecutor`` with loky's own submit and result for transport instead of the
+    lane (what the lane replaced), on a loky pool of its own, for ``Lane``'s comparison."""
+
+    def start(self, preload=()):
+        from loky import ProcessPoolExecutor
+
+        from executors import _remote, local
+
+        if self._pool is None:
+            self._pool = ProcessPoolExecutor(self.n_workers, initializer=_remote.init_process_worker,
+                                             initargs=(os.getpid(),), env=local._LOKY_ENV)
+            list(self._pool.map(_remote.warm_up, [preload] * self.n_workers))
+
+    def ready(self):
+        return self._pool is not None
+
+    def _map_sending(self, fn, items, shared, on_done, results, paths):
+        from executors import _abandon, _context, _remote
+        from executors._futures import collect
+
+        self.start()
+        fn_blob = _remote.make_blob(_remote.dumps(fn, "fn", self.name))
+        blobs = [_remote.make_blob(self._dumps_shared(a, j, paths)) for j, a in enumerate(shared)]
+        size, flag, pid = _context.SETTINGS.get().chunk_size, _abandon.FileFlag(), os.getpid()
+
+        def submit(i):
+            return self._pool.submit(_remote.run_task, i, _remote.dumps(items[i], f"item {i}", self.name),
+                                     fn_blob, blobs, pid, size, self.name, flag)
+
+        collect(submit, len(items), self.n_workers, on_done, self.name, results, abandon=flag,
+                convert=lambda i, data: _remote.load_result(data, i, self.name))
+
+    def close(self):
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+            self._pool = None
+
+
+class Lane:
+    """What the lane to process workers gains on the work it exists for: the small ensemble
+    and the ~10 ms training step on processes:2, every chunk sent (``dispatch="always"``),
+    through the lane over through loky's own submit and result (speed-up)."""
 
     unit = "x"
+    params = [["small", "step"]]
+    param_names = ["work"]
     timeout = 300
 
-    def setup(self):
+    def setup(self, work):
         common.pin_blas()
-        xs, shared, f = _workload("step")
-        self.ex = ex = common.make_executor("processes", 2)
-        self.saved = schedule.TASK_WORK
-
-        def grad(task_work):
-            def run():
-                schedule.TASK_WORK = task_work
-                try:
-                    ad.gradient(lambda xs: ad.psum(f, xs, *shared, executor=ex, dispatch="always"), xs)
-                finally:
-                    schedule.TASK_WORK = self.saved
-            return run
-
-        self.batched, self.one_each = grad(self.saved), grad(0.0)
+        xs, shared, f = _workload(work)
+        self.lane, self.loky = executors.ProcessExecutor(2), _LokySubmit(2)
+        for ex in (self.lane, self.loky):
+            ex.start(preload=("adrules",))
+            while not ex.ready():
+                time.sleep(0.01)
+            ex.map(abs, [1, 2])
+            ex._overhead = (1e-3, 4e-4, 3e-9)  # the same tasks for both, whatever each measured
+        self.grad = {ex: (lambda ex=ex: ad.gradient(
+            lambda xs: ad.psum(f, xs, *shared, executor=ex, dispatch="always"), xs)) for ex in (self.lane, self.loky)}
         for _ in range(3):
-            self.batched(), self.one_each()
+            self.grad[self.lane](), self.grad[self.loky]()
 
-    def teardown(self):
-        schedule.TASK_WORK = self.saved
-        common.close_executor(self)
+    def teardown(self, work):
+        self.lane.close(), self.loky.close()
 
-    def track_batched_speedup(self):
-        return common.interleaved_speedups({"one chunk a task": self.one_each, "batched": self.batched},
-                                           over="one chunk a task", repeat=11, budget=0.1)["batched"]
+    def track_lane_speedup(self, work):
+        return common.interleaved_speedups({"loky": self.grad[self.loky], "lane": self.grad[self.lane]},
+                                           over="loky", repeat=11, budget=0.1)["lane"]
