@@ -143,7 +143,7 @@ def test_dispatch_always_sends_every_chunk_and_its_choices_are_checked(monkeypat
 def test_a_task_is_a_group_of_chunks_holding_up_to_a_millisecond_of_work():
     assert schedule.group_size(1e-5) == 100 and schedule.group_size(0.1) == 1
     assert schedule.group_size(1e-5, one_each=True) == 1  # big results: one at a time
-    assert schedule.task_size(1e-6, 8, 2) == 2  # yet two tasks a worker at least
+    assert schedule.task_size(1e-6, 16, 2) == 4  # yet two tasks a worker at least
     pool = FakePool(clock=TickingClock())
     _run(pool, 4e-4, n=9, dispatch="always")  # chunks of 0.4 ms: the first call's, one a task
     _run(pool, 4e-4, n=9, dispatch="always")
