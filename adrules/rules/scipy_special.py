@@ -25,12 +25,13 @@ from ..tangents import NoTangent, ZeroTangent, is_zero
 
 _SQRT_PI = np.sqrt(np.pi)
 _SQRT_2PI = np.sqrt(2.0 * np.pi)
-_hurwitz_zeta = _ufuncs._zeta  # the ufunc behind sp.zeta(s, q) (a Python function)
+hurwitz_zeta = _ufuncs._zeta  # the ufunc behind sp.zeta(s, q) (a Python function)
 _kolmogorov_partial = _ufuncs._kolmogp  # SciPy's derivatives of kolmogorov and smirnov
 _smirnov_partial = _ufuncs._smirnovp
 
 
-def _no_derivative(function, parameter):
+def no_derivative(function, parameter):
+    """A partial that refuses a derivative SciPy's function has none of (in ``parameter``)."""
     def no_derivative(*args):
         raise NotImplementedError(
             f"scipy.special.{function}: no derivative with respect to {parameter}; pass it as a "
@@ -41,7 +42,7 @@ def _no_derivative(function, parameter):
 
 def _polygamma(n, x):
     """polygamma(n >= 1, x) from the Hurwitz zeta ufunc (sp.polygamma is not traceable)."""
-    return (-1.0) ** (n + 1) * np.prod(np.arange(1.0, n + 1.0)) * _hurwitz_zeta(n + 1.0, x)
+    return (-1.0) ** (n + 1) * np.prod(np.arange(1.0, n + 1.0)) * hurwitz_zeta(n + 1.0, x)
 
 
 # ---- logistic ------------------------------------------------------------------------------
@@ -66,18 +67,18 @@ scalar_rule(sp.gamma, lambda x, y: y * sp.digamma(x))
 scalar_rule(sp.rgamma, lambda x, y: -y * sp.digamma(x))
 scalar_rule(sp.gammaln, lambda x, y: sp.digamma(x))
 scalar_rule(sp.digamma, lambda x, y: _polygamma(1, x))  # sp.psi is the same ufunc
-scalar_rule(_hurwitz_zeta, _no_derivative("zeta", "s"), lambda s, q, y: -s * _hurwitz_zeta(s + 1.0, q))
+scalar_rule(hurwitz_zeta, no_derivative("zeta", "s"), lambda s, q, y: -s * hurwitz_zeta(s + 1.0, q))
 scalar_rule(sp.beta,
             lambda a, b, y: y * (sp.digamma(a) - sp.digamma(a + b)),
             lambda a, b, y: y * (sp.digamma(b) - sp.digamma(a + b)))
 scalar_rule(sp.betaln,
             lambda a, b, y: sp.digamma(a) - sp.digamma(a + b),
             lambda a, b, y: sp.digamma(b) - sp.digamma(a + b))
-scalar_rule(sp.gammainc, _no_derivative("gammainc", "a"),
+scalar_rule(sp.gammainc, no_derivative("gammainc", "a"),
             lambda a, x, y: np.exp((a - 1.0) * np.log(x) - x - sp.gammaln(a)))
-scalar_rule(sp.gammaincc, _no_derivative("gammaincc", "a"),
+scalar_rule(sp.gammaincc, no_derivative("gammaincc", "a"),
             lambda a, x, y: -np.exp((a - 1.0) * np.log(x) - x - sp.gammaln(a)))
-scalar_rule(sp.betainc, _no_derivative("betainc", "a"), _no_derivative("betainc", "b"),
+scalar_rule(sp.betainc, no_derivative("betainc", "a"), no_derivative("betainc", "b"),
             lambda a, b, x, y: np.exp((a - 1.0) * np.log(x) + (b - 1.0) * np.log1p(-x) - sp.betaln(a, b)))
 scalar_rule(sp.binom,
             lambda n, k, y: y * (sp.digamma(n + 1.0) - sp.digamma(n - k + 1.0)),
@@ -85,11 +86,11 @@ scalar_rule(sp.binom,
 non_differentiable(sp.gammasgn)
 
 # ---- inverses of the incomplete gamma and beta functions (w.r.t. the probability) --------------------
-scalar_rule(sp.gammaincinv, _no_derivative("gammaincinv", "a"),
+scalar_rule(sp.gammaincinv, no_derivative("gammaincinv", "a"),
             lambda a, p, y: np.exp(y - (a - 1.0) * np.log(y) + sp.gammaln(a)))
-scalar_rule(sp.gammainccinv, _no_derivative("gammainccinv", "a"),
+scalar_rule(sp.gammainccinv, no_derivative("gammainccinv", "a"),
             lambda a, p, y: -np.exp(y - (a - 1.0) * np.log(y) + sp.gammaln(a)))
-scalar_rule(sp.betaincinv, _no_derivative("betaincinv", "a"), _no_derivative("betaincinv", "b"),
+scalar_rule(sp.betaincinv, no_derivative("betaincinv", "a"), no_derivative("betaincinv", "b"),
             lambda a, b, p, y: np.exp(sp.betaln(a, b) - (a - 1.0) * np.log(y) - (b - 1.0) * np.log1p(-y)))
 
 # ---- Student's t distribution (w.r.t. t) -----------------------------------------------------------------
@@ -98,8 +99,8 @@ def _t_density(df, t):
                   - 0.5 * (df + 1.0) * np.log1p(t * t / df))
 
 
-scalar_rule(sp.stdtr, _no_derivative("stdtr", "df"), lambda df, t, y: _t_density(df, t))
-scalar_rule(sp.stdtrit, _no_derivative("stdtrit", "df"), lambda df, p, y: 1.0 / _t_density(df, y))
+scalar_rule(sp.stdtr, no_derivative("stdtr", "df"), lambda df, t, y: _t_density(df, t))
+scalar_rule(sp.stdtrit, no_derivative("stdtrit", "df"), lambda df, p, y: 1.0 / _t_density(df, y))
 
 
 # ---- more distribution functions (w.r.t. the variable: the density) -----------------------------------------
@@ -126,19 +127,19 @@ def _first_order_only(function):
     return first_order_only
 
 
-scalar_rule(sp.chdtr, _no_derivative("chdtr", "v"), lambda v, x, y: _chi2_density(v, x))
-scalar_rule(sp.chdtrc, _no_derivative("chdtrc", "v"), lambda v, x, y: -_chi2_density(v, x))
+scalar_rule(sp.chdtr, no_derivative("chdtr", "v"), lambda v, x, y: _chi2_density(v, x))
+scalar_rule(sp.chdtrc, no_derivative("chdtrc", "v"), lambda v, x, y: -_chi2_density(v, x))
 # gdtr(a, b, x) = gammainc(b, a x): the rate a enters through a x
-scalar_rule(sp.gdtr, lambda a, b, x, y: x * _gamma_density(b, a * x), _no_derivative("gdtr", "b"),
+scalar_rule(sp.gdtr, lambda a, b, x, y: x * _gamma_density(b, a * x), no_derivative("gdtr", "b"),
             lambda a, b, x, y: a * _gamma_density(b, a * x))
-scalar_rule(sp.gdtrc, lambda a, b, x, y: -x * _gamma_density(b, a * x), _no_derivative("gdtrc", "b"),
+scalar_rule(sp.gdtrc, lambda a, b, x, y: -x * _gamma_density(b, a * x), no_derivative("gdtrc", "b"),
             lambda a, b, x, y: -a * _gamma_density(b, a * x))
-scalar_rule(sp.fdtr, _no_derivative("fdtr", "dfn"), _no_derivative("fdtr", "dfd"),
+scalar_rule(sp.fdtr, no_derivative("fdtr", "dfn"), no_derivative("fdtr", "dfd"),
             lambda dfn, dfd, x, y: _f_density(dfn, dfd, x))
-scalar_rule(sp.fdtrc, _no_derivative("fdtrc", "dfn"), _no_derivative("fdtrc", "dfd"),
+scalar_rule(sp.fdtrc, no_derivative("fdtrc", "dfn"), no_derivative("fdtrc", "dfd"),
             lambda dfn, dfd, x, y: -_f_density(dfn, dfd, x))
 scalar_rule(sp.kolmogorov, lambda x, y: _kolmogorov_partial(x))
-scalar_rule(sp.smirnov, _no_derivative("smirnov", "n"), lambda n, d, y: _smirnov_partial(n, d))
+scalar_rule(sp.smirnov, no_derivative("smirnov", "n"), lambda n, d, y: _smirnov_partial(n, d))
 scalar_rule(_kolmogorov_partial, _first_order_only("kolmogorov"))
 scalar_rule(_smirnov_partial, _first_order_only("smirnov"), _first_order_only("smirnov"))
 
@@ -248,7 +249,7 @@ scalar_rule(sp.inv_boxcox1p, lambda y, lmbda, x: np.power(1.0 + x, 1.0 - lmbda),
             lambda y, lmbda, x: _inv_boxcox_lmbda(y, lmbda, 1.0 + x))
 scalar_rule(sp.loggamma, lambda x, y: sp.digamma(x))  # real x > 0
 scalar_rule(sp.poch, lambda z, m, y: y * (sp.digamma(z + m) - sp.digamma(z)), lambda z, m, y: y * sp.digamma(z + m))
-scalar_rule(sp.expn, _no_derivative("expn", "the order n"), lambda n, x, y: -sp.expn(n - 1, x))
+scalar_rule(sp.expn, no_derivative("expn", "the order n"), lambda n, x, y: -sp.expn(n - 1, x))
 scalar_rule(sp.spence, lambda z, y: np.log(z) / (1.0 - z))
 scalar_rule(sp.ndtri_exp, lambda x, y: _SQRT_2PI * np.exp(x + 0.5 * y * y))
 scalar_rule(sp.exprel, lambda x, y: _exprel_partial(x, y))
@@ -268,17 +269,17 @@ scalar_rule(sp.k0, lambda x, y: -sp.k1(x))
 scalar_rule(sp.k1, lambda x, y: -0.5 * (sp.k0(x) + sp.kv(2.0, x)))
 scalar_rule(sp.k0e, lambda x, y: y - sp.k1e(x))
 scalar_rule(sp.k1e, lambda x, y: y - 0.5 * (sp.k0e(x) + sp.kve(2.0, x)))
-scalar_rule(sp.jv, _no_derivative("jv", "the order v"), lambda v, z, y: 0.5 * (sp.jv(v - 1, z) - sp.jv(v + 1, z)))
-scalar_rule(sp.yv, _no_derivative("yv", "the order v"), lambda v, z, y: 0.5 * (sp.yv(v - 1, z) - sp.yv(v + 1, z)))
-scalar_rule(sp.yn, _no_derivative("yn", "the order n"), lambda n, z, y: 0.5 * (sp.yv(n - 1, z) - sp.yv(n + 1, z)))
-scalar_rule(sp.iv, _no_derivative("iv", "the order v"), lambda v, z, y: 0.5 * (sp.iv(v - 1, z) + sp.iv(v + 1, z)))
-scalar_rule(sp.ive, _no_derivative("ive", "the order v"),
+scalar_rule(sp.jv, no_derivative("jv", "the order v"), lambda v, z, y: 0.5 * (sp.jv(v - 1, z) - sp.jv(v + 1, z)))
+scalar_rule(sp.yv, no_derivative("yv", "the order v"), lambda v, z, y: 0.5 * (sp.yv(v - 1, z) - sp.yv(v + 1, z)))
+scalar_rule(sp.yn, no_derivative("yn", "the order n"), lambda n, z, y: 0.5 * (sp.yv(n - 1, z) - sp.yv(n + 1, z)))
+scalar_rule(sp.iv, no_derivative("iv", "the order v"), lambda v, z, y: 0.5 * (sp.iv(v - 1, z) + sp.iv(v + 1, z)))
+scalar_rule(sp.ive, no_derivative("ive", "the order v"),
             lambda v, z, y: 0.5 * (sp.ive(v - 1, z) + sp.ive(v + 1, z)) - np.sign(z) * y)
-scalar_rule(sp.kv, _no_derivative("kv", "the order v"), lambda v, z, y: -0.5 * (sp.kv(v - 1, z) + sp.kv(v + 1, z)))
-scalar_rule(sp.kn, _no_derivative("kn", "the order n"), lambda n, z, y: -0.5 * (sp.kv(n - 1, z) + sp.kv(n + 1, z)))
-scalar_rule(sp.jve, _no_derivative("jve", "the order v"), lambda v, z, y: 0.5 * (sp.jve(v - 1, z) - sp.jve(v + 1, z)))
-scalar_rule(sp.yve, _no_derivative("yve", "the order v"), lambda v, z, y: 0.5 * (sp.yve(v - 1, z) - sp.yve(v + 1, z)))
-scalar_rule(sp.kve, _no_derivative("kve", "the order v"),
+scalar_rule(sp.kv, no_derivative("kv", "the order v"), lambda v, z, y: -0.5 * (sp.kv(v - 1, z) + sp.kv(v + 1, z)))
+scalar_rule(sp.kn, no_derivative("kn", "the order n"), lambda n, z, y: -0.5 * (sp.kv(n - 1, z) + sp.kv(n + 1, z)))
+scalar_rule(sp.jve, no_derivative("jve", "the order v"), lambda v, z, y: 0.5 * (sp.jve(v - 1, z) - sp.jve(v + 1, z)))
+scalar_rule(sp.yve, no_derivative("yve", "the order v"), lambda v, z, y: 0.5 * (sp.yve(v - 1, z) - sp.yve(v + 1, z)))
+scalar_rule(sp.kve, no_derivative("kve", "the order v"),
             lambda v, z, y: y - 0.5 * (sp.kve(v - 1, z) + sp.kve(v + 1, z)))
 
 
@@ -322,10 +323,10 @@ _two_outputs(sp.fresnel, lambda x: np.sin(0.5 * np.pi * x * x), lambda x: np.cos
 
 
 # ---- hypergeometric functions (w.r.t. z) ------------------------------------------------------------------
-scalar_rule(sp.hyp0f1, _no_derivative("hyp0f1", "b"), lambda b, z, y: sp.hyp0f1(b + 1.0, z) / b)
-scalar_rule(sp.hyp1f1, _no_derivative("hyp1f1", "a"), _no_derivative("hyp1f1", "b"),
+scalar_rule(sp.hyp0f1, no_derivative("hyp0f1", "b"), lambda b, z, y: sp.hyp0f1(b + 1.0, z) / b)
+scalar_rule(sp.hyp1f1, no_derivative("hyp1f1", "a"), no_derivative("hyp1f1", "b"),
             lambda a, b, z, y: a / b * sp.hyp1f1(a + 1.0, b + 1.0, z))
-scalar_rule(sp.hyp2f1, _no_derivative("hyp2f1", "a"), _no_derivative("hyp2f1", "b"), _no_derivative("hyp2f1", "c"),
+scalar_rule(sp.hyp2f1, no_derivative("hyp2f1", "a"), no_derivative("hyp2f1", "b"), no_derivative("hyp2f1", "c"),
             lambda a, b, c, z, y: a * b / c * sp.hyp2f1(a + 1.0, b + 1.0, c + 1.0, z))
 
 
@@ -344,7 +345,7 @@ def _positive(n):
 
 
 def _degree(function):
-    return _no_derivative(function, "the degree n")
+    return no_derivative(function, "the degree n")
 
 
 scalar_rule(sp.eval_chebyt, _degree("eval_chebyt"), lambda n, x, y: n * sp.eval_chebyu(_below(n), x))
@@ -366,11 +367,11 @@ scalar_rule(sp.eval_hermitenorm, _degree("eval_hermitenorm"),
             lambda n, x, y: n * sp.eval_hermitenorm(_below(n), x))
 scalar_rule(sp.eval_laguerre, _degree("eval_laguerre"),
             lambda n, x, y: -_positive(n) * sp.eval_genlaguerre(_below(n), 1.0, x))
-scalar_rule(sp.eval_genlaguerre, _degree("eval_genlaguerre"), _no_derivative("eval_genlaguerre", "alpha"),
+scalar_rule(sp.eval_genlaguerre, _degree("eval_genlaguerre"), no_derivative("eval_genlaguerre", "alpha"),
             lambda n, alpha, x, y: -_positive(n) * sp.eval_genlaguerre(_below(n), alpha + 1.0, x))
-scalar_rule(sp.eval_gegenbauer, _degree("eval_gegenbauer"), _no_derivative("eval_gegenbauer", "alpha"),
+scalar_rule(sp.eval_gegenbauer, _degree("eval_gegenbauer"), no_derivative("eval_gegenbauer", "alpha"),
             lambda n, alpha, x, y: 2.0 * alpha * _positive(n) * sp.eval_gegenbauer(_below(n), alpha + 1.0, x))
-scalar_rule(sp.eval_jacobi, _degree("eval_jacobi"), _no_derivative("eval_jacobi", "alpha"),
-            _no_derivative("eval_jacobi", "beta"),
+scalar_rule(sp.eval_jacobi, _degree("eval_jacobi"), no_derivative("eval_jacobi", "alpha"),
+            no_derivative("eval_jacobi", "beta"),
             lambda n, alpha, beta, x, y: (0.5 * (n + alpha + beta + 1.0) * _positive(n)
                                           * sp.eval_jacobi(_below(n), alpha + 1.0, beta + 1.0, x)))

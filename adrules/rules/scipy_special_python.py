@@ -15,11 +15,11 @@ has no derivative in ``x``), ``factorial(n)`` (``exact=False``, gamma(n + 1)) in
 
 import numpy as np
 import scipy.special as sp
-from scipy.special import _ufuncs
 
 from ..registry import scalar_rule
 from ..tangents import NoTangent, ZeroTangent, is_zero
 from ._scipy_entry import replace_function
+from .scipy_special import hurwitz_zeta, no_derivative
 from ._utils import forward_rule, normalize_axes, reverse_rule, tangent_at
 
 logsumexp = replace_function(sp, "logsumexp")
@@ -29,16 +29,6 @@ polygamma = replace_function(sp, "polygamma")
 multigammaln = replace_function(sp, "multigammaln")
 zeta = replace_function(sp, "zeta")
 factorial = replace_function(sp, "factorial")
-_hurwitz_zeta = _ufuncs._zeta
-
-
-def _no_derivative(function, parameter):
-    def no_derivative(*args):
-        raise NotImplementedError(
-            f"scipy.special.{function}: no derivative with respect to {parameter}; pass it as a "
-            f"constant (a plain number or array, not a traced value).")
-
-    return no_derivative
 
 
 # ---- logsumexp ------------------------------------------------------------------------------
@@ -140,5 +130,5 @@ def _factorial_partial(n, exact, extend, y):
 
 scalar_rule(polygamma, None, lambda n, x, y: polygamma(n + 1, x))
 scalar_rule(multigammaln, _multigammaln_partial, None)
-scalar_rule(zeta, _no_derivative("zeta", "x"), lambda x, q, out, y: -x * _hurwitz_zeta(x + 1.0, q), None)
+scalar_rule(zeta, no_derivative("zeta", "x"), lambda x, q, out, y: -x * hurwitz_zeta(x + 1.0, q), None)
 scalar_rule(factorial, _factorial_partial, None, None)
