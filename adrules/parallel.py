@@ -47,6 +47,7 @@ from .chunks import (
     chunk_value,
     is_container,
     jvp_chunks,
+    note,
     what,
     why_not_added,
     zero_to_none,
@@ -286,9 +287,18 @@ class Call:
         return sum(getattr(leaf, "nbytes", 8) for part in parts for leaf in flatten(part)[0])
 
     def run(self, executor, phase, fn, items, shared, on_result=None, result_bytes=0):
-        return schedule.run(executor, fn, items, shared, key=self.key, dispatch=self.dispatch,
-                            on_result=on_result, progress=self.progress, label=f"{self.name} {phase}",
-                            about=self.about, result_bytes=result_bytes)
+        try:
+            return schedule.run(executor, fn, items, shared, key=self.key, dispatch=self.dispatch,
+                                on_result=on_result, progress=self.progress, label=f"{self.name} {phase}",
+                                about=self.about, result_bytes=result_bytes)
+        except executors.WorkerError as e:
+            chunks = getattr(e, "adrules_chunks", None)
+            if chunks is not None and phase == "forward":  # items are (xs, start) pairs: name them
+                first, (xs, start) = items[chunks[0]][1], items[chunks[-1]]
+                last = start + len(xs) - 1
+                note(e, f"{self.name}: the worker died running f over "
+                        f"{f'element {first}' if first == last else f'elements {first}..{last}'}")
+            raise
 
 
 @primitive

@@ -335,6 +335,10 @@ def _parallel(site, executor, fn, items, first, shared, on_result, on_done, one_
             f"come back from a worker of the {executor.name!r} executor: {e.reason}. Return only "
             "what pickles (numbers, arrays, containers of them), or use the 'threads' executor.") from e
     except (Exception, SystemExit) as e:
+        task = getattr(e, "executors_item_index", None)
+        if getattr(e, "adrules_chunk", None) is None and task is not None and 0 <= task < len(tasks):
+            e.adrules_chunk = tasks[task][1]  # a worker died running it: its group's first chunk
+            e.adrules_chunks = range(tasks[task][1], tasks[task][1] + len(tasks[task][0]))
         _name_the_chunk(e, len(items), executor.name)
         raise
     wall = clock.wall() - w0

@@ -280,11 +280,15 @@ class ProcessExecutor(Executor):
                     if gone.unstarted and attempt == 0:
                         continue  # it died before this map reached it: run the map afresh
                     unfinished = sorted([gone.index, *gone.pending]) if gone.index >= 0 else list(range(n))
-                    raise WorkerError(
+                    err = WorkerError(
                         f"a worker process of the {name!r} executor died while this map of {n} items was "
                         f"running (unfinished items: {_short(unfinished)}); it was killed (e.g. by the OS "
                         "for lack of memory) or crashed (segfault, os._exit). The broken pool was shut "
-                        "down; the next call starts fresh workers.") from None
+                        "down; the next call starts fresh workers.")
+                    if gone.index >= 0:
+                        err.executors_item_index = gone.index  # the item it was running
+                        annotate(err, gone.index, n, name)
+                    raise err from None
                 except BaseException as exc:
                     flag.set()
                     i = getattr(exc, "executors_lane_index", None)

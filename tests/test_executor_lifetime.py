@@ -74,3 +74,36 @@ def test_close_from_another_thread_mid_map_gives_a_clear_error_and_the_executor_
     closer.join()
     assert ex.map(abs, [-3, -4]) == [3, 4]  # a later map starts afresh
     ex.close()
+
+
+def _exits_at_3(w):
+    if w == 3.0:
+        import os
+
+        os._exit(1)  # the worker process dies (a segfault would do the same)
+    return w * w
+
+
+def test_a_worker_death_names_the_element_it_was_running():
+    with executors.ProcessExecutor(2) as ex:
+        with pytest.raises(executors.WorkerError, match="died while this map") as info:
+            ad.psum(_exits_at_3, [float(i) for i in range(8)], executor=ex, chunk_size=1, dispatch="always")
+        assert "psum: the worker died running f over element 3" in info.value.__notes__
+        assert ad.psum(lambda w: w * w, [1.0, 2.0], executor=ex, dispatch="always") == 5.0
+
+
+def _fails_fast_or_waits(i):
+    if i == 1:
+        raise ValueError("element 1 is bad")
+    time.sleep(3.0)
+    return i
+
+
+def test_an_error_on_processes_is_raised_as_soon_as_it_arrives():
+    """The caller ran a share of the chunks itself, and reported an error only after it."""
+    with executors.ProcessExecutor(2) as ex:
+        ex.map(abs, [1, 2])
+        t0 = time.perf_counter()
+        with pytest.raises(ValueError, match="element 1 is bad"):
+            ad.pmap(_fails_fast_or_waits, list(range(4)), executor=ex, chunk_size=1, dispatch="always")
+        assert time.perf_counter() - t0 < 2.0  # element 0's 3 s, or more, were not waited for
