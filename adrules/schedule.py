@@ -3,7 +3,7 @@
     run(executor, fn, items, shared, key=...)      every phase of psum/pmap comes here
       decide(site, executor, n chunks left) ─▶ INLINE | PARALLEL | ONE_FIRST
         INLINE:    the chunks left, in groups (see ``group_size``), in this thread
-        PARALLEL:  the chunks left, a group a task (see ``task_size``), on the executor
+        PARALLEL:  the chunks left, in tasks of consecutive chunks (``batches``), on the executor
         ONE_FIRST: one group inline, stopping after a millisecond of work, then decide
                    again (no estimate yet, or the workers still starting); an INLINE
                    group that stops early (heavier than estimated) decides again too
@@ -37,6 +37,7 @@ logger = logging.getLogger("adrules.schedule")
 
 MARGIN = 1.25  # parallel must be expected this many times faster than inline
 RETRY_CALLS = 32  # calls after which a site's measured parallel speed-up is measured again
+TASK_WORK = 10.0  # a task holds at least this many times the executor's per-task overhead
 BIG_RESULT = 2**20  # bytes: a chunk's result this big travels in a task of its own
 PRELOAD = ("adrules",)  # what starting worker processes import ahead of the first chunk
 
@@ -112,15 +113,42 @@ def explain(why: tuple) -> str:
 
 def parallel_seconds(executor, t: float, n: int, result_bytes: int = 0) -> float:
     """The model: ``n`` chunks of ``t`` seconds shared by the workers, plus the executor's
-    overhead per map, per task (a task is a group of chunks, see ``group_size``), and per
-    byte of each chunk's result (``result_bytes``) brought back.
+    overhead per map, per task (see ``batches``), and per byte of each chunk's result
+    (``result_bytes``) brought back.
 
     >>> round(parallel_seconds(executors.SerialExecutor(), 0.01, 8), 3)
     0.08
     """
     per_call, per_task, per_byte = executor.overhead()
-    tasks = math.ceil(n / task_size(t, n, executor.n_workers, result_bytes > BIG_RESULT))
+    tasks = _n_tasks(n, executor.n_workers, t, per_task, result_bytes > BIG_RESULT)
     return n * t / executor.n_workers + per_call + tasks * per_task + n * result_bytes * per_byte
+
+
+def _n_tasks(n, n_workers, t, per_task, one_each=False):
+    if one_each or t <= 0 or n <= n_workers:
+        return n
+    n_tasks = math.ceil(n / max(1, math.ceil(TASK_WORK * per_task / t)))
+    return min(n, n_workers * math.ceil(n_tasks / n_workers))
+
+
+def batches(n: int, n_workers: int, t: float, per_task: float, one_each: bool = False) -> list[range]:
+    """Chunks ``0..n-1`` in tasks of consecutive chunks: each with at least ``TASK_WORK``
+    times the per-task overhead of work, as many tasks as a multiple of the workers (every
+    worker gets as many), sizes differing by at most one; ``one_each``: a chunk a task.
+
+    >>> [len(b) for b in batches(13, 2, 1e-3, 2e-4)]
+    [2, 2, 2, 2, 2, 1, 1, 1]
+    >>> [len(b) for b in batches(16, 2, 1.0, 2e-4)]
+    [1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1]
+    """
+    n_tasks = _n_tasks(n, n_workers, t, per_task, one_each)
+    size, extra = divmod(n, n_tasks)
+    out, start = [], 0
+    for k in range(n_tasks):
+        stop = start + size + (k < extra)
+        out.append(range(start, stop))
+        start = stop
+    return out
 
 
 _sites: dict = {}
@@ -214,17 +242,6 @@ def group_size(t, one_each=False):
     return 1 if one_each or not t else max(1, int(GROUP_SECONDS / t))
 
 
-def task_size(t, n, n_workers, one_each=False):
-    """Chunks a task of ``n`` chunks of ``t`` seconds takes: a group (``group_size``),
-    yet at least two tasks a worker, so that every worker has work and a slow one is
-    balanced by the others.
-
-    >>> task_size(1e-5, 1000, 2), task_size(1e-5, 16, 2), task_size(0.1, 16, 2)
-    (100, 4, 1)
-    """
-    return max(1, min(group_size(t, one_each), n // (2 * n_workers)))
-
-
 class each:
     """``fn(item, *shared)`` made a function of a group of items, for ``run``: one result
     per item (picklable when ``fn`` is).
@@ -308,8 +325,11 @@ def _task_with_rules(fn, clock, rules):
 def _parallel(site, executor, fn, items, first, shared, on_result, on_done, one_each, clock):
     """Chunks ``first..`` on the executor; what the run achieved teaches the site."""
     n = len(items) - first
-    size = task_size(site.seconds, n, executor.n_workers, one_each)
-    tasks = [(items[a:a + size], a, size) for a in range(first, len(items), size)]
+    t = site.seconds or 0.0
+    per_task = executor.overhead()[1] if executor.ready() else 0.0
+    size = group_size(t, one_each)  # the chunks of a task traced together, as inline
+    tasks = [(items[first + r.start:first + r.stop], first + r.start, size)
+             for r in batches(n, executor.n_workers, t, per_task, one_each)]
     cpu = [0.0]
 
     def take(j, pairs):

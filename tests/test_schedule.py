@@ -140,14 +140,14 @@ def test_dispatch_always_sends_every_chunk_and_its_choices_are_checked(monkeypat
         ad.psum(np.sin, [1.0])
 
 
-def test_a_task_is_a_group_of_chunks_holding_up_to_a_millisecond_of_work():
+def test_cheap_chunks_travel_in_batches_and_every_worker_gets_as_many():
+    sizes = [len(b) for b in schedule.batches(16, 2, t=1e-4, per_task=1e-4)]  # 10 chunks a task
+    assert sizes == [8, 8]
+    sizes = [len(b) for b in schedule.batches(13, 2, t=1e-3, per_task=2e-4)]
+    assert sum(sizes) == 13 and len(sizes) % 2 == 0 and max(sizes) - min(sizes) <= 1
+    assert [len(b) for b in schedule.batches(3, 8, t=1e-6, per_task=1.0)] == [1, 1, 1]
+    assert [len(b) for b in schedule.batches(16, 2, t=1e-6, per_task=1.0, one_each=True)] == [1] * 16
     assert schedule.group_size(1e-5) == 100 and schedule.group_size(0.1) == 1
-    assert schedule.group_size(1e-5, one_each=True) == 1  # big results: one at a time
-    assert schedule.task_size(1e-6, 16, 2) == 4  # yet two tasks a worker at least
-    pool = FakePool(clock=TickingClock())
-    _run(pool, 4e-4, n=9, dispatch="always")  # chunks of 0.4 ms: the first call's, one a task
-    _run(pool, 4e-4, n=9, dispatch="always")
-    assert pool.maps[-1] == [[0, 1], [2, 3], [4, 5], [6, 7], [8]]
 
 
 # ------------------------------------------------------- the runner, on a clock

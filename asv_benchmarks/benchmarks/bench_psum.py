@@ -360,7 +360,7 @@ class PeakMemSharedArgumentGradient:
     one buffer as chunks complete, no more than a task a worker ahead of the fold.
     Target: <= 4 at 16 chunks, every backend."""
 
-    params = [["serial", "threads", "processes", "dask"], [4, 16]]
+    params = [["serial", "threads", "processes", "dask"], [16]]
     param_names = ["backend", "n_chunks"]
     unit = "x the array"
     timeout = 300
