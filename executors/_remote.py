@@ -16,7 +16,7 @@ arguments are pickled once per map, not once per task::
                                                       ├ fn(item, *shared) in a fresh context:
                                                       │ in_worker() True, caller's chunk_size
     result  ◀─ cloudpickle.loads ◀── bytes ◀──────────┘ result pickled here: a failure names item i
-                                                        (on dask, array buffers apart: Dask's own frames)
+                                                        (array buffers apart, received into their own memory)
 
 A blob's key is a BLAKE2b hash of its bytes (``None`` for small inline blobs),
 so equal content is unpickled once per worker, and changed content (a mutated
@@ -45,6 +45,8 @@ __all__ = ["dumps", "loads", "make_blob", "run_task", "init_process_worker"]
 
 #: blobs at least this large get a content-hash key (cached on workers)
 HASH_MIN_BYTES = 4096
+#: result buffers at least this large travel apart from the pickled bytes
+OUT_OF_BAND_MIN_BYTES = 1 << 16
 
 
 def dumps(obj: Any, what: str, backend: str) -> bytes:
@@ -70,14 +72,21 @@ def _pickled(obj, what, backend, buffer_callback=None):
 
 
 def dumps_out_of_band(obj: Any, what: str, backend: str) -> tuple:
-    """``obj`` pickled with its large buffers (array data) left out of the bytes: Dask
-    sends them as frames of their own, and :func:`load_result` builds the arrays on the
-    frames received, without another copy."""
+    """``obj`` pickled with its large buffers (array data) left out of the bytes: Dask and
+    the lane send them apart, and :func:`load_result` builds the arrays on the memory
+    they are received into, without another copy. Small ones stay in the bytes, where
+    a copy costs less than a message of their own."""
     import numpy as np
 
     buffers: list = []
-    header = _pickled(obj, what, backend, buffers.append)
-    return header, [np.frombuffer(b.raw(), np.uint8) for b in buffers]
+
+    def in_band(buffer):
+        if buffer.raw().nbytes < OUT_OF_BAND_MIN_BYTES:
+            return True
+        buffers.append(np.frombuffer(buffer.raw(), np.uint8))
+        return False
+
+    return _pickled(obj, what, backend, in_band), buffers
 
 
 def loads(data: bytes) -> Any:
@@ -277,7 +286,7 @@ def _run(index, item_data, fn_blob, shared_blobs, chunk_size, backend, flag=None
     try:
         result = ctx.run(fn, item, *shared)
     except _abandon.Abandoned:  # the map raised meanwhile: nobody reads this
-        return dumps(None, f"the result of item {index}", backend)
+        return None
     except Exception as exc:
         reason = _unsendable(exc)
         if reason is None:
@@ -288,9 +297,7 @@ def _run(index, item_data, fn_blob, shared_blobs, chunk_size, backend, flag=None
             raise
         failure = ExitRequested(exc)  # a Dask worker would die of it, and the map with it
     else:
-        if backend == "dask":
-            return dumps_out_of_band(result, f"the result of item {index}", backend)
-        return dumps(result, f"the result of item {index}", backend)
+        return dumps_out_of_band(result, f"the result of item {index}", backend)
     finally:
         _abandon.leave(flag)
     # raised out of the except block: with the original as its __context__, Dask's
