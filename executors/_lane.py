@@ -25,22 +25,15 @@ import shutil
 import socket
 import tempfile
 import threading
-import traceback
 import typing
 import weakref
 from multiprocessing.connection import Connection, wait
 from typing import Any, Callable, Iterable
 
 from . import _remote
+from ._tracebacks import RemoteTraceback, remote_text
 
 _OK, _ERROR = b"\x00", b"\x01"
-
-
-class RemoteTraceback(Exception):
-    """The traceback of an error raised on a worker, its ``__cause__`` (as loky does)."""
-
-    def __str__(self) -> str:
-        return f'\n"""\n{self.args[0]}"""'
 
 
 def serve(address: str, preload: Iterable[str], idle_timeout: float) -> str:
@@ -78,7 +71,7 @@ def serve(address: str, preload: Iterable[str], idle_timeout: float) -> str:
 def _pickled_error(exc: BaseException) -> bytes:
     import cloudpickle
 
-    text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+    text = remote_text(exc)
     try:
         return cloudpickle.dumps((exc, text), protocol=5)
     except Exception as why:  # _remote._run stands in for what it raises; this is the rest

@@ -36,7 +36,7 @@ import threading
 import time
 from typing import Any, Iterable
 
-from . import _abandon, _context, _shm
+from . import _abandon, _context, _pickler, _shm
 from ._blas import blas_pinned, pin_for_process
 from .base import RemoteError, SerializationError
 
@@ -48,10 +48,8 @@ HASH_MIN_BYTES = 4096
 
 def dumps(obj: Any, what: str, backend: str) -> bytes:
     """cloudpickle ``obj``; on failure raise SerializationError naming ``what``."""
-    import cloudpickle
-
     try:
-        return cloudpickle.dumps(obj, protocol=5)
+        return _pickler.dumps(obj)
     except Exception as exc:
         err = SerializationError(
             f"could not pickle {what} (a {type(obj).__name__}), which must cross a "

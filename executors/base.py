@@ -29,6 +29,7 @@ from typing import Any, Callable, Iterable, Literal, SupportsIndex, TypeVar
 
 from . import _context
 from ._blas import blas_pinned
+from ._tracebacks import user_frames
 
 _E = TypeVar("_E", bound="Executor")
 
@@ -186,10 +187,11 @@ class Executor:
         if not items:
             return []
         results = InOrder(len(items), on_result)
-        if _context.in_worker():
-            _map_inline(fn, items, shared, on_done, self.name, results)
-        else:
-            self._map(fn, items, shared, on_done, results)
+        with user_frames():
+            if _context.in_worker():
+                _map_inline(fn, items, shared, on_done, self.name, results)
+            else:
+                self._map(fn, items, shared, on_done, results)
         return results.values
 
     def _map(self, fn: Callable[..., Any], items: list[Any], shared: tuple[Any, ...],
