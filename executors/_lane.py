@@ -33,7 +33,7 @@ from typing import Any, Callable, Iterable
 from . import _remote
 from ._tracebacks import RemoteTraceback, remote_text
 
-_OK, _ERROR = b"\x00", b"\x01"
+_OK, _ERROR, _OK_DREW = b"\x00", b"\x01", b"\x02"  # _OK_DREW: drew from np.random's global state
 
 
 def serve(address: str, preload: Iterable[str], idle_timeout: float) -> str:
@@ -55,8 +55,8 @@ def serve(address: str, preload: Iterable[str], idle_timeout: float) -> str:
             except (EOFError, OSError):
                 return "closed"
             try:
-                (data,) = _remote.run_task(*pickle.loads(task))
-                reply = _OK + data
+                drew, data = _remote.run_task(*pickle.loads(task))
+                reply = (_OK_DREW if drew else _OK) + data
             except (Exception, SystemExit) as exc:  # loky sends SystemExit back as it is; so do we
                 reply = _ERROR + _pickled_error(exc)
             try:
@@ -143,12 +143,13 @@ class Lane:
         """False once a worker's serve task has ended (it sat idle for idle_timeout)."""
         return not any(f.done() for f in self.futures)
 
-    def run(self, tasks: list[tuple[int, bytes]], on_result: Callable[[int, memoryview], None],
+    def run(self, tasks: list[tuple[int, bytes]], on_result: Callable[[int, memoryview, bool], None],
             on_done: Callable[[int], None] | None, ahead: Callable[[], int] | None = None) -> None:
         """Send ``tasks`` (item index, pickled ``run_task`` arguments) to the workers, one
         at a time each (and none from index ``ahead()`` on, where given); ``on_result(i,
-        data)`` for each result, in completion order. The first error raised by a task is
-        raised here, rebuilt, with ``executors_lane_index`` set; a dead worker raises
+        data, drew)`` for each result, in completion order (``drew``: see ``run_task``).
+        The first error raised by a task is raised here, rebuilt, with
+        ``executors_lane_index`` set; a dead worker raises
         :class:`WorkerGone`. Tasks still running then are owed: their replies are read and
         dropped before the worker gets another."""
         self._settle_owed()
@@ -184,7 +185,7 @@ class Lane:
                         raise exc
                     if on_done is not None:
                         on_done(i)
-                    on_result(i, memoryview(reply)[1:])
+                    on_result(i, memoryview(reply)[1:], reply[:1] == _OK_DREW)
                 send_while_idle()
         except BaseException:
             self._owed.update(on)

@@ -127,3 +127,60 @@ def test_the_progress_warning_points_at_the_users_call(tmp_path):
     assert out.returncode == 0, out.stderr
     lines = [line for line in out.stdout.splitlines() if "tqdm" in line]
     assert lines and all(line.startswith(f"UserWarning {script} 9 ") for line in lines), out.stdout
+
+
+RANDOM = textwrap.dedent('''
+    import sys, warnings
+    import numpy as np, adrules as ad, executors
+
+    def global_draws(w, x):
+        return w * x + np.random.normal()
+
+    def seeds_then_draws(w, x):
+        np.random.seed(int(w))
+        return w * x + np.random.normal()
+
+    def seeds_a_generator(w, x):
+        return w * x + np.random.default_rng([2026, int(w)]).normal()
+
+    def draws_a_lot(w, x):
+        return w * x + np.random.normal(size=100_000).sum()
+
+    if __name__ == "__main__":
+        name = sys.argv[1]
+        ex = executors.DaskExecutor(n_workers=2) if name == "dask" else executors.resolve(name, 2)
+        ws = [float(k) for k in range(8)]
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
+            for _ in range(2):  # warned once per call site
+                ad.gradient(lambda ws: ad.psum(global_draws, ws, 2.0, executor=ex, dispatch="always"), ws)
+                ad.psum(seeds_then_draws, ws, 2.0, executor=ex, dispatch="always")
+                ad.psum(seeds_a_generator, ws, 2.0, executor=ex, dispatch="always")
+                ad.psum(draws_a_lot, ws, 2.0, executor=ex, dispatch="always")
+                ex.map(lambda i: np.random.rand(), range(4))
+                ex.map(lambda i: np.random.default_rng(i).random(), range(4))
+        ex.close()
+        for w in seen:
+            print(w.category.__name__, w.filename, w.lineno)
+''')
+
+
+@pytest.mark.parametrize("backend", ["processes", "dask"])
+def test_drawing_from_the_global_random_state_on_worker_processes_warns_once_per_call_site(tmp_path, backend):
+    """Warned: draws from the state a worker had (few or many); not warned: a generator
+    seeded per element, or the global state seeded in f (draws that depend on the element
+    only)."""
+    needs(backend)
+    script, out = run(tmp_path, RANDOM, backend)
+    assert out.returncode == 0, out.stderr
+    warned = [line.split() for line in out.stdout.splitlines() if line.startswith("GlobalRandomWarning")]
+    # the lines of the calls of global_draws, draws_a_lot and the first ex.map, once each
+    assert warned == [["GlobalRandomWarning", str(script), str(line)] for line in (25, 28, 29)], out.stdout
+    assert out.stdout.count("Warning") == 3, out.stdout
+
+
+def test_threads_are_not_checked_for_global_random_draws(tmp_path):
+    """Every thread shares the global state: a draw cannot be told from another thread's."""
+    _, out = run(tmp_path, RANDOM, "threads")
+    assert out.returncode == 0, out.stderr
+    assert "GlobalRandomWarning" not in out.stdout, out.stdout
