@@ -118,10 +118,18 @@ def _unlink(head: TracebackType | None, keep_last: bool) -> None:
     while tb is not None:
         after = tb.tb_next
         if not _in_library(tb.tb_frame) or (after is None and keep_last):
-            kept.tb_next = tb
-            kept = tb
+            kept.tb_next = kept = _rebuilt(tb)
         tb = after
     kept.tb_next = None
+
+
+def _rebuilt(tb: TracebackType) -> TracebackType:
+    """``tb``, or for a frame that Dask's tblib rebuilt from a worker's (code that runs
+    ``raise __traceback_maker`` at the line), the same without its code positions: the
+    stub's would put the carets under the wrong part of the user's line."""
+    if "__traceback_maker" not in tb.tb_frame.f_code.co_names:
+        return tb
+    return TracebackType(None, tb.tb_frame, -1, tb.tb_lineno)
 
 
 def remote_text(exc: BaseException) -> str:
