@@ -25,22 +25,15 @@ import shutil
 import socket
 import tempfile
 import threading
-import traceback
 import typing
 import weakref
 from multiprocessing.connection import Connection, wait
 from typing import Any, Callable, Iterable
 
 from . import _remote
+from ._tracebacks import RemoteTraceback, remote_text
 
-_OK, _ERROR = b"\x00", b"\x01"
-
-
-class RemoteTraceback(Exception):
-    """The traceback of an error raised on a worker, its ``__cause__`` (as loky does)."""
-
-    def __str__(self) -> str:
-        return f'\n"""\n{self.args[0]}"""'
+_OK, _ERROR, _OK_DREW = b"\x00", b"\x01", b"\x02"  # _OK_DREW: drew from np.random's global state
 
 
 def serve(address: str, preload: Iterable[str], idle_timeout: float) -> str:
@@ -62,9 +55,9 @@ def serve(address: str, preload: Iterable[str], idle_timeout: float) -> str:
             except (EOFError, OSError):
                 return "closed"
             try:
-                (result,) = _remote.run_task(*pickle.loads(task))
+                drew, result = _remote.run_task(*pickle.loads(task))
                 header, buffers = result if result is not None else (pickle.dumps(None), [])  # abandoned
-                reply = _OK + pickle.dumps((header, [b.nbytes for b in buffers]))
+                reply = (_OK_DREW if drew else _OK) + pickle.dumps((header, [b.nbytes for b in buffers]))
             except (Exception, SystemExit) as exc:  # loky sends SystemExit back as it is; so do we
                 reply, buffers = _ERROR + _pickled_error(exc), []
             try:
@@ -81,7 +74,7 @@ def serve(address: str, preload: Iterable[str], idle_timeout: float) -> str:
 def _pickled_error(exc: BaseException) -> bytes:
     import cloudpickle
 
-    text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+    text = remote_text(exc)
     try:
         return cloudpickle.dumps((exc, text), protocol=5)
     except Exception as why:  # _remote._run stands in for what it raises; this is the rest
@@ -96,9 +89,10 @@ def _send_raw(conn: Connection, buffer: Any) -> None:
 
 
 def _receive(conn: Connection) -> Any:
-    """A worker's reply: an error's pickled bytes, or a result as its pickled header and
-    its buffers, each read straight into memory of its own that the result's arrays then
-    use (``recv_bytes`` would hold each twice while reading it)."""
+    """A worker's reply: an error's pickled bytes, or ``(drew, (header, buffers))``: a
+    result as its pickled header and its buffers, each read straight into memory of its
+    own that the result's arrays then use (``recv_bytes`` would hold each twice while
+    reading it), and whether the task drew from NumPy's global random state."""
     import numpy as np
 
     reply = conn.recv_bytes()
@@ -115,7 +109,7 @@ def _receive(conn: Connection) -> Any:
                 raise EOFError("the worker's socket closed mid-result")
             got += n
         buffers.append(buffer)
-    return header, buffers
+    return reply[:1] == _OK_DREW, (header, buffers)
 
 
 class WorkerGone(Exception):
@@ -183,12 +177,13 @@ class Lane:
         """False once a worker's serve task has ended (it sat idle for idle_timeout)."""
         return not any(f.done() for f in self.futures)
 
-    def run(self, tasks: list[tuple[int, bytes]], on_result: Callable[[int, Any], None],
+    def run(self, tasks: list[tuple[int, bytes]], on_result: Callable[[int, Any, bool], None],
             on_done: Callable[[int], None] | None, ahead: Callable[[], int] | None = None) -> None:
         """Send ``tasks`` (item index, pickled ``run_task`` arguments) to the workers, one
         at a time each (and none from index ``ahead()`` on, where given); ``on_result(i,
-        data)`` for each result, in completion order. The first error raised by a task is
-        raised here, rebuilt, with ``executors_lane_index`` set; a dead worker raises
+        data, drew)`` for each result, in completion order (``drew``: see ``run_task``).
+        The first error raised by a task is raised here, rebuilt, with
+        ``executors_lane_index`` set; a dead worker raises
         :class:`WorkerGone`. Tasks still running then are owed: their replies are read and
         dropped before the worker gets another."""
         self._settle_owed()
@@ -217,14 +212,15 @@ class Lane:
                     except (EOFError, OSError):
                         raise WorkerGone(i, sorted({*on.values(), *(j for j, _ in waiting)})) from None
                     idle.append(conn)
-                    if type(reply) is not tuple:
+                    if type(reply) is not tuple:  # an error
                         exc, text = pickle.loads(reply)
                         exc.__cause__ = RemoteTraceback(text)
                         exc.executors_lane_index = i
                         raise exc
                     if on_done is not None:
                         on_done(i)
-                    on_result(i, reply)
+                    drew, data = reply
+                    on_result(i, data, drew)
                 send_while_idle()
         except BaseException:
             self._owed.update(on)

@@ -37,7 +37,7 @@ import threading
 import time
 from typing import Any, Iterable
 
-from . import _abandon, _context, _shm
+from . import _abandon, _context, _global_random, _pickler, _shm
 from ._blas import blas_pinned, pin_for_process
 from .base import RemoteError, SerializationError
 
@@ -55,10 +55,8 @@ def dumps(obj: Any, what: str, backend: str) -> bytes:
 
 
 def _pickled(obj, what, backend, buffer_callback=None):
-    import cloudpickle
-
     try:
-        return cloudpickle.dumps(obj, protocol=5, buffer_callback=buffer_callback)
+        return _pickler.dumps(obj, buffer_callback)
     except Exception as exc:
         err = SerializationError(
             f"could not pickle {what} (a {type(obj).__name__}), which must cross a "
@@ -177,23 +175,48 @@ def warm_up(modules: Iterable[str] = ()) -> None:
 
 def run_task(index, item_data, fn_blob, shared_blobs, origin_pid, chunk_size, backend="processes",
              flag=None):
-    """Run one item on a worker; return the pickled result in a one-element list (the
-    parent pops it, so the finished future does not keep the bytes alive).
+    """Run one item on a worker; return ``[drew, result]``, the result pickled by
+    :func:`dumps_out_of_band` (the parent pops it, so the finished future does not keep
+    it alive); ``drew``: whether it drew from NumPy's global random state (see
+    ``_global_random``).
 
     ``origin_pid`` tells a separate worker process (pinned for good) from an
     in-process dask worker thread (pinned per task, ref-counted). ``flag``: the map's
     (``_abandon``), set once the map raised; the task then does nothing.
     """
     if flag is not None and flag.is_set():
-        return [None]  # nobody reads it
+        return [False, None]  # nobody reads it
     if backend == "dask" and not _failures_quiet:
         _quiet_failures_of_our_tasks()
     if os.getpid() != origin_pid:
         _context.mark_process_worker()
         pin_for_process()
-        return [_run(index, item_data, fn_blob, shared_blobs, chunk_size, backend, flag)]
+        watch = _global_random.Watch() if _alone_in_process(backend) else None
+        data = _run(index, item_data, fn_blob, shared_blobs, chunk_size, backend, flag)
+        return [_global_random.drew(watch, _work_key(fn_blob, shared_blobs)), data]
     with blas_pinned():  # in-process worker (e.g. LocalCluster(processes=False))
-        return [_run(index, item_data, fn_blob, shared_blobs, chunk_size, backend, flag)]
+        return [False, _run(index, item_data, fn_blob, shared_blobs, chunk_size, backend, flag)]
+
+
+def _work_key(fn_blob, shared_blobs):
+    """What names a map's work on a worker: ``fn`` and the shared arguments, by content."""
+    blobs = (fn_blob, *shared_blobs)
+    if not all(isinstance(b, tuple) for b in blobs):
+        return None
+    return tuple(key if key is not None else hash(data) for key, data in blobs)
+
+
+def _alone_in_process(backend):
+    """Whether this task runs alone in its worker process (its global random state is
+    the task's own): always on a loky worker, on a Dask worker with one thread."""
+    if backend != "dask":
+        return True
+    try:
+        from distributed import get_worker
+
+        return get_worker().state.nthreads == 1
+    except Exception:  # not run by a Dask worker, or a distributed that words it otherwise
+        return False
 
 
 _failures_quiet = False
