@@ -16,20 +16,20 @@ from typing import Any, Callable, Iterable, Sequence
 import numpy as np
 
 from . import registry
-from .pytrees import LEAF, PyTree, TreeDef, _children, flatten, tangent_leaves as _match_structure, unflatten
+from .pytrees import LEAF, PyTree, TreeDef, node_children, flatten, tangent_leaves as _match_structure, unflatten
 from .registry import Pullback, RuleRegistry, call_frule, call_rrule, function_name
 from .tangents import NoTangent, Tangent, ZeroTangent, is_float_value, is_zero, unthunk
-from .tracer import _F64_SCALARS, Trace, Traced, TracerError, _rrule_misfit, backprop, tracing
+from .tracer import F64_SCALARS, Trace, Traced, TracerError, rrule_misfit, backprop, tracing
 
 _CONST_TYPES = (bool, int, str, bytes, type(None), np.integer, np.bool_)
 
 
-def _leaf_is_differentiable(leaf: Any, fname: object, where: str) -> bool:
+def leaf_is_differentiable(leaf: Any, fname: object, where: str) -> bool:
     """True for float leaves, False for constants; raises for what cannot be handled."""
     if type(leaf) is Traced:
         return True
-    if isinstance(leaf, _DROPPED_SUBCLASSES) and leaf.dtype.kind in "fc":
-        raise _subclass_refused(fname, where, leaf)
+    if isinstance(leaf, DROPPED_SUBCLASSES) and leaf.dtype.kind in "fc":
+        raise subclass_refused(fname, where, leaf)
     if is_float_value(leaf, allow_complex=False):
         return True
     if is_float_value(leaf):
@@ -46,7 +46,7 @@ def _leaf_is_differentiable(leaf: Any, fname: object, where: str) -> bool:
         fields = _float_fields(leaf)
         # ... unless it is a user's model the tracer cannot open (rrule_via_ad's f aside:
         # a higher-order rule's functor may carry float settings)
-        if fields and not (isinstance(fname, _Name) and type(fname.f) is _Call):
+        if fields and not (isinstance(fname, DerivativeName) and type(fname.f) is _Call):
             raise TypeError(
                 f"{fname}: {where} is an object of class {type(leaf).__name__} whose attributes "
                 f"{', '.join(fields)} hold floats, but adrules cannot look inside a plain class: "
@@ -62,10 +62,10 @@ def _leaf_is_differentiable(leaf: Any, fname: object, where: str) -> bool:
 
 
 #: Array subclasses whose meaning a traced value would drop: the tracer sees the data only.
-_DROPPED_SUBCLASSES = (np.ma.MaskedArray, np.matrix)
+DROPPED_SUBCLASSES = (np.ma.MaskedArray, np.matrix)
 
 
-def _subclass_refused(fname: object, where: str, leaf: Any) -> TypeError:
+def subclass_refused(fname: object, where: str, leaf: Any) -> TypeError:
     """The error for a masked array or an np.matrix given as a point to differentiate at."""
     if isinstance(leaf, np.ma.MaskedArray):  # np.sum(x) leaves masked elements out; traced, it would not
         return TypeError(f"{fname}: {where} is a masked array, whose mask would be dropped (every "
@@ -99,7 +99,7 @@ def _float_fields(obj: Any) -> list[str]:
             if any(is_float_value(leaf, allow_complex=False) for leaf in flatten(v)[0])]
 
 
-class _Name:
+class DerivativeName:
     """``"gradient(f)"`` for error messages, formatted only if an error needs it.
     ``shown``: the function the user passed, where ``f`` is a wrapper of it
     (``rrule_via_ad`` traces ``_Call``, which calls the user's function)."""
@@ -137,7 +137,7 @@ def _box_args(fname: object, args: tuple[Any, ...], trace: Trace) -> tuple[list[
                 new.append(Traced(leaf, trace))  # plain floats and float arrays: nothing to check
                 continue
             where = f"argument {i}" if tdef is LEAF else f"leaf {j} of argument {i}"
-            new.append(trace.leaf(leaf) if _leaf_is_differentiable(leaf, fname, where) else leaf)
+            new.append(trace.leaf(leaf) if leaf_is_differentiable(leaf, fname, where) else leaf)
         boxed.append(new[0] if tdef is LEAF else unflatten(tdef, new))
         plans.append((tdef, leaves, [b.slot if type(b) is Traced and b is not leaf else -1 for b in new]))
     return boxed, plans
@@ -168,7 +168,7 @@ def without_derivative(arg: Any) -> str | None:
         return f"an integer ({arg!r})"
     if isinstance(arg, np.ndarray):
         return f"an array of dtype {arg.dtype}" if arg.dtype.kind in "biu" else None
-    if isinstance(arg, (float, complex, np.generic, *_OPTION_TYPES)) or _children(arg) is not None:
+    if isinstance(arg, (float, complex, np.generic, *_OPTION_TYPES)) or node_children(arg) is not None:
         return None
     fields = _float_fields(arg)
     held = f" whose attributes {', '.join(fields)} hold floats" if fields else ""
@@ -231,7 +231,7 @@ def _no_arguments(api: str, f: Callable[..., Any]) -> TypeError:
                      f"call it: adrules.grad({name})(x).")
 
 
-def _check_callable(api: str, f: object, call: str = "f, x") -> None:
+def check_callable(api: str, f: object, call: str = "f, x") -> None:
     """Name ``f`` when it cannot be called (NumPy's "object is not callable" named neither
     the derivative nor the argument; ``gradient(x, f)`` is the usual slip)."""
     if not callable(f):
@@ -269,7 +269,7 @@ def _gather(plans: list[_Plan], cot: Sequence[Any]) -> tuple[Any, ...]:
                 grads.append(NoTangent())
                 continue
             g = cot[slot]
-            if type(leaf) is float and type(g) in _F64_SCALARS:  # _float_cotangent's case, sooner
+            if type(leaf) is float and type(g) in F64_SCALARS:  # _float_cotangent's case, sooner
                 grads.append(float(g))
             elif isinstance(leaf, float):
                 grads.append(_float_cotangent(g))
@@ -303,15 +303,15 @@ def value_and_gradient(f: Callable[..., Any], *args: PyTree) -> tuple[Any, tuple
     >>> ad.value_and_gradient(lambda x: np.sum(x ** 2), np.array([1.0, 2.0]))
     (np.float64(5.0), (array([2., 4.]),))
     """
-    _check_callable("value_and_gradient", f)
-    fname = _Name("value_and_gradient", f)
+    check_callable("value_and_gradient", f)
+    fname = DerivativeName("value_and_gradient", f)
     if not args:
         raise _no_arguments("value_and_gradient", f)
     refuse_underivable(fname, args, _argnums_hint(f, len(args)))
-    return _value_and_gradient(fname, f, args)
+    return named_value_and_gradient(fname, f, args)
 
 
-def _value_and_gradient(fname: _Name, f: Callable[..., Any],
+def named_value_and_gradient(fname: DerivativeName, f: Callable[..., Any],
                         args: tuple[Any, ...]) -> tuple[Any, tuple[PyTree, ...]]:
     """``value_and_gradient`` for the derivative ``fname`` names in errors (``hessian``
     and ``hvp`` take gradients too: their user wrote no ``gradient`` call)."""
@@ -364,12 +364,12 @@ def gradient(f: Callable[..., Any], *args: PyTree) -> tuple[PyTree, ...]:
     Traceback (most recent call last):
     TypeError: gradient(<lambda>): argument 1 is an integer (2), which carries no derivative: ...
     """
-    _check_callable("gradient", f)
-    fname = _Name("gradient", f)
+    check_callable("gradient", f)
+    fname = DerivativeName("gradient", f)
     if not args:
         raise _no_arguments("gradient", f)
     refuse_underivable(fname, args, _argnums_hint(f, len(args)))
-    return _value_and_gradient(fname, f, args)[1]
+    return named_value_and_gradient(fname, f, args)[1]
 
 
 def pullback(f: Callable[..., Any], *args: PyTree) -> tuple[PyTree, Pullback]:
@@ -384,14 +384,14 @@ def pullback(f: Callable[..., Any], *args: PyTree) -> tuple[PyTree, Pullback]:
     >>> y, back(np.array([1.0, 10.0]))
     (array([3., 6.]), (array([ 3., 30.]),))
     """
-    _check_callable("pullback", f)
-    fname = _Name("pullback", f)
+    check_callable("pullback", f)
+    fname = DerivativeName("pullback", f)
     refuse_underivable(fname, args, lambda i: ("leave it out: pass it through a closure, "
                                                "pullback(lambda x: f(x, data), x)"))
-    return _pullback(fname, f, args)
+    return named_pullback(fname, f, args)
 
 
-def _pullback(fname: _Name, f: Callable[..., Any], args: tuple[Any, ...]) -> tuple[PyTree, Pullback]:
+def named_pullback(fname: DerivativeName, f: Callable[..., Any], args: tuple[Any, ...]) -> tuple[PyTree, Pullback]:
     """``pullback`` for the function ``fname`` names in errors (``rrule_via_ad``,
     ``check_grads``: their users wrote no ``pullback`` call)."""
     trace, plans, out = traced_call(fname, f, args)
@@ -413,14 +413,14 @@ def trace_chunks(f: Callable[..., Any], args: tuple[Any, ...],
     >>> trace_chunks(lambda x: [np.sum(x * x)], (np.array([1.0, 2.0]),), at_one=True)
     ([np.float64(5.0)], (array([2., 4.]),), None)
     """
-    fname = _Name("pullback", f)
+    fname = DerivativeName("pullback", f)
     trace, plans, outs = traced_call(fname, f, args)
     if at_one:
         values, seeds = [], []
         for out in outs:
             traced = type(out) is Traced and out._trace is trace
             value = out.value if traced else out
-            if not (type(value) in _F64_SCALARS or (value is not None and type(value) is not str
+            if not (type(value) in F64_SCALARS or (value is not None and type(value) is not str
                                                     and flatten(value)[1] is LEAF and np.shape(value) == ())):
                 break
             values.append(value)
@@ -498,11 +498,11 @@ def jvp(f: Callable[..., Any], primals: Iterable[PyTree], tangents: Iterable[PyT
     >>> ad.jvp(lambda x: np.sin(x) * 2.0, (0.0,), (1.0,))
     (np.float64(0.0), np.float64(2.0))
     """
-    _check_callable("jvp", f, "f, (x,), (dx,)")
-    return _jvp(_Name("jvp", f), f, primals, tangents)
+    check_callable("jvp", f, "f, (x,), (dx,)")
+    return named_jvp(DerivativeName("jvp", f), f, primals, tangents)
 
 
-def _jvp(fname: _Name, f: Callable[..., Any], primals: Iterable[PyTree],
+def named_jvp(fname: DerivativeName, f: Callable[..., Any], primals: Iterable[PyTree],
          tangents: Iterable[PyTree]) -> tuple[PyTree, PyTree]:
     """``jvp`` for the function ``fname`` names in errors (``frule_via_ad``, ``check_grads``)."""
     for name, given in (("primals", primals), ("tangents", tangents)):
@@ -529,7 +529,7 @@ def _jvp(fname: _Name, f: Callable[..., Any], primals: Iterable[PyTree],
                     and (without_derivative(leaf) or "").startswith("an object")):  # its tangent dropped
                 refuse_underivable(fname, (leaf,), lambda i: "give it ZeroTangent() as its tangent, "
                                    "which holds it fixed", (i,))
-            differentiable = _leaf_is_differentiable(leaf, fname, where)
+            differentiable = leaf_is_differentiable(leaf, fname, where)
             if not differentiable and not is_zero(tl) and _is_int_point(leaf) and np.any(np.asarray(tl) != 0):
                 raise TypeError(
                     f"{fname}: {where} is {'a boolean' if np.asarray(leaf).dtype.kind == 'b' else 'an integer'} "
@@ -597,7 +597,7 @@ def _rrule_call(api: str, f: Callable[..., Any], args: tuple[Any, ...],
     out = call_rrule(entry, DEFAULT_CONFIG, f, args, kwargs)
     if type(out) is not tuple or len(out) != 2 or not callable(out[1]):
         # the tracer refuses it; a direct call returned it, and None meant "no rule"
-        raise TracerError(f"{api}({function_name(f)}, *args): {_rrule_misfit(entry, out)}")
+        raise TracerError(f"{api}({function_name(f)}, *args): {rrule_misfit(entry, out)}")
     return out
 
 
@@ -689,14 +689,14 @@ def rrule_via_ad(f: Callable[..., Any], *args: Any, **kwargs: Any) -> tuple[Any,
     >>> back(1.0)
     (Scale(w=array([3.])), array([2.]))
     """
-    _check_callable("rrule_via_ad", f, "f, x")
+    check_callable("rrule_via_ad", f, "f, x")
     rule = _rrule_call("rrule_via_ad", f, args, kwargs)
     if rule is not None:
         return rule
     # keywords in the call, not in a wrapper: f stays an argument, its parameters get
     # their cotangent (a lambda around f had NoTangent(): a model's gradient lost)
     call = _Call(kwargs) if kwargs else _call
-    return _pullback(_Name("rrule_via_ad", call, shown=f), call, (f, *args))
+    return named_pullback(DerivativeName("rrule_via_ad", call, shown=f), call, (f, *args))
 
 
 def frule_via_ad(tangents: Sequence[Any], f: Callable[..., Any], *args: Any,
@@ -708,14 +708,14 @@ def frule_via_ad(tangents: Sequence[Any], f: Callable[..., Any], *args: Any,
     >>> float(y), float(dy)
     (9.0, 6.0)
     """
-    _check_callable("frule_via_ad", f, "(NoTangent(), dx), f, x")
+    check_callable("frule_via_ad", f, "(NoTangent(), dx), f, x")
     _check_tangents("frule_via_ad", tangents, f, args)
     rule = _frule_call("frule_via_ad", tangents, f, args, kwargs)
     if rule is not None:
         return rule
     tf, *targs = tangents
     call = _Call(kwargs) if kwargs else _call
-    return _jvp(_Name("frule_via_ad", call, shown=f), call, (f, *args),
+    return named_jvp(DerivativeName("frule_via_ad", call, shown=f), call, (f, *args),
                 (ZeroTangent() if is_zero(tf) else tf, *targs))
 
 

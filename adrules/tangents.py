@@ -18,10 +18,10 @@ from __future__ import annotations
 from typing import Any, Callable, Iterator, TypeVar
 
 _T = TypeVar("_T")
-_Z = TypeVar("_Z", bound="_AbstractZero")
+_Z = TypeVar("_Z", bound="AbstractZero")
 
 
-class _AbstractZero:
+class AbstractZero:
     """Shared arithmetic of the two zero-like tangents: they absorb ``*`` and vanish in ``+``."""
 
     __slots__ = ()
@@ -38,7 +38,7 @@ class _AbstractZero:
         out = kwargs.get("out")
         if result is NotImplemented or not out or out[0] is result:
             return result
-        out[0][...] = 0.0 if isinstance(result, _AbstractZero) else result  # np.add(x, dx, out=x)
+        out[0][...] = 0.0 if isinstance(result, AbstractZero) else result  # np.add(x, dx, out=x)
         return out[0]
 
     def __new__(cls: type[_Z]) -> _Z:
@@ -111,19 +111,19 @@ class _AbstractZero:
 
 
 def _first_zero(*inputs: Any) -> Any:
-    return next(x for x in inputs if isinstance(x, _AbstractZero))
+    return next(x for x in inputs if isinstance(x, AbstractZero))
 
 
 def _added(a: Any, b: Any) -> Any:
-    return b if isinstance(a, _AbstractZero) else a
+    return b if isinstance(a, AbstractZero) else a
 
 
 def _subtracted(a: Any, b: Any) -> Any:
-    return -b if isinstance(a, _AbstractZero) else a
+    return -b if isinstance(a, AbstractZero) else a
 
 
 def _divided(a: Any, b: Any) -> Any:
-    return a if isinstance(a, _AbstractZero) else NotImplemented  # x / zero: no tangent
+    return a if isinstance(a, AbstractZero) else NotImplemented  # x / zero: no tangent
 
 
 _LINEAR_UFUNCS: dict[str, Callable[..., Any]] = {
@@ -135,7 +135,7 @@ _LINEAR_UFUNCS: dict[str, Callable[..., Any]] = {
 }
 
 
-class ZeroTangent(_AbstractZero):
+class ZeroTangent(AbstractZero):
     """The derivative is zero.
 
     >>> import numpy as np
@@ -147,7 +147,7 @@ class ZeroTangent(_AbstractZero):
     _instance = None
 
 
-class NoTangent(_AbstractZero):
+class NoTangent(AbstractZero):
     """The value has no tangent space (ints, bools, strings, indices, plain functions).
 
     With ``ZeroTangent()`` it wins ``+`` and loses ``*``, as in ChainRules.
@@ -192,7 +192,7 @@ def is_float_value(x: object, *, allow_complex: bool = True) -> bool:
 
 def is_zero(x: object) -> bool:
     """True for ``ZeroTangent()``, ``NoTangent()`` and ``None`` (the tracer's 'no cotangent yet')."""
-    return x is None or isinstance(x, _AbstractZero)
+    return x is None or isinstance(x, AbstractZero)
 
 
 class Thunk:

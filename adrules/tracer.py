@@ -33,16 +33,15 @@ import sys
 import threading
 
 import numpy as np
-from executors._abandon import Abandoned, watcher as _abandon_watcher
 
 from . import _state, gaps, ops
 from ._state import TracedValue
-from .callables import Lifted, _Rebuild, split_callable
+from .callables import Lifted, Rebuild, split_callable
 from .projection import ProjectionError, Spec, project_like
 from .pytrees import LEAF, LEAF_TYPES, flatten, tangent_leaves, unflatten
 from .registry import (NONDIFF, ONE, SCALAR, bind, call_frule, call_rrule, frule as _frules, function_name,
                        keeps_keywords, rrule as _rrules, scalar_rule_misfit)
-from .tangents import NoTangent, ZeroTangent, _AbstractZero, is_float_value, is_zero, unthunk
+from .tangents import NoTangent, ZeroTangent, AbstractZero, is_float_value, is_zero, unthunk
 
 _next_level = itertools.count(1).__next__
 _active_lock = threading.Lock()
@@ -66,7 +65,7 @@ class Trace:
         # in another chunk), asked as each traced value is made, so that a long chunk stops
         # at its next operation rather than run on while the script or the next map waits
         # for it; else None
-        self.stop = _abandon_watcher()
+        self.stop = STATE.stop_test()
 
     def leaf(self, value, tangent=None):
         """Box ``value`` as an input of this trace."""
@@ -211,7 +210,7 @@ class Traced(TracedValue):
 
     def __init__(self, value, trace, tangent=None):
         if trace.stop is not None and trace.stop():  # every traced operation makes one
-            raise Abandoned()
+            raise STATE.Abandoned()
         self.value = value
         self._trace = trace
         if trace.forward:
@@ -248,7 +247,7 @@ class Traced(TracedValue):
                 raise TracerError(
                     f"{function_name(func)}(..., out=...) writes in place into an array, which "
                     f"cannot be differentiated: drop out= and use the returned array.")
-        composed = _COMPOSED.get(func)
+        composed = COMPOSED.get(func)
         if composed is not None:
             return composed(*args, **kwargs)
         if _top_in_sequences(args) is None and _top_in_sequences(tuple(kwargs.values())) is None:
@@ -475,7 +474,7 @@ for _name, _f, _make in _METHODS:
 
 
 # NumPy functions computed from NumPy calls that have rules when traced values reach them
-_COMPOSED = {np.block: ops.block}
+COMPOSED = {np.block: ops.block}
 
 _IN_PLACE_SYMBOLS = {np.add: "+", np.subtract: "-", np.multiply: "*", np.true_divide: "/",
                      np.floor_divide: "//", np.remainder: "%", np.power: "**", np.matmul: "@"}
@@ -639,7 +638,7 @@ def _stacked(seq):
                  sequences=True)
 
 
-def _rrule_misfit(entry, out):
+def rrule_misfit(entry, out):
     """The error for an rrule that returned other than ``(y, pullback)``."""
     if type(out) is tuple and len(out) == 2 and callable(out[0]):
         got = "(pullback, y): the pair the other way round"
@@ -716,7 +715,7 @@ def apply(f, args, kwargs, sequences=False, containers=False):
     _open_containers(values, slots, top)
     out = call_rrule(entry, top.config, f, values, kwargs)
     if type(out) is not tuple or len(out) != 2 or not callable(out[1]):
-        raise _rrule_misfit(entry, out)
+        raise rrule_misfit(entry, out)
     y, pullback = out
     i = 0
     for v in values:  # the pullback keeps what it reads; the tape, shapes
@@ -952,7 +951,7 @@ def _lift_callables(args, values, slots, top):
         if not any(type(v) is Traced and v._trace is top for v in leaves):
             continue
         opened = [v.value if type(v) is Traced and v._trace is top else v for v in leaves]
-        values[i] = Lifted(opened, _Rebuild(treedef, rebuild))
+        values[i] = Lifted(opened, Rebuild(treedef, rebuild))
         slots[i] = tuple(v.slot if type(v) is Traced and v._trace is top else -1 for v in leaves)
 
 
@@ -971,7 +970,7 @@ def _lift_callables_forward(args, values, tangents, top):
         mine = [type(v) is Traced and v._trace is top for v in leaves]
         if not any(mine):
             continue
-        rebuilt = _Rebuild(treedef, rebuild)
+        rebuilt = Rebuild(treedef, rebuild)
         values[i] = Lifted([v.value if m else v for v, m in zip(leaves, mine)], rebuilt)
         tangents[i] = Lifted([v.tangent if m else _ZERO for v, m in zip(leaves, mine)], rebuilt)
 
@@ -1033,7 +1032,7 @@ STATE.dispatch = dispatch_primitive
 # ---------------------------------------------------------------------------
 
 def _accumulate(cot, slot, g, primal, entry, position):
-    if type(g) in _F64_SCALARS and type(primal) in _F64_SCALARS:
+    if type(g) in F64_SCALARS and type(primal) in F64_SCALARS:
         pass  # float64 numbers: projection would return g as it is
     elif not (type(g) is _ndarray and type(primal) is _ndarray and g.shape == primal.shape
               and g.dtype == primal.dtype):  # the common case needs no projection
@@ -1060,7 +1059,7 @@ def _accumulate(cot, slot, g, primal, entry, position):
 
 
 _ndarray = np.ndarray
-_F64_SCALARS = frozenset((float, np.float64))
+F64_SCALARS = frozenset((float, np.float64))
 
 
 _BIG = 1 << 12  # elements: below this, allocation is cheaper than the checks
@@ -1100,14 +1099,14 @@ def backprop(trace, seeds, consume=True):
     """
     cot = [None] * trace.n_slots
     for slot, g in seeds:
-        if g is not None and not isinstance(g, _AbstractZero):  # is_zero, inlined
+        if g is not None and not isinstance(g, AbstractZero):  # is_zero, inlined
             cot[slot] = g if cot[slot] is None else cot[slot] + g
     nodes = trace.nodes
     order = (nodes.pop() for _ in range(len(nodes))) if consume else reversed(nodes)
-    stop = _abandon_watcher()  # this task's, as Trace.stop (the tape may be another task's)
+    stop = STATE.stop_test()  # this task's, as Trace.stop (the tape may be another task's)
     for entry, out, slots, values, pullback, y in order:
         if stop is not None and stop():
-            raise Abandoned()
+            raise STATE.Abandoned()
         if type(out) is int:
             g = cot[out]
             if g is None:
@@ -1138,8 +1137,8 @@ def backprop(trace, seeds, consume=True):
                             gi = g * d(*values, y)
                         v = values[i]
                         old = cot[slot]
-                        if type(gi) in _F64_SCALARS and type(v) in _F64_SCALARS and (
-                                old is None or type(old) in _F64_SCALARS):
+                        if type(gi) in F64_SCALARS and type(v) in F64_SCALARS and (
+                                old is None or type(old) in F64_SCALARS):
                             cot[slot] = gi if old is None else old + gi  # _accumulate's float case
                         elif old is None and type(gi) is _ndarray and type(v) is _ndarray and (
                                 gi.shape == v.shape and gi.dtype == v.dtype):
@@ -1173,7 +1172,7 @@ def backprop(trace, seeds, consume=True):
             if type(slot) is int:
                 if slot >= 0:
                     gi = grads[i + 1]
-                    if cot[slot] is None and type(gi) in _F64_SCALARS and type(values[i]) in _F64_SCALARS:
+                    if cot[slot] is None and type(gi) in F64_SCALARS and type(values[i]) in F64_SCALARS:
                         cot[slot] = gi  # _accumulate's float case, without its call
                     else:
                         _accumulate(cot, slot, unthunk(gi), values[i], entry, i)
@@ -1233,7 +1232,7 @@ def _apply_forward(f, args, kwargs, top, numpy_call=False):
         raise TracerError(f"the frule of {entry.name} returned {got}; it must return the pair "
                           f"(y, ẏ): the output and its tangent.")
     y, dy = out
-    if type(y) in (tuple, list) and y and isinstance(y[0], (NoTangent, _AbstractZero)) \
+    if type(y) in (tuple, list) and y and isinstance(y[0], (NoTangent, AbstractZero)) \
             and not entry.name.startswith("adrules."):
         # def g_frule(x, dx): it received the tangents as x, and returned them as its output
         raise TracerError(f"the frule of {entry.name} returned an output holding {type(y[0]).__name__}"

@@ -187,7 +187,7 @@ class Executor:
             return []
         results = InOrder(len(items), on_result)
         if _context.in_worker():
-            _map_inline(fn, items, shared, on_done, self.name, results)
+            map_inline(fn, items, shared, on_done, self.name, results)
         else:
             self._map(fn, items, shared, on_done, results)
         return results.values
@@ -339,7 +339,7 @@ class as_worker:
         _context.unmark_worker(self._tokens.pop())
 
 
-def _map_inline(fn: Callable[..., Any], items: list[Any], shared: tuple[Any, ...],
+def map_inline(fn: Callable[..., Any], items: list[Any], shared: tuple[Any, ...],
                 on_done: Callable[[int], object] | None, name: str, results: InOrder) -> None:
     """Run the map in this thread as worker context."""
     with as_worker():

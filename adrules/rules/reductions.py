@@ -16,7 +16,7 @@ import numpy as np
 
 from ..tangents import NoTangent, ZeroTangent, is_zero
 from ._utils import forward_rule, normalize_axes, reverse_rule, tangent_at
-from .indexing import _along_axis_index, scatter_add
+from .indexing import along_axis_index, scatter_add
 
 _EXACT_ZEROS = 2  # zeros per group split off exactly in prod/cumprod rules; see _product_of_others
 
@@ -498,7 +498,7 @@ def _register_running_extremum(ufunc):
     @reverse_rule(ufunc.accumulate)
     def running_extremum_rrule(array, axis=0, dtype=None, out=None):
         y = ufunc.accumulate(array, axis, dtype)
-        shape, index = np.shape(array), _along_axis_index(np.shape(array), _running_pick(array, y, axis), axis)
+        shape, index = np.shape(array), along_axis_index(np.shape(array), _running_pick(array, y, axis), axis)
 
         def running_extremum_pullback(g):
             return NoTangent(), scatter_add(shape, index, g)
