@@ -2,7 +2,7 @@
 
     gradient(f, x) -- Trace(config) -- x boxed as Traced(value, trace, slot)
         f(x) calls plain numpy --> Traced.__array_ufunc__ / __array_function__ / methods
-            --> apply(f, args): bind keywords to positions (registry.bind), unbox
+            --> apply(f, args): keywords to positions (keywords.py), unbox
                 the args of the innermost trace, look up the rule,
                 run it on the unboxed values (registry.call_rrule), box the output,
                 append a node (entry, out, slots, values, pullback, y) to the tape
@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import contextlib
 import dis
-import inspect
 import itertools
 import sys
 import threading
@@ -39,8 +38,9 @@ from ._state import TracedValue
 from .callables import Lifted, Rebuild, split_callable
 from .projection import ProjectionError, Spec, project_like
 from .pytrees import LEAF, LEAF_TYPES, flatten, tangent_leaves, unflatten
-from .registry import (NONDIFF, ONE, SCALAR, bind, call_frule, call_rrule, frule as _frules, function_name,
-                       keeps_keywords, rrule as _rrules, scalar_rule_misfit)
+from .keywords import keeps_keywords, keywords_to_positions, with_defaults
+from .registry import (NONDIFF, ONE, SCALAR, call_frule, call_rrule, frule as _frules, function_name,
+                       rrule as _rrules, scalar_rule_misfit)
 from .tangents import NoTangent, ZeroTangent, AbstractZero, is_float_value, is_zero, unthunk
 
 _next_level = itertools.count(1).__next__
@@ -672,7 +672,7 @@ def apply(f, args, kwargs, sequences=False, containers=False):
     traced values are inside containers (a user primitive's dataclass argument).
     """
     if kwargs:  # bound once here, before unboxing, so slots line up with positions
-        args, kwargs = bind(f, args, kwargs, keeps_keywords(f, _rrule_table.get(f) or _frule_table.get(f)))
+        args, kwargs = keywords_to_positions(f, args, kwargs, keeps_keywords(f, _rrule_table.get(f) or _frule_table.get(f)))
         if kwargs:
             _traced_keyword(f, kwargs)
     if containers:
@@ -989,27 +989,14 @@ def dispatch_primitive(f, args, kwargs):
     entry = _rrule_table.get(f) or _frule_table.get(f)
     if entry is not None and entry.kind is SCALAR:
         if kwargs:  # zeta(x, q=q): the partials take every argument by position
-            args, kwargs = bind(f, args, kwargs)
+            args, kwargs = keywords_to_positions(f, args, kwargs)
         if not kwargs and len(args) < len(entry.partials):
-            args = _with_defaults(f, args, len(entry.partials))
+            args = with_defaults(f, args, len(entry.partials))
     if top_trace(args) is None and top_trace(kwargs.values()) is None:
         if _top_inside((*args, *kwargs.values())) is None:
             return f.__adrules_primitive__(*args, **kwargs)
         return apply(f, args, kwargs, containers=True)  # boxes only inside a container
     return apply(f, args, kwargs)
-
-
-def _with_defaults(f, args, n):
-    """``args`` and the defaults of ``f``'s next parameters, up to ``n``: a scalar rule's
-    partials are called with every argument (``leaky(x)`` of ``leaky(x, alpha=0.1)``
-    gives ``d(x, 0.1, y)``)."""
-    try:
-        params = list(inspect.signature(f.__adrules_primitive__).parameters.values())[len(args):n]
-    except (TypeError, ValueError):  # no signature to read
-        return args
-    if len(params) != n - len(args) or any(p.default is p.empty for p in params):
-        return args  # scalar_rule_misfit explains it
-    return (*args, *(p.default for p in params))
 
 
 def _top_inside(args):

@@ -24,7 +24,7 @@ LAYERS = {
     ],
     "adrules": [
         ["adrules._state", "adrules.tangents", "adrules.pytrees", "adrules.gaps"],
-        ["adrules.projection", "adrules.callables"],
+        ["adrules.projection", "adrules.callables", "adrules.keywords"],
         ["adrules.registry"],
         ["adrules.ops"],
         ["adrules.tracer"],
