@@ -57,7 +57,7 @@ class _NodeTravel:
     cloudpickle rebuilds from its ``__dict__``; the script that registered it never runs
     there, so the copy's instances would be leaves. This object sits in that ``__dict__``:
     pickling it captures the registration, unpickling makes it for the copy (as
-    ``registry._RulesTravel`` does for a primitive's rules). A class importable by name
+    ``registry.RulesTravel`` does for a primitive's rules). A class importable by name
     travels by reference: its module registers it when a worker imports it.
     """
 

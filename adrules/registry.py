@@ -15,6 +15,8 @@ Three kinds of entries share the registries:
 
 ``call_rrule`` / ``call_frule`` are the one place that reads which kind an entry is
 and calls it; the tracer and ``adrules.rrule(f, *args)`` (in ``api.py``) both use them.
+Keyword arguments reach rules at their positions (``keywords.py``); the rules users
+register are sent to worker processes by ``worker_rules.py``.
 """
 
 from __future__ import annotations
@@ -270,7 +272,7 @@ class RuleRegistry:
         def decorate(rule: _F) -> _F:
             _check_rule(self.name, f, rule, config)
             self.rules[f] = RuleEntry(rule, RULE, config=config, name=function_name(f))
-            _note_registration(f, sys._getframe(1))
+            USER_REGISTRATIONS.note(f, sys._getframe(1))
             return rule
 
         return decorate
@@ -468,7 +470,7 @@ def scalar_rule(f: Callable[..., Any], *partials: Callable[..., Any] | None) -> 
     entry = RuleEntry(None, SCALAR, partials=tuple(partials), name=function_name(f))
     rrule.rules[f] = entry
     frule.rules[f] = entry
-    _note_registration(f, sys._getframe(1))
+    USER_REGISTRATIONS.note(f, sys._getframe(1))
 
 
 def _check_partials(f: Callable[..., Any], partials: tuple[Any, ...]) -> None:
@@ -544,7 +546,7 @@ def non_differentiable(*fs: Callable[..., Any]) -> None:
         entry = RuleEntry(None, NONDIFF, name=function_name(f))
         rrule.rules[f] = entry
         frule.rules[f] = entry
-        _note_registration(f, sys._getframe(1))
+        USER_REGISTRATIONS.note(f, sys._getframe(1))
 
 
 def primitive(fn: _F = _MISSING) -> _F:
@@ -579,11 +581,11 @@ def primitive(fn: _F = _MISSING) -> _F:
         return fn(*args, **kwargs)
 
     wrapper.__adrules_primitive__ = fn  # type: ignore[attr-defined]  # marks a primitive
-    wrapper.__adrules_rules__ = _RulesTravel(wrapper)  # type: ignore[attr-defined]
+    wrapper.__adrules_rules__ = RulesTravel(wrapper)  # type: ignore[attr-defined]
     return wrapper  # type: ignore[return-value]  # fn's signature, as functools.wraps keeps it
 
 
-class _RulesTravel:
+class RulesTravel:
     """Carries a primitive's rules wherever the primitive is pickled by value.
 
     A primitive defined in ``__main__`` (or a module workers cannot import) reaches
@@ -600,120 +602,43 @@ class _RulesTravel:
     def __init__(self, primitive: Callable[..., Any]) -> None:
         self.primitive = primitive
 
-    def __reduce__(self) -> tuple[Callable[..., _RulesTravel], tuple[Any, ...]]:
+    def __reduce__(self) -> tuple[Callable[..., RulesTravel], tuple[Any, ...]]:
         f = self.primitive
-        return (_adopt_rules, (f, rrule.rules.get(f), frule.rules.get(f)))
+        return (adopt_primitive_rules, (f, rrule.rules.get(f), frule.rules.get(f)))
 
 
-def _adopt_rules(f: Callable[..., Any], reverse: RuleEntry | None,
-                 forward: RuleEntry | None) -> _RulesTravel:
-    """Register rules that travelled with primitive ``f`` (see ``_RulesTravel``)."""
+def adopt_primitive_rules(f: Callable[..., Any], reverse: RuleEntry | None,
+                          forward: RuleEntry | None) -> RulesTravel:
+    """Register rules that travelled with primitive ``f`` (see ``RulesTravel``)."""
     if reverse is not None:
         rrule.rules[f] = reverse
     if forward is not None:
         frule.rules[f] = forward
-    return _RulesTravel(f)
+    return RulesTravel(f)
 
 
-# ---- users' rules, sent to worker processes ----------------------------------------
-# A worker process has adrules's own rules (it imports adrules), and the rules of a
-# __main__ primitive travel with it (_RulesTravel). Not so a user's rule for a NumPy
-# function (a straight-through np.clip), nor one registered by a module the worker never
-# imports for a primitive it does (rules.py registering for ops.py's functions): without
-# them a worker used NumPy's built-in rule, or none, and the gradient was silently other
-# than in the parent. Every rule registered from outside adrules is therefore sent with
-# every map of chunk work (schedule._Timed) and registered on the worker first.
-_user_keys: dict = {}  # the primitives users registered rules for, in order
-_user_version = 0
+class UserRegistrations:
+    """The functions users (code outside adrules) registered rules for, in order, and a
+    count that changes with every registration: ``worker_rules`` sends their rules to
+    worker processes, which import adrules's own rules but never run the user's script.
 
-
-def _note_registration(f: Callable[..., Any], caller: types.FrameType) -> None:
-    global _user_version
-    if str(caller.f_globals.get("__name__", "")).partition(".")[0] == "adrules":
-        return  # adrules's own library (also when loaded late, as its SciPy rules are)
-    _user_keys[f] = None
-    _user_version += 1
-
-
-class UserRules:
-    """The rules users registered (outside adrules), captured when pickled and
-    registered again where unpickled: a worker process then differentiates with the
-    rules the caller does. ``travelling_rules()`` gives it, or None when there are none.
-    A rule that cannot be pickled arrives as one that raises, naming it, if used.
+    >>> import numpy as np
+    >>> np.tanh in USER_REGISTRATIONS.keys
+    False
     """
 
-    __slots__ = ()
+    __slots__ = ("keys", "version")
 
-    def __reduce__(self) -> tuple[Callable[..., None], tuple[Any, ...]]:
-        global _user_snapshot
-        version, data = _user_snapshot
-        if version != _user_version or data is None:
-            data = tuple(b for b in map(_entry_bytes, list(_user_keys)) if b is not None)
-            _user_snapshot = (_user_version, data)
-        return (_adopt_user_rules, (data,))
+    def __init__(self) -> None:
+        self.keys: dict = {}
+        self.version = 0
 
-
-_user_snapshot: tuple[int, tuple[tuple[bytes, bytes], ...] | None] = (-1, None)
-_USER_RULES = UserRules()
-
-
-def _entry_bytes(f: Callable[..., Any]) -> tuple[bytes, bytes] | None:
-    """``f`` and its rules, pickled apart: a worker that cannot load the rules (their
-    module is not importable there) must still learn that ``f`` has them."""
-    import cloudpickle  # rules may be lambdas, or defined in __main__
-
-    try:
-        key = cloudpickle.dumps(f, protocol=5)
-    except Exception:  # f itself does not pickle: nor does any work that calls it
-        return None
-    rules = (rrule.rules.get(f), frule.rules.get(f))
-    try:
-        return key, cloudpickle.dumps(rules, protocol=5)
-    except Exception as e:
-        unsent = RuleEntry(_Unsent(function_name(f), f"{type(e).__name__}: {e}"), RULE, name=function_name(f))
-        return key, cloudpickle.dumps(tuple(None if r is None else unsent for r in rules), protocol=5)
+    def note(self, f: Callable[..., Any], caller: types.FrameType) -> None:
+        """``f``'s rules were registered by the code of frame ``caller``."""
+        if str(caller.f_globals.get("__name__", "")).partition(".")[0] == "adrules":
+            return  # adrules's own library (also when loaded late, as its SciPy rules are)
+        self.keys[f] = None
+        self.version += 1
 
 
-class _Unsent:
-    """Stands on a worker for a rule that could not be pickled, or loaded there: raises
-    if used (the built-in rule, or none, would silently give another derivative)."""
-
-    def __init__(self, name: str, reason: str, failed: str = "sent to") -> None:
-        self.name, self.reason, self.failed = name, reason, failed
-
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        where = "this worker process" if self.failed == "sent to" else "on this worker process"
-        raise TypeError(
-            f"the rule registered for {self.name} could not be {self.failed} {where} "
-            f"({self.reason}): define it at module level in a module the workers can import "
-            f"(on their sys.path), make what it captures picklable, or use the 'serial' or "
-            f"'threads' executor.")
-
-
-def travelling_rules() -> UserRules | None:
-    """What to pickle with work sent to worker processes so that they use the rules
-    users registered; None when users registered none.
-
-    >>> travelling_rules() is None or isinstance(travelling_rules(), UserRules)
-    True
-    """
-    return _USER_RULES if _user_keys else None
-
-
-def _adopt_user_rules(data: tuple[tuple[bytes, bytes], ...]) -> None:
-    import pickle
-
-    for key, rules in data:
-        try:
-            f = pickle.loads(key)
-        except Exception:  # f's module is not importable here: nothing here can call f
-            continue
-        try:
-            reverse, forward = pickle.loads(rules)
-        except Exception as e:  # (a rule's module the caller imported from a path of its own)
-            unsent = RuleEntry(_Unsent(function_name(f), f"{type(e).__name__}: {e}", "loaded"), RULE,
-                               name=function_name(f))
-            reverse, forward = unsent, unsent
-        for table, entry in ((rrule.rules, reverse), (frule.rules, forward)):
-            if entry is not None:
-                table[f] = entry
+USER_REGISTRATIONS = UserRegistrations()

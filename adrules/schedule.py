@@ -31,7 +31,7 @@ import executors
 
 from .chunks import GROUP_SECONDS, note
 from .callables import code_of
-from .registry import travelling_rules
+from .worker_rules import travelling_rules
 
 logger = logging.getLogger("adrules.schedule")
 

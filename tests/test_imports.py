@@ -26,7 +26,7 @@ LAYERS = {
         ["adrules._state", "adrules.tangents", "adrules.pytrees", "adrules.gaps"],
         ["adrules.projection", "adrules.callables", "adrules.keywords"],
         ["adrules.registry"],
-        ["adrules.ops"],
+        ["adrules.ops", "adrules.worker_rules"],
         ["adrules.tracer"],
         ["adrules.api"],
         ["adrules.testing", "adrules.schedule", "adrules.sending", "adrules.chunks", "adrules.transforms"],
