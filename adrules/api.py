@@ -18,7 +18,7 @@ import numpy as np
 from . import registry
 from .pytrees import LEAF, PyTree, TreeDef, node_children, flatten, tangent_leaves as _match_structure, unflatten
 from .registry import Pullback, RuleRegistry, call_frule, call_rrule, function_name
-from .tangents import NoTangent, Tangent, ZeroTangent, is_float_value, is_zero, unthunk
+from .tangents import NoTangent, Tangent, ZeroTangent, dense_zeros, is_float_value, is_zero, unthunk
 from .tracer import F64_SCALARS, Trace, Traced, TracerError, rrule_misfit, backprop, tracing
 
 _CONST_TYPES = (bool, int, str, bytes, type(None), np.integer, np.bool_)
@@ -240,15 +240,6 @@ def check_callable(api: str, f: object, call: str = "f, x") -> None:
                         f"write {api}({call}).")
 
 
-def _zero_like(leaf: Any) -> Any:
-    if isinstance(leaf, float):
-        return 0.0
-    value = leaf.value if type(leaf) is Traced else leaf
-    if isinstance(value, np.generic):  # np.float32(0), as its gradient where one arrives
-        return value.dtype.type(0)
-    return np.zeros_like(value)
-
-
 def _fresh(g: Any, seen: set[int]) -> Any:
     """A gradient the user may write into: no read-only broadcast views, no array shared
     with another gradient (rules pass cotangents through without copying)."""
@@ -274,7 +265,7 @@ def _gather(plans: list[_Plan], cot: Sequence[Any]) -> tuple[Any, ...]:
             elif isinstance(leaf, float):
                 grads.append(_float_cotangent(g))
             elif g is None or is_zero(g):
-                grads.append(_zero_like(leaf))
+                grads.append(dense_zeros(leaf))
             else:
                 if type(leaf) is np.ndarray and type(g) is not np.ndarray and type(g) is not Traced:
                     g = np.asarray(g)  # a 0-d array's gradient: NumPy's ops on it give scalars
@@ -562,7 +553,7 @@ def named_jvp(fname: DerivativeName, f: Callable[..., Any], primals: Iterable[Py
             dys.append(leaf.tangent)
         else:
             ys.append(leaf)
-            dys.append(_zero_like(leaf) if is_float_value(leaf, allow_complex=False) else NoTangent())
+            dys.append(dense_zeros(leaf) if is_float_value(leaf, allow_complex=False) else NoTangent())
     return unflatten(tdef, ys), unflatten(tdef, dys)
 
 

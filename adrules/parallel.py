@@ -54,8 +54,8 @@ from .chunks import (
 )
 from .pytrees import flatten, tangent_leaves, tree_map, unflatten
 from .registry import frule, primitive, rrule
-from .tangents import NoTangent, ZeroTangent, is_zero
-from .tracer import Traced, TracerError
+from .tangents import NoTangent, ZeroTangent, dense, is_zero
+from .tracer import Traced, TracerError, primal_value
 
 # ---------------------------------------------------------------------------
 # chunks and their reduction
@@ -437,7 +437,8 @@ def _summable(y):
 def _psum_frule(tangents, call, *leaves):
     state, xs, shared = call.unpack(leaves)
     dstate, dxs, dshared = unflatten(call.treedef, sending.leaves_as_received(
-        [_dense_tangent(t, v) for t, v in zip(tangents[2:], leaves)]))
+        [dense(t, v) if getattr(v, "dtype", None) is not None or isinstance(v, float) else t
+         for t, v in zip(tangents[2:], leaves)]))
     items = _chunks(xs, call.chunk_size)
     d_items = _chunks(dxs, call.chunk_size)
     # under another differentiation, of the primals or of the tangents (the gradient of a
@@ -467,12 +468,6 @@ def _flat_like(tree, dy):
     return tangent_leaves(dy, tree)
 
 
-def _dense_tangent(t, v):
-    if is_zero(t):
-        return np.zeros_like(v) if getattr(v, "dtype", None) is not None or isinstance(v, float) else t
-    return t
-
-
 # ---------------------------------------------------------------------------
 # public entry points
 # ---------------------------------------------------------------------------
@@ -489,7 +484,7 @@ def _call(kind, f, xs, shared, executor, chunk_size, vectorized, progress, dispa
     for name, flag in (("vectorized", vectorized), ("progress", progress)):
         if not isinstance(flag, (bool, np.bool_)):
             raise TypeError(f"{kind}: {name} must be True or False, got {flag!r}.")
-    if vectorized and not isinstance(_primal(xs), np.ndarray):
+    if vectorized and not isinstance(primal_value(xs), np.ndarray):
         raise TypeError(f"{kind}(vectorized=True): xs must be a NumPy array whose chunks "
                         f"(slices along the first axis) f receives; got {type(xs).__name__}.")
     try:
@@ -505,13 +500,6 @@ def _call(kind, f, xs, shared, executor, chunk_size, vectorized, progress, dispa
     leaves, treedef = flatten((state, xs, list(shared)))
     call.treedef, call.active = treedef, (state is not None, *_traced_parts(leaves, treedef))
     return call.rebuild(_map_chunks(call, *leaves))
-
-
-def _primal(x):
-    """``x`` without its boxes (traced by nested differentiations)."""
-    while type(x) is Traced:
-        x = x.value
-    return x
 
 
 def _traced_parts(leaves, treedef):

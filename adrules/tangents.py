@@ -17,6 +17,10 @@ from __future__ import annotations
 
 from typing import Any, Callable, Iterator, TypeVar
 
+import numpy as np
+
+from ._state import TracedValue
+
 _T = TypeVar("_T")
 _Z = TypeVar("_Z", bound="AbstractZero")
 
@@ -193,6 +197,36 @@ def is_float_value(x: object, *, allow_complex: bool = True) -> bool:
 def is_zero(x: object) -> bool:
     """True for ``ZeroTangent()``, ``NoTangent()`` and ``None`` (the tracer's 'no cotangent yet')."""
     return x is None or isinstance(x, AbstractZero)
+
+
+def dense_zeros(x: Any) -> Any:
+    """Zeros shaped like the value ``x`` (a traced value's, a list's as an array), in the
+    floating type of its tangent: where a zero tangent must be written out.
+
+    >>> import numpy as np
+    >>> dense_zeros(2.5), dense_zeros(np.float32(1)), dense_zeros([1, 2])
+    (0.0, np.float32(0.0), array([0., 0.]))
+    """
+    while isinstance(x, TracedValue):
+        x = x.value  # type: ignore[attr-defined]
+    if isinstance(x, float):  # a Python float's gradient stays a Python float
+        return 0.0
+    if type(x) in (list, tuple):
+        x = np.asarray(x)
+    dtype = np.result_type(x, 1.0)
+    if isinstance(x, np.generic) or not isinstance(x, np.ndarray):
+        return dtype.type(0)
+    return np.zeros_like(x, dtype=dtype)
+
+
+def dense(t: Any, x: Any) -> Any:
+    """The tangent ``t`` of value ``x``, as zeros (``dense_zeros(x)``) when it is a zero tangent.
+
+    >>> import numpy as np
+    >>> dense(ZeroTangent(), np.ones(2)), dense(3.0, 1.0)
+    (array([0., 0.]), 3.0)
+    """
+    return dense_zeros(x) if is_zero(t) else t
 
 
 class Thunk:

@@ -41,7 +41,7 @@ from .pytrees import LEAF, LEAF_TYPES, flatten, tangent_leaves, unflatten
 from .keywords import keeps_keywords, keywords_to_positions, with_defaults
 from .registry import (NONDIFF, ONE, SCALAR, call_frule, call_rrule, frule as _frules, function_name,
                        rrule as _rrules, scalar_rule_misfit)
-from .tangents import NoTangent, ZeroTangent, AbstractZero, is_float_value, is_zero, unthunk
+from .tangents import AbstractZero, NoTangent, ZeroTangent, dense_zeros, is_float_value, is_zero, unthunk
 
 _next_level = itertools.count(1).__next__
 _active_lock = threading.Lock()
@@ -480,8 +480,13 @@ _IN_PLACE_SYMBOLS = {np.add: "+", np.subtract: "-", np.multiply: "*", np.true_di
                      np.floor_divide: "//", np.remainder: "%", np.power: "**", np.matmul: "@"}
 
 
-def _primal(x):
-    while type(x) is Traced:  # nested: an outer differentiation's box
+def primal_value(x):
+    """``x`` without its boxes (an outer differentiation's, when nested).
+
+    >>> primal_value(2.0)
+    2.0
+    """
+    while type(x) is Traced:
         x = x.value
     return x
 
@@ -497,10 +502,10 @@ def _in_place(name):
 
     def iop(self, other):
         new = outer(self, other)
-        primal = _primal(self)
+        primal = primal_value(self)
         if type(primal) is not np.ndarray or new is NotImplemented:
             return new
-        result = _primal(new)
+        result = primal_value(new)
         if np.shape(result) != primal.shape:  # NumPy writes into x: the result must fit it
             raise ValueError(f"non-broadcastable output operand with shape {primal.shape} doesn't "
                              f"match the broadcast shape {np.shape(result)}")
@@ -625,12 +630,12 @@ def _numbers_inside(seq, top):
     array), with a box of ``top`` among them."""
     if all(type(v) in _SEQUENCES for v in seq):
         return any(_numbers_inside(v, top) for v in seq) and all(v and _only_numbers(v) for v in seq)
-    return top_trace(seq) is top and all(np.ndim(_primal(v)) == 0 for v in seq)
+    return top_trace(seq) is top and all(np.ndim(primal_value(v)) == 0 for v in seq)
 
 
 def _only_numbers(seq):
     # the primal's ndim: np.ndim of a box would be one more traced NumPy call
-    return all(_only_numbers(v) if type(v) in _SEQUENCES else np.ndim(_primal(v)) == 0 for v in seq)
+    return all(_only_numbers(v) if type(v) in _SEQUENCES else np.ndim(primal_value(v)) == 0 for v in seq)
 
 
 def _stacked(seq):
@@ -744,6 +749,11 @@ def apply(f, args, kwargs, sequences=False, containers=False):
 
 
 _NESTED = frozenset((tuple, list, dict))
+
+
+def _filled(gs, ys):
+    """Cotangents of several outputs, zeros for those that received none."""
+    return [g if g is not None else dense_zeros(y) if is_float_value(y) else NoTangent() for g, y in zip(gs, ys)]
 
 
 class _Outputs:
@@ -1105,9 +1115,9 @@ def backprop(trace, seeds, consume=True):
             if all(x is None for x in gs):
                 continue
             if type(y) is _Outputs:
-                g = unflatten(y.treedef, [_zeros_like(yi) if x is None else x for x, yi in zip(gs, y.leaves)])
+                g = unflatten(y.treedef, _filled(gs, y.leaves))
             else:
-                g = _same_sequence(y, [_zeros_like(yi) if x is None else x for x, yi in zip(gs, y)])
+                g = _same_sequence(y, _filled(gs, y))
         if entry.kind is SCALAR:
             partials = entry.partials
             try:
@@ -1177,10 +1187,6 @@ def backprop(trace, seeds, consume=True):
 
 #: where the tracer runs rules: an error raised below one of these came from a rule
 _RULE_CALLS = frozenset((backprop.__code__, call_rrule.__code__, call_frule.__code__))
-
-
-def _zeros_like(y):
-    return np.zeros_like(y) if is_float_value(y) else NoTangent()
 
 
 # ---------------------------------------------------------------------------

@@ -14,7 +14,8 @@ import numpy as np
 from ..projection import unbroadcast
 from ..registry import primitive
 from ..tangents import NoTangent
-from ._utils import dense, forward_rule, reverse_rule
+from ..tangents import dense
+from ._utils import forward_rule, reverse_rule
 
 
 def _split_sizes(g, sizes, axis):
