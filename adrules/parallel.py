@@ -48,7 +48,7 @@ from .chunks import (
     is_container,
     jvp_chunks,
     note,
-    what,
+    shape_or_type,
     why_not_added,
     zero_to_none,
 )
@@ -163,8 +163,8 @@ class _Values:
         except (ValueError, TypeError) as e:
             xs, start = self.items[self._chunk]
             raise type(e)(
-                f"psum: the sum of f over elements {start}..{start + len(xs) - 1} ({what(b)}) "
-                f"does not add to the sum over the elements before them ({what(a)}): "
+                f"psum: the sum of f over elements {start}..{start + len(xs) - 1} ({shape_or_type(b)}) "
+                f"does not add to the sum over the elements before them ({shape_or_type(a)}): "
                 f"{why_not_added(a, b)}") from e
 
     def result(self):
