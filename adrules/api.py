@@ -303,7 +303,7 @@ def value_and_gradient(f: Callable[..., Any], *args: PyTree) -> tuple[Any, tuple
 
 
 def named_value_and_gradient(fname: DerivativeName, f: Callable[..., Any],
-                        args: tuple[Any, ...]) -> tuple[Any, tuple[PyTree, ...]]:
+                             args: tuple[Any, ...]) -> tuple[Any, tuple[PyTree, ...]]:
     """``value_and_gradient`` for the derivative ``fname`` names in errors (``hessian``
     and ``hvp`` take gradients too: their user wrote no ``gradient`` call)."""
     trace = Trace(DEFAULT_CONFIG)
@@ -494,7 +494,7 @@ def jvp(f: Callable[..., Any], primals: Iterable[PyTree], tangents: Iterable[PyT
 
 
 def named_jvp(fname: DerivativeName, f: Callable[..., Any], primals: Iterable[PyTree],
-         tangents: Iterable[PyTree]) -> tuple[PyTree, PyTree]:
+              tangents: Iterable[PyTree]) -> tuple[PyTree, PyTree]:
     """``jvp`` for the function ``fname`` names in errors (``frule_via_ad``, ``check_grads``)."""
     for name, given in (("primals", primals), ("tangents", tangents)):
         if type(given) not in (tuple, list):  # an array would be taken as its rows
@@ -707,7 +707,7 @@ def frule_via_ad(tangents: Sequence[Any], f: Callable[..., Any], *args: Any,
     tf, *targs = tangents
     call = _Call(kwargs) if kwargs else _call
     return named_jvp(DerivativeName("frule_via_ad", call, shown=f), call, (f, *args),
-                (ZeroTangent() if is_zero(tf) else tf, *targs))
+                     (ZeroTangent() if is_zero(tf) else tf, *targs))
 
 
 class RuleConfig:

@@ -677,7 +677,8 @@ def apply(f, args, kwargs, sequences=False, containers=False):
     traced values are inside containers (a user primitive's dataclass argument).
     """
     if kwargs:  # bound once here, before unboxing, so slots line up with positions
-        args, kwargs = keywords_to_positions(f, args, kwargs, keeps_keywords(f, _rrule_table.get(f) or _frule_table.get(f)))
+        keep = keeps_keywords(f, _rrule_table.get(f) or _frule_table.get(f))
+        args, kwargs = keywords_to_positions(f, args, kwargs, keep)
         if kwargs:
             _traced_keyword(f, kwargs)
     if containers:
@@ -743,7 +744,7 @@ def apply(f, args, kwargs, sequences=False, containers=False):
         out_slots = tuple(b.slot if type(b) is Traced else -1 for b in boxes)
         top.nodes.append((entry, out_slots, slots, values, pullback, _Outputs(treedef, leaves)))
         return unflatten(treedef, boxes)
-    out = Traced(y, top)  # record(), inlined: the per-operation path
+    out = Traced(y, top)
     top.nodes.append((entry, out.slot, slots, values, pullback, None))
     return out
 
@@ -764,14 +765,6 @@ class _Outputs:
 
     def __init__(self, treedef, leaves):
         self.treedef, self.leaves = treedef, leaves
-
-
-def record(trace, entry, y, slots, values, pullback):
-    """``y``, the output of ``entry``'s rule for arguments ``values`` at tape ``slots``,
-    boxed on ``trace``, with ``pullback`` recorded for backprop."""
-    out = Traced(y, trace)
-    trace.nodes.append((entry, out.slot, slots, values, pullback, None))
-    return out
 
 
 _rrule_table = _rrules.rules

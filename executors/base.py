@@ -340,7 +340,7 @@ class as_worker:
 
 
 def map_inline(fn: Callable[..., Any], items: list[Any], shared: tuple[Any, ...],
-                on_done: Callable[[int], object] | None, name: str, results: InOrder) -> None:
+               on_done: Callable[[int], object] | None, name: str, results: InOrder) -> None:
     """Run the map in this thread as worker context."""
     with as_worker():
         for i, item in enumerate(items):
