@@ -46,7 +46,7 @@ def leaf_is_differentiable(leaf: Any, fname: object, where: str) -> bool:
         fields = _float_fields(leaf)
         # ... unless it is a user's model the tracer cannot open (rrule_via_ad's f aside:
         # a higher-order rule's functor may carry float settings)
-        if fields and not (isinstance(fname, DerivativeName) and type(fname.f) is _Call):
+        if fields and not (isinstance(fname, DerivativeName) and type(fname.f) is _CallOfArgument):
             raise TypeError(
                 f"{fname}: {where} is an object of class {type(leaf).__name__} whose attributes "
                 f"{', '.join(fields)} hold floats, but adrules cannot look inside a plain class: "
@@ -102,7 +102,7 @@ def _float_fields(obj: Any) -> list[str]:
 class DerivativeName:
     """``"gradient(f)"`` for error messages, formatted only if an error needs it.
     ``shown``: the function the user passed, where ``f`` is a wrapper of it
-    (``rrule_via_ad`` traces ``_Call``, which calls the user's function)."""
+    (``rrule_via_ad`` traces ``_CallOfArgument``, which calls the user's function)."""
 
     __slots__ = ("api", "f", "shown")
 
@@ -118,10 +118,10 @@ class DerivativeName:
 
 #: How ``_gather`` reads one argument's gradient: (structure, leaves, each leaf's tape slot,
 #: -1 for a constant). Slots, not boxes: ``x *= 2`` gives the box of argument x a new slot.
-_Plan = tuple[TreeDef, list[Any], list[int]]
+_BoxedArgument = tuple[TreeDef, list[Any], list[int]]
 
 
-def _box_args(fname: object, args: tuple[Any, ...], trace: Trace) -> tuple[list[Any], list[_Plan]]:
+def _box_args(fname: object, args: tuple[Any, ...], trace: Trace) -> tuple[list[Any], list[_BoxedArgument]]:
     """Box the float leaves of ``args`` on ``trace``; returns (boxed args, per-arg leaf plans)."""
     boxed, plans = [], []
     for i, arg in enumerate(args):
@@ -249,7 +249,7 @@ def _fresh(g: Any, seen: set[int]) -> Any:
     return g
 
 
-def _gather(plans: list[_Plan], cot: Sequence[Any]) -> tuple[Any, ...]:
+def _gather(plans: list[_BoxedArgument], cot: Sequence[Any]) -> tuple[Any, ...]:
     """Per-argument cotangents, in the structure of each argument."""
     seen: set[int]
     out, seen = [], set()
@@ -423,7 +423,7 @@ def trace_chunks(f: Callable[..., Any], args: tuple[Any, ...],
     return y, None, back
 
 
-def traced_call(fname: object, f: Callable[..., Any], args: tuple[Any, ...]) -> tuple[Trace, list[_Plan], Any]:
+def traced_call(fname: object, f: Callable[..., Any], args: tuple[Any, ...]) -> tuple[Trace, list[_BoxedArgument], Any]:
     """``(trace, plans, out)``: ``f`` called on ``args`` boxed on a new reverse trace."""
     trace = Trace(DEFAULT_CONFIG)
     with tracing():
@@ -432,7 +432,7 @@ def traced_call(fname: object, f: Callable[..., Any], args: tuple[Any, ...]) -> 
     return trace, plans, out
 
 
-def pullback_of(fname: object, trace: Trace, plans: list[_Plan], out: Any) -> tuple[PyTree, Pullback]:
+def pullback_of(fname: object, trace: Trace, plans: list[_BoxedArgument], out: Any) -> tuple[PyTree, Pullback]:
     """``pullback``'s ``(y, back)`` for what ``traced_call`` returned."""
     out_leaves, out_def = flatten(out)
     out_slots = [b.slot if type(b) is Traced and b._trace is trace else -1 for b in out_leaves]
@@ -642,7 +642,7 @@ rrule = ReverseRules("rrule", registry.rrule.rules)
 frule = ForwardRules("frule", registry.frule.rules)
 
 
-class _Call:
+class _CallOfArgument:
     """``fn(*args, **kwargs)`` with ``fn`` an argument: ``rrule_via_ad`` and
     ``frule_via_ad`` differentiate it with respect to ``fn`` (a model's parameters) too."""
 
@@ -656,10 +656,10 @@ class _Call:
         return fn(*args, **self.kwargs) if self.kwargs else fn(*args)
 
     def __reduce__(self) -> tuple[type, tuple[dict[str, Any]]]:
-        return (_Call, (self.kwargs,))
+        return (_CallOfArgument, (self.kwargs,))
 
 
-_call = _Call({})
+_call = _CallOfArgument({})
 
 
 def rrule_via_ad(f: Callable[..., Any], *args: Any, **kwargs: Any) -> tuple[Any, Pullback]:
@@ -686,7 +686,7 @@ def rrule_via_ad(f: Callable[..., Any], *args: Any, **kwargs: Any) -> tuple[Any,
         return rule
     # keywords in the call, not in a wrapper: f stays an argument, its parameters get
     # their cotangent (a lambda around f had NoTangent(): a model's gradient lost)
-    call = _Call(kwargs) if kwargs else _call
+    call = _CallOfArgument(kwargs) if kwargs else _call
     return named_pullback(DerivativeName("rrule_via_ad", call, shown=f), call, (f, *args))
 
 
@@ -705,7 +705,7 @@ def frule_via_ad(tangents: Sequence[Any], f: Callable[..., Any], *args: Any,
     if rule is not None:
         return rule
     tf, *targs = tangents
-    call = _Call(kwargs) if kwargs else _call
+    call = _CallOfArgument(kwargs) if kwargs else _call
     return named_jvp(DerivativeName("frule_via_ad", call, shown=f), call, (f, *args),
                      (ZeroTangent() if is_zero(tf) else tf, *targs))
 
