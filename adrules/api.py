@@ -19,7 +19,7 @@ from . import registry
 from .pytrees import LEAF, PyTree, TreeDef, node_children, flatten, tangent_leaves as _match_structure, unflatten
 from .registry import Pullback, RuleRegistry, call_frule, call_rrule, function_name
 from .tangents import NoTangent, Tangent, ZeroTangent, dense_zeros, is_float_value, is_zero, unthunk
-from .tracer import F64_SCALARS, Trace, Traced, TracerError, rrule_misfit, backprop, tracing
+from .tracer import F64_SCALARS, Trace, Traced, TracerError, backprop, frule_misfit, rrule_misfit, tracing
 
 _CONST_TYPES = (bool, int, str, bytes, type(None), np.integer, np.bool_)
 
@@ -618,10 +618,9 @@ def _frule_call(api: str, tangents: Sequence[Any], f: Callable[..., Any], args: 
         return None
     _check_tangents(api, tangents, f, args)
     out = call_frule(entry, DEFAULT_CONFIG, tangents, f, args, kwargs)
-    if type(out) is not tuple or len(out) != 2:  # the tracer refuses it: so does a direct call
-        got = f"{len(out)} values" if type(out) is tuple else f"a {type(out).__name__}"
-        raise TracerError(f"{api}(tangents, {function_name(f)}, *args): the frule of {entry.name} "
-                          f"returned {got}; it must return the pair (y, ẏ): the output and its tangent.")
+    misfit = frule_misfit(entry, out)  # the tracer refuses it: so does a direct call
+    if misfit is not None:
+        raise TracerError(f"{api}(tangents, {function_name(f)}, *args): {misfit}")
     return out
 
 

@@ -655,6 +655,15 @@ def rrule_misfit(entry, out):
                        f"the output, then the function from ȳ to the cotangents.")
 
 
+def frule_misfit(entry, out):
+    """The error for an frule that returned other than ``(y, ẏ)``, or None when it did not."""
+    if type(out) is tuple and len(out) == 2:
+        return None
+    got = f"{len(out)} values" if type(out) is tuple else f"a {type(out).__name__}"
+    return TracerError(f"the frule of {entry.name} returned {got}; it must return the pair "
+                       f"(y, ẏ): the output and its tangent.")
+
+
 def _no_rule(f, mode):
     name = function_name(f)
     registry = "rrule" if mode == "reverse" else "frule"
@@ -1214,9 +1223,7 @@ def _apply_forward(f, args, kwargs, top, numpy_call=False):
         return _box_forward(y, dy, top)
     out = call_frule(entry, top.config, (NoTangent(), *tangents), f, values, kwargs)
     if type(out) is not tuple or len(out) != 2:
-        got = f"{len(out)} values" if type(out) is tuple else f"a {type(out).__name__}"
-        raise TracerError(f"the frule of {entry.name} returned {got}; it must return the pair "
-                          f"(y, ẏ): the output and its tangent.")
+        raise frule_misfit(entry, out)
     y, dy = out
     if type(y) in (tuple, list) and y and isinstance(y[0], (NoTangent, AbstractZero)) \
             and not entry.name.startswith("adrules."):
