@@ -893,19 +893,30 @@ class _Opened:
         self.treedef, self.slots, self.leaves = treedef, slots, leaves
 
 
-def _open_containers(values, slots, top):
+def _open_containers(values, marks, top):
     """Open the boxes of ``top`` inside container arguments, as a rule expects primal
     values (ChainRules' rrule receives a struct of plain fields). Lists and tuples of a
-    NumPy function's arguments are opened by ``_unbox`` already."""
+    NumPy function's arguments are opened by ``_unbox`` already. The argument's mark
+    becomes an ``_Opened`` of its leaves' slots (reverse), or its tangent as a container
+    of the same structure, ``ZeroTangent()`` for a leaf that carries none (forward), as
+    gradients of containers come back."""
     for i, a in enumerate(values):
-        found = _boxes_inside(a, top) if slots[i] == -1 else None
+        found = _boxes_inside(a, top) if _is_constant(marks[i], top) else None
         if found is None:
             continue
         leaves, treedef = found
-        opened = [v.value if type(v) is Traced and v._trace is top else v for v in leaves]
+        mine = [type(v) is Traced and v._trace is top for v in leaves]
+        opened = [v.value if m else v for v, m in zip(leaves, mine)]
         values[i] = unflatten(treedef, opened)
-        slots[i] = _Opened(treedef, [v.slot if type(v) is Traced and v._trace is top else -1
-                                     for v in leaves], opened)
+        if top.forward:
+            marks[i] = unflatten(treedef, [v.tangent if m else _ZERO for v, m in zip(leaves, mine)])
+        else:
+            marks[i] = _Opened(treedef, [v.slot if m else -1 for v, m in zip(leaves, mine)], opened)
+
+
+def _is_constant(mark, top):
+    """Whether ``mark`` (see ``_unbox``) is that of an argument with no box of ``top``."""
+    return mark is _ZERO if top.forward else type(mark) is int and mark == -1
 
 
 def _boxes_inside(a, top):
@@ -917,21 +928,6 @@ def _boxes_inside(a, top):
     if treedef is LEAF or not any(type(v) is Traced and v._trace is top for v in leaves):
         return None
     return leaves, treedef
-
-
-def _open_containers_forward(values, tangents, top):
-    """``_open_containers`` for forward mode: the rule receives the container with its
-    values, and its tangent as a container of the same structure (``ZeroTangent()``
-    for a leaf that carries none), as gradients of containers come back."""
-    for i, a in enumerate(values):
-        found = _boxes_inside(a, top) if tangents[i] is _ZERO else None
-        if found is None:
-            continue
-        leaves, treedef = found
-        values[i] = unflatten(treedef, [v.value if type(v) is Traced and v._trace is top else v
-                                        for v in leaves])
-        tangents[i] = unflatten(treedef, [v.tangent if type(v) is Traced and v._trace is top else _ZERO
-                                          for v in leaves])
 
 
 def _spread(cot, opened, g, entry, position):
@@ -949,31 +945,14 @@ def _spread(cot, opened, g, entry, position):
             _accumulate(cot, slot, unthunk(part), primal, entry, position)
 
 
-def _lift_callables(args, values, slots, top):
+def _lift_callables(args, values, marks, top):
     """Replace each callable argument carrying ``top``'s traced values by a ``Lifted``
-    callable over the opened values; its slot becomes the tuple of those values' slots,
-    so the rule's tangent for the callable reaches them."""
-    for i, a in enumerate(args):
-        if slots[i] != -1 or not callable(a) or type(a) is Traced:
-            continue
-        state, rebuild = split_callable(a)
-        if rebuild is None:
-            continue
-        leaves, treedef = flatten(state)
-        if not any(type(v) is Traced and v._trace is top for v in leaves):
-            continue
-        opened = [v.value if type(v) is Traced and v._trace is top else v for v in leaves]
-        values[i] = Lifted(opened, Rebuild(treedef, rebuild))
-        slots[i] = tuple(v.slot if type(v) is Traced and v._trace is top else -1 for v in leaves)
-
-
-def _lift_callables_forward(args, values, tangents, top):
-    """``_lift_callables`` for forward mode: a callable argument carrying ``top``'s traced
-    values becomes a ``Lifted`` callable over the opened values, and its tangent a
-    ``Lifted`` of their tangents (an frule with ``config=True`` passes both on to
+    callable over the opened values. Its mark becomes the tuple of those values' slots
+    (reverse), so the rule's cotangent for the callable reaches them, or a ``Lifted`` of
+    their tangents (forward: an frule with ``config=True`` passes both on to
     ``config.frule_via_ad``; a closure's hidden boxes would reach the rule's own code)."""
     for i, a in enumerate(args):
-        if tangents[i] is not _ZERO or not callable(a) or type(a) is Traced:
+        if not _is_constant(marks[i], top) or not callable(a) or type(a) is Traced:
             continue
         state, rebuild = split_callable(a)
         if rebuild is None:
@@ -984,7 +963,10 @@ def _lift_callables_forward(args, values, tangents, top):
             continue
         rebuilt = Rebuild(treedef, rebuild)
         values[i] = Lifted([v.value if m else v for v, m in zip(leaves, mine)], rebuilt)
-        tangents[i] = Lifted([v.tangent if m else _ZERO for v, m in zip(leaves, mine)], rebuilt)
+        if top.forward:
+            marks[i] = Lifted([v.tangent if m else _ZERO for v, m in zip(leaves, mine)], rebuilt)
+        else:
+            marks[i] = tuple(v.slot if m else -1 for v, m in zip(leaves, mine))
 
 
 def _same_sequence(like, items):
@@ -1204,8 +1186,8 @@ def _apply_forward(f, args, kwargs, top, numpy_call=False):
         _lists_as_arrays(f, values, tangents, reverse=False)
     if entry.kind is not SCALAR and entry.kind is not NONDIFF:
         if entry.config:  # as in reverse mode: functions it receives may carry traced state
-            _lift_callables_forward(args, values, tangents, top)
-        _open_containers_forward(values, tangents, top)
+            _lift_callables(args, values, tangents, top)
+        _open_containers(values, tangents, top)
     if entry.kind is SCALAR:  # the hot path: registry.scalar_frule, inlined
         y = f(*values, **kwargs)
         dy = _ZERO
