@@ -16,7 +16,7 @@ from typing import Any, Callable, Iterable, Sequence
 import numpy as np
 
 from . import registry
-from .pytrees import LEAF, PyTree, TreeDef, node_children, flatten, tangent_leaves as _match_structure, unflatten
+from .pytrees import LEAF, PyTree, TreeDef, flatten, node_children, tangent_leaves as _match_structure, unflatten
 from .registry import Pullback, RuleRegistry, call_frule, call_rrule, function_name
 from .tangents import NoTangent, Tangent, ZeroTangent, dense_zeros, is_float_value, is_zero, unthunk
 from .tracer import F64_SCALARS, Trace, Traced, TracerError, backprop, frule_misfit, rrule_misfit, tracing

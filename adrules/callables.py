@@ -16,7 +16,7 @@ import types
 from typing import Any
 
 from ._state import STATE as _STATE, TracedValue
-from .pytrees import REGISTERED_NODES, node_children, flatten, register_node, unflatten
+from .pytrees import REGISTERED_NODES, flatten, node_children, register_node, unflatten
 from .tangents import add_tangents, is_zero
 
 

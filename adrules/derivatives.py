@@ -24,9 +24,9 @@ from numpy.typing import NDArray
 import executors
 
 from . import _state
-from .api import (DROPPED_SUBCLASSES, check_callable, leaf_is_differentiable, DerivativeName, named_value_and_gradient,
-                  gradient, jvp, pullback, refuse_underivable, subclass_refused)
-from .pytrees import LEAF, PyTree, TreeDef, treedef_field_names, flatten, tangent_leaves, unflatten
+from .api import (DROPPED_SUBCLASSES, DerivativeName, check_callable, gradient, jvp, leaf_is_differentiable,
+                  named_value_and_gradient, pullback, refuse_underivable, subclass_refused)
+from .pytrees import LEAF, PyTree, TreeDef, flatten, tangent_leaves, treedef_field_names, unflatten
 from .schedule import each, run, work_key
 from .tangents import Tangent, is_float_value, is_zero
 from .tracer import SECOND_ORDER, NoFruleError, NoRuleError, Traced, TracerError, in_place_writes_explained

@@ -20,11 +20,11 @@ from typing import Any, Callable, Collection
 
 import numpy as np
 
-from .api import DEFAULT_CONFIG, named_jvp, DerivativeName, named_pullback, frule, jvp, pullback, rrule
+from .api import DEFAULT_CONFIG, DerivativeName, frule, jvp, named_jvp, named_pullback, pullback, rrule
 from .projection import ProjectionError, project_like
 from .pytrees import flatten, tangent_leaves, unflatten
 from .registry import call_frule, call_rrule, function_name, is_primitive
-from .tracer import SECOND_ORDER, TracerError, rrule_misfit, in_place_writes_explained
+from .tracer import SECOND_ORDER, TracerError, in_place_writes_explained, rrule_misfit
 from .tangents import InplaceableThunk, NoTangent, ZeroTangent, is_float_value, is_zero, unthunk
 
 _STEP = 1e-3  # finite differences' step; then, if they disagree, one fitted to x (_steps)

@@ -36,9 +36,9 @@ import numpy as np
 from . import _state, gaps, ops
 from ._state import TracedValue
 from .callables import Lifted, Rebuild, split_callable
+from .keywords import keeps_keywords, keywords_to_positions, with_defaults
 from .projection import ProjectionError, Spec, project_like
 from .pytrees import LEAF, LEAF_TYPES, flatten, tangent_leaves, unflatten
-from .keywords import keeps_keywords, keywords_to_positions, with_defaults
 from .registry import (NONDIFF, ONE, SCALAR, call_frule, call_rrule, frule as _frules, function_name,
                        rrule as _rrules, scalar_rule_misfit)
 from .tangents import AbstractZero, NoTangent, ZeroTangent, dense_zeros, is_float_value, is_zero, unthunk

@@ -17,7 +17,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from .api import check_callable, DerivativeName, named_pullback, named_value_and_gradient, refuse_underivable
+from .api import DerivativeName, check_callable, named_pullback, named_value_and_gradient, refuse_underivable
 from .pytrees import flatten, unflatten
 from .tracer import Traced, TracerError, top_trace
 
