@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from .gaps import ASARRAY, LEFT_OUT, reason
+from .unsupported import ASARRAY, LEFT_OUT, reason
 from .registry import frule, is_primitive, rrule
 from .tracer import COMPOSED
 

@@ -32,7 +32,7 @@ from numpy.typing import NDArray
 
 import executors
 
-from . import schedule, sending
+from . import schedule, to_workers
 from ._state import STATE as _STATE, TracedValue
 from .callables import has_traced as _has_traced, split_callable
 from .chunks import (
@@ -268,14 +268,14 @@ class Call:
         return out if self.out_tree is None else unflatten(self.out_tree, list(out))
 
     def unpack(self, leaves):
-        state, xs, shared = unflatten(self.treedef, sending.leaves_as_received(leaves))
+        state, xs, shared = unflatten(self.treedef, to_workers.leaves_as_received(leaves))
         return state, xs, tuple(shared)
 
     def resolve(self, state, xs, shared):
         """The executor, started, once what its workers would receive is known to travel."""
         executor = executors.resolve(self.executor)
         if not executor.shares_memory:
-            sending.check(self.name, self.about, self.plan, state, xs, shared, executor, self.key)
+            to_workers.check(self.name, self.about, self.plan, state, xs, shared, executor, self.key)
         if not executor.ready():
             executor.start(preload=schedule.PRELOAD)
         return executor
@@ -341,7 +341,7 @@ def _psum_rrule(call, *leaves):
     y = call.output(values.result())
 
     def psum_pullback(ybar):
-        ybar = sending.as_received(call.rebuild(ybar))  # np.broadcast_to(...) is strided
+        ybar = to_workers.as_received(call.rebuild(ybar))  # np.broadcast_to(...) is strided
         if done:
             return (NoTangent(), NoTangent(), *eager.leaves(None if _is_one(ybar) else ybar))
         bars = _chunk_bars(call, items, ybar)
@@ -436,7 +436,7 @@ def _summable(y):
 @frule.register(_map_chunks)
 def _psum_frule(tangents, call, *leaves):
     state, xs, shared = call.unpack(leaves)
-    dstate, dxs, dshared = unflatten(call.treedef, sending.leaves_as_received(
+    dstate, dxs, dshared = unflatten(call.treedef, to_workers.leaves_as_received(
         [dense(t, v) if getattr(v, "dtype", None) is not None or isinstance(v, float) else t
          for t, v in zip(tangents[2:], leaves)]))
     items = _chunks(xs, call.chunk_size)
@@ -495,7 +495,7 @@ def _call(kind, f, xs, shared, executor, chunk_size, vectorized, progress, dispa
     plan = Plan(f if rebuild is None else None, rebuild, "sum" if kind == "psum" else "map", vectorized)
     call = Call(plan, None, (False,) * (2 + len(shared)), f, executor, chunk_size, progress, dispatch)
     if not _STATE.active:  # nothing is differentiated anywhere: no primitive call to record
-        as_received = sending.as_received
+        as_received = to_workers.as_received
         return _value(call, as_received(state), as_received(xs), tuple(map(as_received, shared)))
     leaves, treedef = flatten((state, xs, list(shared)))
     call.treedef, call.active = treedef, (state is not None, *_traced_parts(leaves, treedef))

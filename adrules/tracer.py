@@ -33,7 +33,7 @@ import threading
 
 import numpy as np
 
-from . import _state, gaps, ops
+from . import _state, ops, unsupported
 from ._state import TracedValue
 from .callables import Lifted, Rebuild, split_callable
 from .keywords import keeps_keywords, keywords_to_positions, with_defaults
@@ -175,7 +175,7 @@ def _escape(what):
 def _assign_error(frame):
     """The error for a traced value stored into a plain array by ``frame``: a library's
     function named (``np.piecewise`` of a plain x), or the user's own write."""
-    return gaps.store_site(frame) or _ASSIGN
+    return unsupported.store_site(frame) or _ASSIGN
 
 
 def _in_store(depth):
@@ -263,7 +263,7 @@ class Traced(TracedValue):
         # instead of replacing it with "setting an array element with a sequence".
         if _in_store(2):  # y[1:3] = x
             raise TracerError(_assign_error(sys._getframe(1)))
-        where, advice = gaps.conversion_site(sys._getframe(1))
+        where, advice = unsupported.conversion_site(sys._getframe(1))
         if advice is not None:  # in a library's function, which the tracer cannot enter
             raise TracerError(f"np.asarray of a traced value in {where} would drop its gradient. {advice} "
                               "If you want its value without a derivative, pass x.value.")
@@ -668,7 +668,7 @@ def _no_rule(f, mode):
     name = function_name(f)
     registry = "rrule" if mode == "reverse" else "frule"
     error = NoRuleError if mode == "reverse" else NoFruleError
-    why = gaps.reason(name)
+    why = unsupported.reason(name)
     if why is not None:  # a known gap: its reason and the way around it, not a registration
         return error(f"no {registry} for {name}: it {why}." if why.startswith("writes") else
                      f"no {registry} for {name}: {why}.")

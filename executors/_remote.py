@@ -16,6 +16,7 @@ arguments are pickled once per map, not once per task::
                                                       ├ fn(item, *shared) in a fresh context:
                                                       │ in_worker() True, caller's chunk_size
     result  ◀─ cloudpickle.loads ◀── bytes ◀──────────┘ result pickled here: a failure names item i
+                                                        (on dask, array buffers apart: Dask's own frames)
 
 A blob's key is a BLAKE2b hash of its bytes (``None`` for small inline blobs),
 so equal content is unpickled once per worker, and changed content (a mutated
@@ -48,10 +49,14 @@ HASH_MIN_BYTES = 4096
 
 def dumps(obj: Any, what: str, backend: str) -> bytes:
     """cloudpickle ``obj``; on failure raise SerializationError naming ``what``."""
+    return _pickled(obj, what, backend)
+
+
+def _pickled(obj, what, backend, buffer_callback=None):
     import cloudpickle
 
     try:
-        return cloudpickle.dumps(obj, protocol=5)
+        return cloudpickle.dumps(obj, protocol=5, buffer_callback=buffer_callback)
     except Exception as exc:
         err = SerializationError(
             f"could not pickle {what} (a {type(obj).__name__}), which must cross a "
@@ -62,6 +67,17 @@ def dumps(obj: Any, what: str, backend: str) -> bytes:
         # for a caller to word its own message (they travel with it from a worker)
         err.what, err.reason = what, f"{type(exc).__name__}: {exc}"
         raise err from exc
+
+
+def dumps_out_of_band(obj: Any, what: str, backend: str) -> tuple:
+    """``obj`` pickled with its large buffers (array data) left out of the bytes: Dask
+    sends them as frames of their own, and :func:`load_result` builds the arrays on the
+    frames received, without another copy."""
+    import numpy as np
+
+    buffers: list = []
+    header = _pickled(obj, what, backend, buffers.append)
+    return header, [np.frombuffer(b.raw(), np.uint8) for b in buffers]
 
 
 def loads(data: bytes) -> Any:
@@ -272,6 +288,8 @@ def _run(index, item_data, fn_blob, shared_blobs, chunk_size, backend, flag=None
             raise
         failure = ExitRequested(exc)  # a Dask worker would die of it, and the map with it
     else:
+        if backend == "dask":
+            return dumps_out_of_band(result, f"the result of item {index}", backend)
         return dumps(result, f"the result of item {index}", backend)
     finally:
         _abandon.leave(flag)
@@ -341,9 +359,12 @@ def why_unsendable(exc):
     return None
 
 
-def load_result(data: bytes, index: int, backend: str) -> Any:
+def load_result(data: bytes | tuple, index: int, backend: str) -> Any:
     """Unpickle a result in the parent; a failure names the item."""
     try:
+        if type(data) is tuple:
+            header, buffers = data
+            return pickle.loads(header, buffers=buffers)
         return pickle.loads(data)
     except Exception as exc:
         raise SerializationError(

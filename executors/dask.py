@@ -12,10 +12,10 @@ Imported only when used (``distributed`` is an optional extra).
               once per content hash  │                        (key, bytes); unpickled
               (LRU of futures)       │                        once per worker (LRU)
     items ─ cloudpickle ─ client.map ┴──▶ tasks "executors-<token>-<i>" ─▶ run_task
-    as_completed ◀──────── status ────────┘                   result → bytes
+    as_completed ◀──────── status ────────┘                   result → bytes + buffers
     on_done(i) ; first error: cancel the rest, raise (annotated with item i)
-    gather ◀─────────────────────────────────────────────────── result bytes
-    results in item order
+    gather ◀──────────────────────────────── result bytes, array buffers as frames
+    results in item order (arrays built on the frames received: no copy)
 
 Worker loss: a task whose worker dies is rerun elsewhere by the scheduler (the
 tasks are pure), so the map returns the right answer; after

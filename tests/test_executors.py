@@ -669,6 +669,23 @@ def test_dask_shared_data_scattered_once_and_reused(dask_executor):
     assert dask_executor._n_scatters == n0 + 2  # new content, re-sent
 
 
+def test_dask_results_arrive_whole_and_writable(dask_executor):
+    """Array results come back on the frames Dask received (no copy in the parent): each
+    equals the worker's array bit for bit, views and dtypes kept, and is the caller's to
+    write into."""
+    def make(i):
+        a = np.arange(300_000, dtype=np.float32) * (i + 1)
+        return {"whole": a, "strided": a[::3], "int": np.full((4, 5), i), "scalar": float(i)}
+
+    for i, r in enumerate(dask_executor.map(make, range(3))):
+        expected = make(i)
+        for key in ("whole", "strided", "int"):
+            np.testing.assert_array_equal(r[key], expected[key])
+            assert r[key].dtype == expected[key].dtype and r[key].flags.writeable
+        r["whole"][0] = -1.0
+        assert r["scalar"] == float(i)
+
+
 def test_dask_explicit_scatter(dask_executor):
     w = np.arange(30_000.0)
     handle = dask_executor.scatter(w)

@@ -39,7 +39,7 @@ def remote(request):
 @pytest.fixture(autouse=True)
 def fresh_call_sites():
     schedule.forget()
-    ad.sending._checked.clear()
+    ad.to_workers._checked.clear()
 
 
 def _models():

@@ -152,7 +152,7 @@ def test_diag_of_non_square_matrix_by_hand():
 
 
 def test_unsupported_modes_raise_clear_errors():
-    with pytest.raises(NotImplementedError, match="mode='mean'"):  # edge/wrap/...: shape_more.py
+    with pytest.raises(NotImplementedError, match="mode='mean'"):  # edge/wrap/...: shape_composed.py
         ad.gradient(lambda x: np.sum(np.pad(x, 1, mode="mean")), V)
     with pytest.raises(NotImplementedError, match="order='A'"):
         ad.gradient(lambda x: np.sum(np.reshape(x, -1, order="A")), M)

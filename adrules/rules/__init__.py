@@ -3,9 +3,9 @@
 from . import ufuncs, reductions, shape, indexing, linalg, nondiff  # noqa: F401
 from . import elementwise  # noqa: F401,E402
 from . import signal  # noqa: F401,E402
-from . import shape_more  # noqa: F401,E402
+from . import shape_composed  # noqa: F401,E402
 from . import statistics  # noqa: F401,E402
-from . import linalg_more  # noqa: F401,E402
+from . import linalg_composed  # noqa: F401,E402
 from . import higher_order  # noqa: F401,E402
 from . import histograms  # noqa: F401,E402
 from ._optional import load_with  # noqa: E402

@@ -12,7 +12,7 @@ an entry point in SciPy's place:
   no differentiation open it calls SciPy's function at once (one attribute check more);
   a name bound before adrules was imported (``from scipy.special import logsumexp`` above
   ``import adrules``) keeps SciPy's function, and the error a traced value meets there
-  says so (``gaps.REPLACED``).
+  says so (``unsupported.REPLACED``).
 * ``route_method(norm_gen, "logpdf", primitive)``: the distribution's class gets the method
   as its own attribute. When a traced value is among the arguments it binds them to the
   primitive's signature (SciPy's: ``x, *shapes, loc, scale``, positionally or by keyword)
@@ -25,7 +25,7 @@ an entry point in SciPy's place:
 import functools
 import inspect
 
-from .. import gaps
+from .. import unsupported
 from .._state import STATE, TracedValue
 from ..callables import has_traced
 from ..registry import primitive
@@ -49,7 +49,7 @@ def replace_function(module, name, public=None):
     wrapped.__module__ = public or module.__name__
     setattr(module, name, wrapped)
     qualified = f"{wrapped.__module__}.{name}"
-    gaps.REPLACED[qualified] = (
+    unsupported.REPLACED[qualified] = (
         f"{qualified} has a rule, but the function called here is SciPy's own, bound to its name "
         f"before adrules was imported (from {wrapped.__module__} import {name} above import adrules): "
         f"import adrules first, or call it as {wrapped.__module__}.{name}")

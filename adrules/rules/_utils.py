@@ -1,12 +1,15 @@
 """Helpers shared by the rule files, as ChainRules.jl keeps ``utils.jl``.
 
-One convention for a NumPy function's optional trailing arguments (``axis``, ``order``,
+A rule is registered one way: ``@rrule.register(f)`` / ``@frule.register(f)`` (public
+as ``ad.rrule.register``), with one pullback slot per positional argument of the call.
+``numpy_rrule`` and ``numpy_frule`` are a convenience on top of it for the built-in
+rules of NumPy functions with optional trailing arguments (``axis``, ``order``,
 ``mode``, ...): the rule takes NumPy's own parameters with NumPy's names and defaults,
 so they arrive positionally or by keyword alike, and its pullback lists cotangents in
-NumPy's order up to the last differentiable parameter. ``reverse_rule`` registers it,
-fitting each pullback to the call: one slot per positional argument received (trailing
-options get ``NoTangent()``; arguments passed by keyword get no slot). An frule reads
-the tangent of positional parameter ``i`` with ``tangent_at``.
+NumPy's order up to the last differentiable parameter. ``numpy_rrule`` registers it for
+each function given, fitting each pullback to the call: one slot per positional argument
+received (trailing options get ``NoTangent()``; arguments passed by keyword get no
+slot). An frule reads the tangent of positional parameter ``i`` with ``tangent_at``.
 
 >>> import numpy as np, adrules as ad
 >>> y, back = ad.rrule(np.take, np.array([1.0, 2.0, 3.0]), np.array([2, 2]), 0, None, "clip")
@@ -43,8 +46,8 @@ def _fit_slots(rule):
     return fitted_rule
 
 
-def reverse_rule(*fs):
-    """Register one rrule for the primitives ``fs``, fitted to each call by ``_fit_slots``."""
+def numpy_rrule(*fs):
+    """Register one rrule for the NumPy functions ``fs``, its pullback fitted to each call by ``_fit_slots``."""
 
     def decorate(rule):
         for f in fs:
@@ -54,8 +57,8 @@ def reverse_rule(*fs):
     return decorate
 
 
-def forward_rule(*fs):
-    """Register one frule for the primitives ``fs``."""
+def numpy_frule(*fs):
+    """Register one frule for the NumPy functions ``fs`` (``frule.register`` for each)."""
 
     def decorate(rule):
         for f in fs:

@@ -14,7 +14,7 @@ from ..registry import ONE, frule, non_differentiable, rrule, scalar_rule
 from ..tangents import NoTangent, ZeroTangent, is_zero
 from ._compose import composite_rule
 from ._optional import is_installed
-from ._utils import forward_rule, reverse_rule
+from ._utils import numpy_frule, numpy_rrule
 
 
 def _zero(x, *options):
@@ -34,7 +34,7 @@ scalar_rule(np.sinc, _sinc_partial)
 
 
 # ---- phase unwrapping: the multiples of the period it adds are locally constant -------------
-@reverse_rule(np.unwrap)
+@numpy_rrule(np.unwrap)
 def unwrap_rrule(p, discont=None, axis=-1, *, period=2 * np.pi):
     def unwrap_pullback(g):
         return NoTangent(), g
@@ -42,7 +42,7 @@ def unwrap_rrule(p, discont=None, axis=-1, *, period=2 * np.pi):
     return np.unwrap(p, discont, axis, period=period), unwrap_pullback
 
 
-@forward_rule(np.unwrap)
+@numpy_frule(np.unwrap)
 def unwrap_frule(tangents, p, discont=None, axis=-1, *, period=2 * np.pi):
     return np.unwrap(p, discont, axis, period=period), tangents[1]
 

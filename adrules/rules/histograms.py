@@ -22,7 +22,7 @@ import numpy as np
 from ..tangents import NoTangent, ZeroTangent, is_zero
 from ._compose import composed
 from ..tangents import dense
-from ._utils import forward_rule, reverse_rule, tangent_at
+from ._utils import numpy_frule, numpy_rrule, tangent_at
 from .indexing import scatter_add
 
 
@@ -149,7 +149,7 @@ def _slot(cotangent, arg):
     return cotangent
 
 
-@reverse_rule(np.histogram)
+@numpy_rrule(np.histogram)
 def histogram_rrule(a, bins=10, range=None, density=None, weights=None):
     hist, edges = np.histogram(a, bins, range, density, weights)
     binned = _Binned(a, bins, range, edges)
@@ -164,7 +164,7 @@ def histogram_rrule(a, bins=10, range=None, density=None, weights=None):
     return (hist, edges), histogram_pullback
 
 
-@forward_rule(np.histogram)
+@numpy_frule(np.histogram)
 def histogram_frule(tangents, a, bins=10, range=None, density=None, weights=None):
     hist, edges = np.histogram(a, bins, range, density, weights)
     binned = _Binned(a, bins, range, edges)
@@ -175,7 +175,7 @@ def histogram_frule(tangents, a, bins=10, range=None, density=None, weights=None
     return (hist, edges), (d_hist, d_edges)
 
 
-@reverse_rule(np.histogram_bin_edges)
+@numpy_rrule(np.histogram_bin_edges)
 def histogram_bin_edges_rrule(a, bins=10, range=None, weights=None):
     edges = np.histogram_bin_edges(a, bins, range, weights)
     binned = _Binned(a, bins, range, edges)
@@ -187,7 +187,7 @@ def histogram_bin_edges_rrule(a, bins=10, range=None, weights=None):
     return edges, histogram_bin_edges_pullback
 
 
-@forward_rule(np.histogram_bin_edges)
+@numpy_frule(np.histogram_bin_edges)
 def histogram_bin_edges_frule(tangents, a, bins=10, range=None, weights=None):
     edges = np.histogram_bin_edges(a, bins, range, weights)
     binned = _Binned(a, bins, range, edges)
@@ -236,7 +236,7 @@ def _per_axis_cotangents(option, cotangents):
     return [NoTangent() if _for_all_axes(o) else g for o, g in zip(option, cotangents)]
 
 
-@reverse_rule(np.histogramdd)
+@numpy_rrule(np.histogramdd)
 def histogramdd_rrule(sample, bins=10, range=None, density=None, weights=None):
     hist, edges = np.histogramdd(sample, bins, range, density, weights)
     binned = _BinnedDD(sample, bins, range, edges)
@@ -260,7 +260,7 @@ def histogramdd_rrule(sample, bins=10, range=None, density=None, weights=None):
     return (hist, edges), histogramdd_pullback
 
 
-@forward_rule(np.histogramdd)
+@numpy_frule(np.histogramdd)
 def histogramdd_frule(tangents, sample, bins=10, range=None, density=None, weights=None):
     hist, edges = np.histogramdd(sample, bins, range, density, weights)
     binned = _BinnedDD(sample, bins, range, edges)

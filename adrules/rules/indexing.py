@@ -9,7 +9,7 @@ the gather (the windows) as their pullback, so second derivatives trace through 
     x --getitem(·, index)--> y          ȳ --scatter_add(shape, index, ·)--> x̄
 
 Optional trailing arguments (``axis``, ``mode``, ``UPLO``...) follow ``_utils.py``: rules
-take NumPy's own parameters and ``reverse_rule`` fits each pullback to the call.
+take NumPy's own parameters and ``numpy_rrule`` fits each pullback to the call.
 """
 
 import numpy as np
@@ -17,7 +17,7 @@ import numpy as np
 from .. import ops
 from ..registry import frule, primitive, rrule
 from ..tangents import NoTangent, ZeroTangent, is_zero, unthunk
-from ._utils import forward_rule, reverse_rule, tangent_at
+from ._utils import numpy_frule, numpy_rrule, tangent_at
 
 
 def _has_int_array(index):
@@ -117,7 +117,7 @@ def _diagonal_index(shape, offset, axis1, axis2):
     return tuple(index)
 
 
-@reverse_rule(np.take)
+@numpy_rrule(np.take)
 def take_rrule(a, indices, axis=None, out=None, mode="raise"):
     shape, index = np.shape(a), _take_index(np.shape(a), indices, axis, mode)
 
@@ -127,14 +127,14 @@ def take_rrule(a, indices, axis=None, out=None, mode="raise"):
     return np.take(a, indices, axis, mode=mode), take_pullback
 
 
-@forward_rule(np.take)
+@numpy_frule(np.take)
 def take_frule(tangents, a, indices, axis=None, out=None, mode="raise"):
     da = tangents[1]
     y = np.take(a, indices, axis, mode=mode)
     return y, ZeroTangent() if is_zero(da) else np.take(da, indices, axis, mode=mode)
 
 
-@reverse_rule(np.bincount)
+@numpy_rrule(np.bincount)
 def bincount_rrule(x, weights=None, minlength=0):
     """A sum by index (np.add.at's out-of-place form): linear in ``weights``."""
     y = np.bincount(x, weights, minlength)
@@ -145,14 +145,14 @@ def bincount_rrule(x, weights=None, minlength=0):
     return y, bincount_pullback
 
 
-@forward_rule(np.bincount)
+@numpy_frule(np.bincount)
 def bincount_frule(tangents, x, weights=None, minlength=0):
     dw = tangent_at(tangents, 1)
     y = np.bincount(x, weights, minlength)
     return y, ZeroTangent() if weights is None or is_zero(dw) else np.bincount(x, dw, minlength)
 
 
-@reverse_rule(np.take_along_axis)
+@numpy_rrule(np.take_along_axis)
 def take_along_axis_rrule(arr, indices, axis=-1):
     shape, index = np.shape(arr), along_axis_index(np.shape(arr), indices, axis)
 
@@ -162,7 +162,7 @@ def take_along_axis_rrule(arr, indices, axis=-1):
     return np.take_along_axis(arr, indices, axis), take_along_axis_pullback
 
 
-@forward_rule(np.take_along_axis)
+@numpy_frule(np.take_along_axis)
 def take_along_axis_frule(tangents, arr, indices, axis=-1):
     darr = tangents[1]
     y = np.take_along_axis(arr, indices, axis)
@@ -175,7 +175,7 @@ def _sort_index(a, axis):
     return along_axis_index(np.shape(a), order, axis)
 
 
-@reverse_rule(np.sort)
+@numpy_rrule(np.sort)
 def sort_rrule(a, axis=-1, kind=None, order=None, **kwargs):
     shape, index = np.shape(a), _sort_index(a, axis)
 
@@ -185,13 +185,13 @@ def sort_rrule(a, axis=-1, kind=None, order=None, **kwargs):
     return ops.getitem(a, index), sort_pullback
 
 
-@forward_rule(np.sort)
+@numpy_frule(np.sort)
 def sort_frule(tangents, a, axis=-1, kind=None, order=None, **kwargs):
     da, index = tangents[1], _sort_index(a, axis)
     return ops.getitem(a, index), ZeroTangent() if is_zero(da) else ops.getitem(da, index)
 
 
-@reverse_rule(np.diagonal)
+@numpy_rrule(np.diagonal)
 def diagonal_rrule(a, offset=0, axis1=0, axis2=1):
     shape = np.shape(a)
     index = _diagonal_index(shape, offset, axis1, axis2)
@@ -202,7 +202,7 @@ def diagonal_rrule(a, offset=0, axis1=0, axis2=1):
     return np.diagonal(a, offset, axis1, axis2), diagonal_pullback
 
 
-@forward_rule(np.diagonal)
+@numpy_frule(np.diagonal)
 def diagonal_frule(tangents, a, offset=0, axis1=0, axis2=1):
     da = tangents[1]
     y = np.diagonal(a, offset, axis1, axis2)
@@ -274,7 +274,7 @@ def window_sum_frule(tangents, shape, window_shape, axis, g):
     return y, ZeroTangent() if is_zero(dg) else window_sum(shape, window_shape, axis, dg)
 
 
-@reverse_rule(np.lib.stride_tricks.sliding_window_view)
+@numpy_rrule(np.lib.stride_tricks.sliding_window_view)
 def sliding_window_view_rrule(x, window_shape, axis=None, **kwargs):
     shape = np.shape(x)
 
@@ -287,7 +287,7 @@ def sliding_window_view_rrule(x, window_shape, axis=None, **kwargs):
     return np.lib.stride_tricks.sliding_window_view(x, window_shape, axis), sliding_window_view_pullback
 
 
-@forward_rule(np.lib.stride_tricks.sliding_window_view)
+@numpy_frule(np.lib.stride_tricks.sliding_window_view)
 def sliding_window_view_frule(tangents, x, window_shape, axis=None, **kwargs):
     dx = tangents[1]
     y = np.lib.stride_tricks.sliding_window_view(x, window_shape, axis)
@@ -312,7 +312,7 @@ def _choose_masks(a, n, mode, ndim):
     return picks == _along(np.arange(n), 0, ndim + 1)
 
 
-@reverse_rule(np.choose)
+@numpy_rrule(np.choose)
 def choose_rrule(a, choices, out=None, mode="raise"):
     y = np.choose(a, choices, mode=mode)
     masks = _choose_masks(a, len(choices), mode, np.ndim(y))
@@ -323,7 +323,7 @@ def choose_rrule(a, choices, out=None, mode="raise"):
     return y, choose_pullback
 
 
-@forward_rule(np.choose)
+@numpy_frule(np.choose)
 def choose_frule(tangents, a, choices, out=None, mode="raise"):
     dchoices = tangents[2]
     y = np.choose(a, choices, mode=mode)
@@ -343,7 +343,7 @@ def _select_masks(condlist):
     return np.array(np.broadcast_arrays(*masks)), np.logical_not(taken)
 
 
-@reverse_rule(np.select)
+@numpy_rrule(np.select)
 def select_rrule(condlist, choicelist, default=0):
     y = np.select(condlist, choicelist, default)
     masks, rest = _select_masks(condlist)
@@ -354,7 +354,7 @@ def select_rrule(condlist, choicelist, default=0):
     return y, select_pullback
 
 
-@forward_rule(np.select)
+@numpy_frule(np.select)
 def select_frule(tangents, condlist, choicelist, default=0):
     dchoices, ddefault = tangents[2], tangent_at(tangents, 2)
     y = np.select(condlist, choicelist, default)

@@ -11,10 +11,10 @@ Factorizations (cholesky, eigh, eigvalsh, qr, svd) use the standard formulas for
 matrices (``...ij``), real inputs only. cholesky and eigh(/eigvalsh) read one triangle of a matrix
 that is meant to be symmetric: the rules here give the derivatives on symmetric matrices (the
 cotangent is symmetric, the tangent is symmetrized first), as in autograd and JAX, and
-``linalg_more`` composes them with the read triangle's mirroring.
+``linalg_composed`` composes them with the read triangle's mirroring.
 
 Optional trailing arguments (``axis``, ``mode``, ``UPLO``...) follow ``_utils.py``: rules
-take NumPy's own parameters and ``reverse_rule`` fits each pullback to the call.
+take NumPy's own parameters and ``numpy_rrule`` fits each pullback to the call.
 """
 
 import functools
@@ -23,7 +23,7 @@ import numpy as np
 
 from ..registry import frule, rrule
 from ..tangents import NoTangent, Thunk, ZeroTangent, is_zero, unthunk
-from ._utils import forward_rule, reverse_rule, tangent_at
+from ._utils import numpy_frule, numpy_rrule, tangent_at
 
 _LETTERS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
 _NUMPY2 = np.lib.NumpyVersion(np.__version__) >= "2.0.0"
@@ -204,7 +204,7 @@ def _inner_subscripts(na, nb):
     return _tensordot_subscripts(na, nb, ([na - 1], [nb - 1]))
 
 
-@reverse_rule(np.tensordot)
+@numpy_rrule(np.tensordot)
 def tensordot_rrule(a, b, axes=2):
     _real_only("numpy.tensordot", a, b)
     ins, out = _tensordot_subscripts(np.ndim(a), np.ndim(b), axes)
@@ -215,7 +215,7 @@ def tensordot_rrule(a, b, axes=2):
     return np.tensordot(a, b, axes), tensordot_pullback
 
 
-@forward_rule(np.tensordot)
+@numpy_frule(np.tensordot)
 def tensordot_frule(tangents, a, b, axes=2):
     da, db = tangents[1], tangent_at(tangents, 1)
     return np.tensordot(a, b, axes), _bilinear_tangent(np.tensordot, a, b, da, db, axes)
@@ -280,7 +280,7 @@ def matmul_frule(tangents, a, b, **kwargs):
     return np.matmul(a, b, **kwargs), _bilinear_tangent(np.matmul, a, b, da, db)
 
 
-@reverse_rule(np.dot)
+@numpy_rrule(np.dot)
 def dot_rrule(a, b, out=None):
     _real_only("numpy.dot", a, b)
     na, nb = np.ndim(a), np.ndim(b)
@@ -294,7 +294,7 @@ def dot_rrule(a, b, out=None):
     return np.dot(a, b), dot_pullback
 
 
-@forward_rule(np.dot)
+@numpy_frule(np.dot)
 def dot_frule(tangents, a, b, out=None):
     da, db = tangents[1], tangent_at(tangents, 1)
     return np.dot(a, b), _bilinear_tangent(np.dot, a, b, da, db)
@@ -317,7 +317,7 @@ def vdot_frule(tangents, a, b):
     return np.vdot(a, b), _bilinear_tangent(np.vdot, a, b, da, db)
 
 
-@reverse_rule(np.outer)
+@numpy_rrule(np.outer)
 def outer_rrule(a, b, out=None):
     _real_only("numpy.outer", a, b)
 
@@ -329,7 +329,7 @@ def outer_rrule(a, b, out=None):
     return np.outer(a, b), outer_pullback
 
 
-@forward_rule(np.outer)
+@numpy_frule(np.outer)
 def outer_frule(tangents, a, b, out=None):
     da, db = tangents[1], tangent_at(tangents, 1)
     return np.outer(a, b), _bilinear_tangent(np.outer, a, b, da, db)
@@ -535,7 +535,7 @@ def cholesky_frule(tangents, a, upper=False):
     return (_T(L), _T(dL)) if upper else (L, dL)
 
 
-@reverse_rule(np.linalg.eigh)
+@numpy_rrule(np.linalg.eigh)
 def eigh_rrule(a, UPLO="L"):
     _real_only("numpy.linalg.eigh", a)
     w, v = np.linalg.eigh(a, UPLO)
@@ -550,7 +550,7 @@ def eigh_rrule(a, UPLO="L"):
     return (w, v), eigh_pullback
 
 
-@forward_rule(np.linalg.eigh)
+@numpy_frule(np.linalg.eigh)
 def eigh_frule(tangents, a, UPLO="L"):
     _real_only("numpy.linalg.eigh", a)
     da = tangents[1]
@@ -561,7 +561,7 @@ def eigh_frule(tangents, a, UPLO="L"):
     return (w, v), (np.diagonal(p, 0, -2, -1), v @ (_inverse_gaps(w) * p))
 
 
-@reverse_rule(np.linalg.eigvalsh)
+@numpy_rrule(np.linalg.eigvalsh)
 def eigvalsh_rrule(a, UPLO="L"):
     _real_only("numpy.linalg.eigvalsh", a)
     w, v = np.linalg.eigh(a, UPLO)
@@ -572,7 +572,7 @@ def eigvalsh_rrule(a, UPLO="L"):
     return w, eigvalsh_pullback
 
 
-@forward_rule(np.linalg.eigvalsh)
+@numpy_frule(np.linalg.eigvalsh)
 def eigvalsh_frule(tangents, a, UPLO="L"):
     _real_only("numpy.linalg.eigvalsh", a)
     da = tangents[1]
@@ -595,7 +595,7 @@ def _solve_right(x, r):
     return _T(np.linalg.solve(_T(r), _T(x)))
 
 
-@reverse_rule(np.linalg.qr)
+@numpy_rrule(np.linalg.qr)
 def qr_rrule(a, mode="reduced"):
     _real_only("numpy.linalg.qr", a)
     _check_qr(a, mode)
@@ -611,7 +611,7 @@ def qr_rrule(a, mode="reduced"):
     return (q, r), qr_pullback
 
 
-@forward_rule(np.linalg.qr)
+@numpy_frule(np.linalg.qr)
 def qr_frule(tangents, a, mode="reduced"):
     _real_only("numpy.linalg.qr", a)
     _check_qr(a, mode)
@@ -670,7 +670,7 @@ def _check_svd(a, full_matrices, compute_uv, hermitian):
                                   "np.linalg.eigh for symmetric matrices.")
 
 
-@reverse_rule(np.linalg.svd)
+@numpy_rrule(np.linalg.svd)
 def svd_rrule(a, full_matrices=True, compute_uv=True, hermitian=False):
     _check_svd(a, full_matrices, compute_uv, hermitian)
     u, s, vh = np.linalg.svd(a, full_matrices=False)
@@ -682,7 +682,7 @@ def svd_rrule(a, full_matrices=True, compute_uv=True, hermitian=False):
     return ((u, s, vh) if compute_uv else s), svd_pullback
 
 
-@forward_rule(np.linalg.svd)
+@numpy_frule(np.linalg.svd)
 def svd_frule(tangents, a, full_matrices=True, compute_uv=True, hermitian=False):
     _check_svd(a, full_matrices, compute_uv, hermitian)
     da = tangents[1]
@@ -742,7 +742,7 @@ def _keep_axes(y, axes, ndim):
     return y[tuple(None if d in axes else slice(None) for d in range(ndim))]
 
 
-@reverse_rule(np.linalg.norm)
+@numpy_rrule(np.linalg.norm)
 def norm_rrule(x, ord=None, axis=None, keepdims=False):
     _real_only("numpy.linalg.norm", x)
     axes, matrix = _norm_axes(x, ord, axis)
@@ -756,7 +756,7 @@ def norm_rrule(x, ord=None, axis=None, keepdims=False):
     return y, norm_pullback
 
 
-@forward_rule(np.linalg.norm)
+@numpy_frule(np.linalg.norm)
 def norm_frule(tangents, x, ord=None, axis=None, keepdims=False):
     _real_only("numpy.linalg.norm", x)
     dx = tangents[1]

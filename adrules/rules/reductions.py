@@ -15,7 +15,7 @@ stays float32.
 import numpy as np
 
 from ..tangents import NoTangent, ZeroTangent, is_zero
-from ._utils import forward_rule, normalize_axes, reverse_rule, tangent_at
+from ._utils import normalize_axes, numpy_frule, numpy_rrule, tangent_at
 from .indexing import along_axis_index, scatter_add
 
 _EXACT_ZEROS = 2  # zeros per group split off exactly in prod/cumprod rules; see _product_of_others
@@ -162,7 +162,7 @@ def _weights_along(weights, a, axis):
 
 
 # ---- sums and means ------------------------------------------------------------------
-@reverse_rule(np.sum)
+@numpy_rrule(np.sum)
 def sum_rrule(a, axis=None, dtype=None, out=None, keepdims=False, **kwargs):
     shape = a.shape if type(a) is np.ndarray else np.shape(a)
 
@@ -174,23 +174,23 @@ def sum_rrule(a, axis=None, dtype=None, out=None, keepdims=False, **kwargs):
     return np.sum(a, axis, dtype, keepdims=keepdims, **kwargs), sum_pullback
 
 
-@forward_rule(np.sum)
+@numpy_frule(np.sum)
 def sum_frule(tangents, a, axis=None, dtype=None, out=None, keepdims=False, **kwargs):
     dy = np.sum(tangents[1], axis, keepdims=keepdims, where=kwargs.get("where", True))
     return np.sum(a, axis, dtype, keepdims=keepdims, **kwargs), dy
 
 
-@reverse_rule(np.add.reduce)
+@numpy_rrule(np.add.reduce)
 def add_reduce_rrule(array, axis=0, dtype=None, out=None, keepdims=False, **kwargs):
     return sum_rrule(array, axis, dtype, out, keepdims, **kwargs)
 
 
-@forward_rule(np.add.reduce)
+@numpy_frule(np.add.reduce)
 def add_reduce_frule(tangents, array, axis=0, dtype=None, out=None, keepdims=False, **kwargs):
     return sum_frule(tangents, array, axis, dtype, out, keepdims, **kwargs)
 
 
-@reverse_rule(np.nansum)
+@numpy_rrule(np.nansum)
 def nansum_rrule(a, axis=None, dtype=None, out=None, keepdims=False, **kwargs):
     def nansum_pullback(g):
         dx = np.where(np.isnan(a), 0.0, _broadcast_back(g, a, axis, keepdims))
@@ -199,14 +199,14 @@ def nansum_rrule(a, axis=None, dtype=None, out=None, keepdims=False, **kwargs):
     return np.nansum(a, axis, dtype, keepdims=keepdims, **kwargs), nansum_pullback
 
 
-@forward_rule(np.nansum)
+@numpy_frule(np.nansum)
 def nansum_frule(tangents, a, axis=None, dtype=None, out=None, keepdims=False, **kwargs):
     dx = np.where(np.isnan(a), 0.0, tangents[1])
     dy = np.sum(dx, axis, keepdims=keepdims, where=kwargs.get("where", True))
     return np.nansum(a, axis, dtype, keepdims=keepdims, **kwargs), dy
 
 
-@reverse_rule(np.mean)
+@numpy_rrule(np.mean)
 def mean_rrule(a, axis=None, dtype=None, out=None, keepdims=False, **kwargs):
     where = kwargs.get("where", True)
     shape, n = np.shape(a), _count(a, axis, where)
@@ -219,13 +219,13 @@ def mean_rrule(a, axis=None, dtype=None, out=None, keepdims=False, **kwargs):
     return np.mean(a, axis, dtype, keepdims=keepdims, **kwargs), mean_pullback
 
 
-@forward_rule(np.mean)
+@numpy_frule(np.mean)
 def mean_frule(tangents, a, axis=None, dtype=None, out=None, keepdims=False, **kwargs):
     dy = np.mean(tangents[1], axis, keepdims=keepdims, where=kwargs.get("where", True))
     return np.mean(a, axis, dtype, keepdims=keepdims, **kwargs), dy
 
 
-@reverse_rule(np.nanmean)
+@numpy_rrule(np.nanmean)
 def nanmean_rrule(a, axis=None, dtype=None, out=None, keepdims=False, **kwargs):
     _check_no_where("numpy.nanmean", kwargs)
     present = ~np.isnan(a)
@@ -237,14 +237,14 @@ def nanmean_rrule(a, axis=None, dtype=None, out=None, keepdims=False, **kwargs):
     return np.nanmean(a, axis, dtype, keepdims=keepdims), nanmean_pullback
 
 
-@forward_rule(np.nanmean)
+@numpy_frule(np.nanmean)
 def nanmean_frule(tangents, a, axis=None, dtype=None, out=None, keepdims=False, **kwargs):
     _check_no_where("numpy.nanmean", kwargs)
     dx = np.where(np.isnan(a), np.nan, tangents[1])  # the mean of the same entries as the primal's
     return np.nanmean(a, axis, dtype, keepdims=keepdims), np.nanmean(dx, axis, keepdims=keepdims)
 
 
-@reverse_rule(np.average)
+@numpy_rrule(np.average)
 def average_rrule(a, axis=None, weights=None, returned=False, **kwargs):
     keepdims = kwargs.get("keepdims", False)
     y = np.average(a, axis, weights, returned, **kwargs)
@@ -268,7 +268,7 @@ def average_rrule(a, axis=None, weights=None, returned=False, **kwargs):
     return y, weighted_average_pullback
 
 
-@forward_rule(np.average)
+@numpy_frule(np.average)
 def average_frule(tangents, a, axis=None, weights=None, returned=False, **kwargs):
     y = np.average(a, axis, weights, returned, **kwargs)
     shape = np.shape(y[0] if returned else y)
@@ -295,7 +295,7 @@ def _center(a, axis, kwargs):
     return a - np.mean(a, axis, keepdims=True, where=kwargs.get("where", True))
 
 
-@reverse_rule(np.var)
+@numpy_rrule(np.var)
 def var_rrule(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, **kwargs):
     where, dof = kwargs.get("where", True), kwargs.get("correction", ddof)
 
@@ -306,7 +306,7 @@ def var_rrule(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, **kwar
     return np.var(a, axis, dtype, ddof=ddof, keepdims=keepdims, **kwargs), var_pullback
 
 
-@forward_rule(np.var)
+@numpy_frule(np.var)
 def var_frule(tangents, a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, **kwargs):
     where, dof = kwargs.get("where", True), kwargs.get("correction", ddof)
     y = np.var(a, axis, dtype, ddof=ddof, keepdims=keepdims, **kwargs)
@@ -322,7 +322,7 @@ def _inverse_or_zero(y):
     return np.where(spread, 1.0 / np.where(spread, y, 1.0), 0.0)
 
 
-@reverse_rule(np.std)
+@numpy_rrule(np.std)
 def std_rrule(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, **kwargs):
     where, dof = kwargs.get("where", True), kwargs.get("correction", ddof)
     y = np.std(a, axis, dtype, ddof=ddof, keepdims=keepdims, **kwargs)
@@ -334,7 +334,7 @@ def std_rrule(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, **kwar
     return y, std_pullback
 
 
-@forward_rule(np.std)
+@numpy_frule(np.std)
 def std_frule(tangents, a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, **kwargs):
     where, dof = kwargs.get("where", True), kwargs.get("correction", ddof)
     y = np.std(a, axis, dtype, ddof=ddof, keepdims=keepdims, **kwargs)
@@ -349,7 +349,7 @@ def _prod_factors(a, kwargs):
     return (a if where is True else np.where(where, a, 1.0)), kwargs.get("initial", 1)
 
 
-@reverse_rule(np.prod)
+@numpy_rrule(np.prod)
 def prod_rrule(a, axis=None, dtype=None, out=None, keepdims=False, **kwargs):
     def prod_pullback(g):
         x, initial = _prod_factors(a, kwargs)
@@ -359,7 +359,7 @@ def prod_rrule(a, axis=None, dtype=None, out=None, keepdims=False, **kwargs):
     return np.prod(a, axis, dtype, keepdims=keepdims, **kwargs), prod_pullback
 
 
-@forward_rule(np.prod)
+@numpy_frule(np.prod)
 def prod_frule(tangents, a, axis=None, dtype=None, out=None, keepdims=False, **kwargs):
     x, initial = _prod_factors(a, kwargs)
     others = _product_of_others(x, normalize_axes(axis, np.ndim(a))) * initial
@@ -367,19 +367,19 @@ def prod_frule(tangents, a, axis=None, dtype=None, out=None, keepdims=False, **k
     return np.prod(a, axis, dtype, keepdims=keepdims, **kwargs), dy
 
 
-@reverse_rule(np.multiply.reduce)
+@numpy_rrule(np.multiply.reduce)
 def multiply_reduce_rrule(array, axis=0, dtype=None, out=None, keepdims=False, **kwargs):
     return prod_rrule(array, axis, dtype, out, keepdims, **kwargs)
 
 
-@forward_rule(np.multiply.reduce)
+@numpy_frule(np.multiply.reduce)
 def multiply_reduce_frule(tangents, array, axis=0, dtype=None, out=None, keepdims=False, **kwargs):
     return prod_frule(tangents, array, axis, dtype, out, keepdims, **kwargs)
 
 
 # ---- extrema (ties share the cotangent equally) -----------------------------------------------
 def _register_extremum(f, *keys, default_axis=None):
-    @reverse_rule(*keys)
+    @numpy_rrule(*keys)
     def extremum_rrule(a, axis=default_axis, out=None, keepdims=False, **kwargs):
         y = f(a, axis, keepdims=keepdims, **kwargs)
 
@@ -389,7 +389,7 @@ def _register_extremum(f, *keys, default_axis=None):
 
         return y, extremum_pullback
 
-    @forward_rule(*keys)
+    @numpy_frule(*keys)
     def extremum_frule(tangents, a, axis=default_axis, out=None, keepdims=False, **kwargs):
         y = f(a, axis, keepdims=keepdims, **kwargs)
         share = _extremum_share(a, y, axis, keepdims, kwargs.get("where", True))
@@ -408,7 +408,7 @@ def _flat_axis(a, axis):
     return (np.ravel(a), 0) if axis is None else (a, axis)
 
 
-@reverse_rule(np.cumsum)
+@numpy_rrule(np.cumsum)
 def cumsum_rrule(a, axis=None, dtype=None, out=None):
     def cumsum_pullback(g):
         return NoTangent(), np.reshape(_reverse_cumsum(g, 0 if axis is None else axis), np.shape(a))
@@ -416,12 +416,12 @@ def cumsum_rrule(a, axis=None, dtype=None, out=None):
     return np.cumsum(a, axis, dtype), cumsum_pullback
 
 
-@forward_rule(np.cumsum)
+@numpy_frule(np.cumsum)
 def cumsum_frule(tangents, a, axis=None, dtype=None, out=None):
     return np.cumsum(a, axis, dtype), np.cumsum(tangents[1], axis)
 
 
-@reverse_rule(np.cumprod)
+@numpy_rrule(np.cumprod)
 def cumprod_rrule(a, axis=None, dtype=None, out=None):
     def cumprod_pullback(g):
         x, along = _flat_axis(a, axis)
@@ -430,35 +430,35 @@ def cumprod_rrule(a, axis=None, dtype=None, out=None):
     return np.cumprod(a, axis, dtype), cumprod_pullback
 
 
-@forward_rule(np.cumprod)
+@numpy_frule(np.cumprod)
 def cumprod_frule(tangents, a, axis=None, dtype=None, out=None):
     x, along = _flat_axis(a, axis)
     return np.cumprod(a, axis, dtype), _cumprod_tangent(x, _flat_axis(tangents[1], axis)[0], along)
 
 
-@reverse_rule(np.add.accumulate)
+@numpy_rrule(np.add.accumulate)
 def add_accumulate_rrule(array, axis=0, dtype=None, out=None):
     return cumsum_rrule(array, axis, dtype)
 
 
-@forward_rule(np.add.accumulate)
+@numpy_frule(np.add.accumulate)
 def add_accumulate_frule(tangents, array, axis=0, dtype=None, out=None):
     return cumsum_frule(tangents, array, axis, dtype)
 
 
-@reverse_rule(np.multiply.accumulate)
+@numpy_rrule(np.multiply.accumulate)
 def multiply_accumulate_rrule(array, axis=0, dtype=None, out=None):
     return cumprod_rrule(array, axis, dtype)
 
 
-@forward_rule(np.multiply.accumulate)
+@numpy_frule(np.multiply.accumulate)
 def multiply_accumulate_frule(tangents, array, axis=0, dtype=None, out=None):
     return cumprod_frule(tangents, array, axis, dtype)
 
 
 # ---- log-sum-exp reductions: each element's share is exp(x - y) -----------------------------
 def _register_logaddexp_reduce(ufunc, exp):
-    @reverse_rule(ufunc.reduce)
+    @numpy_rrule(ufunc.reduce)
     def logaddexp_reduce_rrule(array, axis=0, dtype=None, out=None, keepdims=False, **kwargs):
         y = ufunc.reduce(array, axis, dtype, None, keepdims, **kwargs)
 
@@ -468,7 +468,7 @@ def _register_logaddexp_reduce(ufunc, exp):
 
         return y, logaddexp_reduce_pullback
 
-    @forward_rule(ufunc.reduce)
+    @numpy_frule(ufunc.reduce)
     def logaddexp_reduce_frule(tangents, array, axis=0, dtype=None, out=None, keepdims=False, **kwargs):
         y = ufunc.reduce(array, axis, dtype, None, keepdims, **kwargs)
         share = exp(array - _kept(y, array, axis, keepdims))
@@ -495,7 +495,7 @@ def _running_pick(x, y, axis):
 
 
 def _register_running_extremum(ufunc):
-    @reverse_rule(ufunc.accumulate)
+    @numpy_rrule(ufunc.accumulate)
     def running_extremum_rrule(array, axis=0, dtype=None, out=None):
         y = ufunc.accumulate(array, axis, dtype)
         shape, index = np.shape(array), along_axis_index(np.shape(array), _running_pick(array, y, axis), axis)
@@ -505,7 +505,7 @@ def _register_running_extremum(ufunc):
 
         return y, running_extremum_pullback
 
-    @forward_rule(ufunc.accumulate)
+    @numpy_frule(ufunc.accumulate)
     def running_extremum_frule(tangents, array, axis=0, dtype=None, out=None):
         y = ufunc.accumulate(array, axis, dtype)
         return y, np.take_along_axis(tangents[1], _running_pick(array, y, axis), axis)
@@ -538,7 +538,7 @@ def _reduceat_options(options, kwargs):
     return options_of(*options, **kwargs)
 
 
-@reverse_rule(np.add.reduceat)
+@numpy_rrule(np.add.reduceat)
 def add_reduceat_rrule(array, *options, **kwargs):
     indices, axis, dtype = _reduceat_options(options, kwargs)
     shape = np.shape(array)
@@ -551,7 +551,7 @@ def add_reduceat_rrule(array, *options, **kwargs):
     return np.add.reduceat(array, indices, axis, dtype), add_reduceat_pullback
 
 
-@forward_rule(np.add.reduceat)
+@numpy_frule(np.add.reduceat)
 def add_reduceat_frule(tangents, array, *options, **kwargs):
     indices, axis, dtype = _reduceat_options(options, kwargs)
     return np.add.reduceat(array, indices, axis, dtype), np.add.reduceat(tangents[1], indices, axis)
@@ -570,7 +570,7 @@ def _register_segment_extremum(ufunc):
         ties = np.add.reduceat(hits, starts, axis)
         return positions, owners, starts, hits / np.take(ties, owners, axis), axis
 
-    @reverse_rule(ufunc.reduceat)
+    @numpy_rrule(ufunc.reduceat)
     def segment_extremum_rrule(array, *options, **kwargs):
         indices, axis, dtype = _reduceat_options(options, kwargs)
         y = ufunc.reduceat(array, indices, axis, dtype)
@@ -583,7 +583,7 @@ def _register_segment_extremum(ufunc):
 
         return y, segment_extremum_pullback
 
-    @forward_rule(ufunc.reduceat)
+    @numpy_frule(ufunc.reduceat)
     def segment_extremum_frule(tangents, array, *options, **kwargs):
         indices, axis, dtype = _reduceat_options(options, kwargs)
         y = ufunc.reduceat(array, indices, axis, dtype)
@@ -605,7 +605,7 @@ def _eye_along(a, offset, axis1, axis2):
     return np.reshape(eye, [np.shape(a)[d] if d in (ax1, ax2) else 1 for d in range(ndim)])
 
 
-@reverse_rule(np.trace)
+@numpy_rrule(np.trace)
 def trace_rrule(a, offset=0, axis1=0, axis2=1, dtype=None, out=None):
     def trace_pullback(g):
         axes = tuple(sorted((axis1 % np.ndim(a), axis2 % np.ndim(a))))
@@ -614,6 +614,6 @@ def trace_rrule(a, offset=0, axis1=0, axis2=1, dtype=None, out=None):
     return np.trace(a, offset, axis1, axis2, dtype), trace_pullback
 
 
-@forward_rule(np.trace)
+@numpy_frule(np.trace)
 def trace_frule(tangents, a, offset=0, axis1=0, axis2=1, dtype=None, out=None):
     return np.trace(a, offset, axis1, axis2, dtype), np.trace(tangents[1], offset, axis1, axis2)

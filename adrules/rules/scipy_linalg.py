@@ -33,7 +33,7 @@ import scipy.linalg as sl
 from ..tangents import NoTangent, Thunk, ZeroTangent, is_zero
 from ._compose import composite_rule
 from ._scipy_entry import replace_function
-from ._utils import forward_rule, reverse_rule, tangent_at
+from ._utils import numpy_frule, numpy_rrule, tangent_at
 
 solve_triangular = replace_function(sl, "solve_triangular")
 solve_banded = replace_function(sl, "solve_banded")
@@ -70,7 +70,7 @@ def _as_columns(b, a):
 
 
 # ---- solve_triangular -----------------------------------------------------------------------------
-@reverse_rule(solve_triangular)
+@numpy_rrule(solve_triangular)
 def solve_triangular_rrule(a, b, trans=0, lower=False, unit_diagonal=False, overwrite_b=False,
                            check_finite=True):
     transposed = _transposed(trans)
@@ -88,7 +88,7 @@ def solve_triangular_rrule(a, b, trans=0, lower=False, unit_diagonal=False, over
     return x, solve_triangular_pullback
 
 
-@forward_rule(solve_triangular)
+@numpy_frule(solve_triangular)
 def solve_triangular_frule(tangents, a, b, trans=0, lower=False, unit_diagonal=False, overwrite_b=False,
                            check_finite=True):
     transposed = _transposed(trans)
@@ -127,7 +127,7 @@ def _columns(v, x):
     return v if np.ndim(x) == 1 else v[:, None]
 
 
-@reverse_rule(solve_banded)
+@numpy_rrule(solve_banded)
 def solve_banded_rrule(l_and_u, ab, b, overwrite_ab=False, overwrite_b=False, check_finite=True):
     lower, upper = (int(n) for n in l_and_u)
     x = solve_banded((lower, upper), ab, b, False, False, check_finite)
@@ -144,7 +144,7 @@ def solve_banded_rrule(l_and_u, ab, b, overwrite_ab=False, overwrite_b=False, ch
     return x, solve_banded_pullback
 
 
-@forward_rule(solve_banded)
+@numpy_frule(solve_banded)
 def solve_banded_frule(tangents, l_and_u, ab, b, overwrite_ab=False, overwrite_b=False, check_finite=True):
     lower, upper = (int(n) for n in l_and_u)
     x = solve_banded((lower, upper), ab, b, False, False, check_finite)
@@ -159,7 +159,7 @@ def solve_banded_frule(tangents, l_and_u, ab, b, overwrite_ab=False, overwrite_b
 
 
 # ---- Sylvester equations, square roots, exponentials --------------------------------------------------
-@reverse_rule(solve_sylvester)
+@numpy_rrule(solve_sylvester)
 def solve_sylvester_rrule(a, b, q):
     x = solve_sylvester(a, b, q)
 
@@ -170,7 +170,7 @@ def solve_sylvester_rrule(a, b, q):
     return x, solve_sylvester_pullback
 
 
-@forward_rule(solve_sylvester)
+@numpy_frule(solve_sylvester)
 def solve_sylvester_frule(tangents, a, b, q):
     x = solve_sylvester(a, b, q)
     da, db, dq = (tangent_at(tangents, i) for i in range(3))
@@ -184,7 +184,7 @@ def solve_sylvester_frule(tangents, a, b, q):
     return x, solve_sylvester(a, b, rhs)
 
 
-@reverse_rule(sqrtm)
+@numpy_rrule(sqrtm)
 def sqrtm_rrule(A, *args, **kwargs):
     y = sqrtm(A, *args, **kwargs)
 
@@ -194,7 +194,7 @@ def sqrtm_rrule(A, *args, **kwargs):
     return y, sqrtm_pullback
 
 
-@forward_rule(sqrtm)
+@numpy_frule(sqrtm)
 def sqrtm_frule(tangents, A, *args, **kwargs):
     y, dA = sqrtm(A, *args, **kwargs), tangent_at(tangents, 0)
     return y, (ZeroTangent() if is_zero(dA) else solve_sylvester(y, y, dA))
@@ -209,7 +209,7 @@ def _frechet(A, E):
     return expm(np.concatenate([top, bottom], axis=-2))[..., :n, n:]
 
 
-@reverse_rule(expm)
+@numpy_rrule(expm)
 def expm_rrule(A):
     y = expm(A)
 
@@ -219,7 +219,7 @@ def expm_rrule(A):
     return y, expm_pullback
 
 
-@forward_rule(expm)
+@numpy_frule(expm)
 def expm_frule(tangents, A):
     y, dA = expm(A), tangent_at(tangents, 0)
     return y, (ZeroTangent() if is_zero(dA) else _frechet(A, dA))

@@ -19,7 +19,7 @@ import scipy.signal as sg
 from ..tangents import NoTangent, Thunk, ZeroTangent, is_zero
 from ._compose import composite_rule
 from ._scipy_entry import replace_function
-from ._utils import forward_rule, reverse_rule, tangent_at
+from ._utils import numpy_frule, numpy_rrule, tangent_at
 
 convolve = replace_function(sg, "convolve")
 correlate = replace_function(sg, "correlate")
@@ -42,7 +42,7 @@ def _padded_to_full(g, full):
     return np.pad(g, [(s, f - s - n) for s, f, n in zip(starts, full, shape)])
 
 
-@reverse_rule(convolve)
+@numpy_rrule(convolve)
 def convolve_rrule(in1, in2, mode="full", method="auto"):
     y = convolve(in1, in2, mode, method)
 
@@ -54,7 +54,7 @@ def convolve_rrule(in1, in2, mode="full", method="auto"):
     return y, convolve_pullback
 
 
-@forward_rule(convolve)
+@numpy_frule(convolve)
 def convolve_frule(tangents, in1, in2, mode="full", method="auto"):
     y = convolve(in1, in2, mode, method)
     d1, d2 = tangent_at(tangents, 0), tangent_at(tangents, 1)

@@ -20,7 +20,7 @@ from ..registry import scalar_rule
 from ..tangents import NoTangent, ZeroTangent, is_zero
 from ._scipy_entry import replace_function
 from .scipy_special import hurwitz_zeta, no_derivative
-from ._utils import forward_rule, normalize_axes, reverse_rule, tangent_at
+from ._utils import numpy_frule, normalize_axes, numpy_rrule, tangent_at
 
 logsumexp = replace_function(sp, "logsumexp")
 softmax = replace_function(sp, "softmax")
@@ -55,7 +55,7 @@ def _lse_parts(a, b, y, sign, axis, keepdims):
     return e, shape, kept
 
 
-@reverse_rule(logsumexp)
+@numpy_rrule(logsumexp)
 def logsumexp_rrule(a, axis=None, b=None, keepdims=False, return_sign=False):
     out = logsumexp(a, axis, b, keepdims, return_sign)
     y, sign = out if return_sign else (out, None)
@@ -73,7 +73,7 @@ def logsumexp_rrule(a, axis=None, b=None, keepdims=False, return_sign=False):
     return out, logsumexp_pullback
 
 
-@forward_rule(logsumexp)
+@numpy_frule(logsumexp)
 def logsumexp_frule(tangents, a, axis=None, b=None, keepdims=False, return_sign=False):
     out = logsumexp(a, axis, b, keepdims, return_sign)
     y, sign = out if return_sign else (out, None)
@@ -87,7 +87,7 @@ def logsumexp_frule(tangents, a, axis=None, b=None, keepdims=False, return_sign=
 
 
 # ---- softmax and log_softmax ----------------------------------------------------------------
-@reverse_rule(softmax)
+@numpy_rrule(softmax)
 def softmax_rrule(x, axis=None):
     y = softmax(x, axis)
 
@@ -97,13 +97,13 @@ def softmax_rrule(x, axis=None):
     return y, softmax_pullback
 
 
-@forward_rule(softmax)
+@numpy_frule(softmax)
 def softmax_frule(tangents, x, axis=None):
     y, dx = softmax(x, axis), tangent_at(tangents, 0)
     return y, (ZeroTangent() if is_zero(dx) else y * (dx - np.sum(dx * y, axis=axis, keepdims=True)))
 
 
-@reverse_rule(log_softmax)
+@numpy_rrule(log_softmax)
 def log_softmax_rrule(x, axis=None):
     y = log_softmax(x, axis)
 
@@ -113,7 +113,7 @@ def log_softmax_rrule(x, axis=None):
     return y, log_softmax_pullback
 
 
-@forward_rule(log_softmax)
+@numpy_frule(log_softmax)
 def log_softmax_frule(tangents, x, axis=None):
     y, dx = log_softmax(x, axis), tangent_at(tangents, 0)
     return y, (ZeroTangent() if is_zero(dx) else dx - np.sum(np.exp(y) * dx, axis=axis, keepdims=True))

@@ -1,5 +1,6 @@
-"""Rules: more of numpy.linalg, the NumPy 2 linalg aliases, and the einsum call forms
-the einsum rule does not take.
+"""Rules: numpy.linalg functions composed from the core linalg rules, the NumPy 2 linalg
+aliases, and the einsum call forms the einsum rule does not take, rewritten into the
+form it does.
 
 * ``pinv``: the derivative of the Moore-Penrose inverse at constant rank (Golub and
   Pereyra 1973), one formula for the frule and its adjoint for the rrule, in NumPy calls

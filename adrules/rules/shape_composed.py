@@ -1,4 +1,4 @@
-"""Rules: more functions that move, pick or generate elements.
+"""Rules: functions that move, pick or generate elements, composed from other shape rules.
 
 ``rot90``, ``rollaxis``, ``append``, ``meshgrid``, ``linspace`` (traced endpoints),
 ``partition``, ``broadcast_arrays``, ``unstack``, ``diagflat``, ``full_like``, ``logspace``, ``geomspace``,

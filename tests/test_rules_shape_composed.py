@@ -1,4 +1,4 @@
-"""rules/shape_more.py against finite differences (rrule, frule, second order) and NumPy's
+"""rules/shape_composed.py against finite differences (rrule, frule, second order) and NumPy's
 values: rot90, rollaxis, append, meshgrid, linspace, partition, cumulative_sum/prod, pad modes."""
 
 import numpy as np

@@ -1,4 +1,4 @@
-"""rules/linalg_more.py against finite differences (rrule, frule, second order): pinv,
+"""rules/linalg_composed.py against finite differences (rrule, frule, second order): pinv,
 matrix_power, multi_dot, lstsq, eigh/eigvalsh with UPLO on non-symmetric input, the
 einsum call forms, and the NumPy 2 names in numpy.linalg."""
 
