@@ -58,8 +58,8 @@ _parameters: dict = {}
 
 
 def positional_parameters(f: Callable[..., Any]) -> PositionalParameters | None:
-    """``f``'s positional parameters, or None when no keyword can name one (a ufunc, a
-    function whose signature cannot be read); read once per function.
+    """``f``'s positional parameters, or None for a ufunc (whose inputs no keyword names)
+    or a function whose signature cannot be read; read once per function.
 
     >>> import numpy as np
     >>> positional_parameters(np.take).names
@@ -85,8 +85,6 @@ def _read_parameters(f: Callable[..., Any]) -> PositionalParameters | None:
     if params is None:
         return None
     positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
-    if not any(p.kind is p.POSITIONAL_OR_KEYWORD for p in positional):
-        return None
     return PositionalParameters(positional, KEYWORD_ALIASES.get(f))
 
 
@@ -220,16 +218,15 @@ def _resolve_aliases(b: PositionalParameters, n: int, kwargs: dict[str, Any]) ->
 def with_defaults(f: Callable[..., Any], args: tuple[Any, ...], n: int) -> tuple[Any, ...]:
     """``args`` and the defaults of ``f``'s next parameters, up to ``n``: a scalar rule's
     partials are called with every argument (``leaky(x)`` of ``leaky(x, alpha=0.1)``
-    gives ``d(x, 0.1, y)``). ``args`` unchanged when they cannot all be filled.
+    gives ``d(x, 0.1, y)``). ``args`` unchanged when they cannot all be filled. The
+    parameters are read once per function (``positional_parameters``).
 
     >>> def leaky(x, alpha=0.1): pass
     >>> with_defaults(leaky, (2.0,), 2)
     (2.0, 0.1)
     """
-    try:
-        params = list(inspect.signature(getattr(f, "__adrules_primitive__", f)).parameters.values())[len(args):n]
-    except (TypeError, ValueError):  # no signature to read
-        return args
-    if len(params) != n - len(args) or any(p.default is p.empty for p in params):
+    p = positional_parameters(f)
+    defaults = [] if p is None else p.defaults[len(args):n]
+    if len(defaults) != n - len(args) or any(d is inspect.Parameter.empty for d in defaults):
         return args  # scalar_rule_misfit explains it
-    return (*args, *(p.default for p in params))
+    return (*args, *defaults)

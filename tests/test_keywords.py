@@ -258,3 +258,14 @@ def test_a_docstring_signature_that_is_not_constants_is_not_used(line):
     f = _documented("evil", line)
     assert documented_parameters(f) is None
     assert keywords_to_positions(f, (1.0,), {"y": 2.0}) == ((1.0,), {"y": 2.0})
+
+
+def test_a_scalar_rules_partials_get_the_defaults_of_positional_only_parameters():
+    @ad.primitive
+    def scaled_square(x, a=3.0, /):
+        return a * x * x
+
+    ad.scalar_rule(scaled_square, lambda x, a, y: 2.0 * a * x, lambda x, a, y: x * x)
+    x = np.array([0.5, -2.0])
+    np.testing.assert_allclose(ad.gradient(lambda v: np.sum(scaled_square(v)), x)[0], 6.0 * x)
+    np.testing.assert_allclose(ad.jvp(scaled_square, (x,), (np.ones(2),))[1], 6.0 * x)
