@@ -31,6 +31,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 import executors
+from executors._tracebacks import hide_frames_of, user_frames
 
 from . import schedule, to_workers
 from ._state import STATE as _STATE, TracedValue
@@ -56,6 +57,8 @@ from .pytrees import flatten, tangent_leaves, tree_map, unflatten
 from .registry import frule, primitive, rrule
 from .tangents import NoTangent, ZeroTangent, dense, is_zero
 from .tracer import Traced, TracerError, primal_value
+
+hide_frames_of(__package__)  # an error in f shows f's frames and the user's, not these
 
 # ---------------------------------------------------------------------------
 # chunks and their reduction
@@ -344,6 +347,10 @@ def _psum_rrule(call, *leaves):
         ybar = to_workers.as_received(call.rebuild(ybar))  # np.broadcast_to(...) is strided
         if done:
             return (NoTangent(), NoTangent(), *eager.leaves(None if _is_one(ybar) else ybar))
+        with user_frames():
+            return pull_back(ybar)
+
+    def pull_back(ybar):
         bars = _chunk_bars(call, items, ybar)
         grads = _Cotangents(call, state, xs, shared)
         take_grads = lambda i, g: grads.take(g)  # noqa: E731
@@ -384,7 +391,10 @@ def _nested_rrule(call, state, xs, shared):
     done = all(len(r) == 2 for r in first)
 
     def psum_nested_pullback(ybar):
-        ybar = call.rebuild(ybar)
+        with user_frames():
+            return pull_back(call.rebuild(ybar))
+
+    def pull_back(ybar):
         scale = None
         if done:
             grads = [r[1] for r in first]
@@ -551,7 +561,8 @@ def psum(f: Callable[..., Any], xs: Sequence[Any] | NDArray[Any], *shared: Any,
     >>> g_x
     array([-18., -26.])
     """
-    return _call("psum", f, xs, shared, executor, chunk_size, vectorized, progress, dispatch)
+    with user_frames():
+        return _call("psum", f, xs, shared, executor, chunk_size, vectorized, progress, dispatch)
 
 
 def pmap(f: Callable[..., Any], xs: Sequence[Any] | NDArray[Any], *shared: Any,
@@ -565,4 +576,5 @@ def pmap(f: Callable[..., Any], xs: Sequence[Any] | NDArray[Any], *shared: Any,
     >>> [float(v) for v in ad.pmap(lambda w: np.sum(w ** 2), [np.ones(2), np.ones(3)], executor="serial")]
     [2.0, 3.0]
     """
-    return _call("pmap", f, xs, shared, executor, chunk_size, vectorized, progress, dispatch)
+    with user_frames():
+        return _call("pmap", f, xs, shared, executor, chunk_size, vectorized, progress, dispatch)

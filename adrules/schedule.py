@@ -28,6 +28,7 @@ import threading
 import time
 
 import executors
+from executors._tracebacks import warn
 
 from .chunks import GROUP_SECONDS, note
 from .callables import code_of
@@ -442,8 +443,6 @@ def _progress_bar(progress, total, label):
     try:
         from tqdm.auto import tqdm
     except ImportError:  # a progress bar is a nicety: say how to get it
-        import warnings
-
-        warnings.warn("progress=True needs tqdm: pip install tqdm", stacklevel=5)
+        warn("progress=True needs tqdm: pip install tqdm")
         return None
     return tqdm(total=total, desc=label, leave=False)

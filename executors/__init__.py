@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 from .base import Executor, RemoteError, SerializationError, WorkerError, as_worker
 from .config import config, current_chunk_size, register_backend, resolve, resolve_dispatch
 from ._abandon import abandoned
+from ._global_random import GlobalRandomWarning
 from ._context import in_worker
 from .local import ProcessExecutor, SerialExecutor, ThreadExecutor
 from .reduce import TreeSum, chunk_ranges, neumaier_sum, tree_sum
@@ -65,6 +66,7 @@ __all__ = [
     "WorkerError",
     "RemoteError",
     "SerializationError",
+    "GlobalRandomWarning",
 ]
 
 

@@ -8,7 +8,7 @@ connects back to the parent over a Unix socket, and the calling thread writes ea
 to a worker's socket and reads the results itself::
 
     caller ──send_bytes(task)──▶ worker k: serve() ── run_task ──┐
-    caller ◀──recv_bytes(result or error)────────────────────────┘
+    caller ◀──recv_bytes(result or error), the result's buffers──┘
     (one task in flight per worker: a worker is only written to while it waits to
      read, so the two never block on each other's full socket buffer)
 
@@ -25,22 +25,15 @@ import shutil
 import socket
 import tempfile
 import threading
-import traceback
 import typing
 import weakref
 from multiprocessing.connection import Connection, wait
 from typing import Any, Callable, Iterable
 
 from . import _remote
+from ._tracebacks import RemoteTraceback, remote_text
 
-_OK, _ERROR = b"\x00", b"\x01"
-
-
-class RemoteTraceback(Exception):
-    """The traceback of an error raised on a worker, its ``__cause__`` (as loky does)."""
-
-    def __str__(self) -> str:
-        return f'\n"""\n{self.args[0]}"""'
+_OK, _ERROR, _OK_DREW = b"\x00", b"\x01", b"\x02"  # _OK_DREW: drew from np.random's global state
 
 
 def serve(address: str, preload: Iterable[str], idle_timeout: float) -> str:
@@ -62,12 +55,15 @@ def serve(address: str, preload: Iterable[str], idle_timeout: float) -> str:
             except (EOFError, OSError):
                 return "closed"
             try:
-                (data,) = _remote.run_task(*pickle.loads(task))
-                reply = _OK + data
+                drew, result = _remote.run_task(*pickle.loads(task))
+                header, buffers = result if result is not None else (pickle.dumps(None), [])  # abandoned
+                reply = (_OK_DREW if drew else _OK) + pickle.dumps((header, [b.nbytes for b in buffers]))
             except (Exception, SystemExit) as exc:  # loky sends SystemExit back as it is; so do we
-                reply = _ERROR + _pickled_error(exc)
+                reply, buffers = _ERROR + _pickled_error(exc), []
             try:
                 conn.send_bytes(reply)
+                for b in buffers:
+                    _send_raw(conn, b)
             except OSError:  # the parent hung up (a map that raised, then close())
                 return "closed"
         return "idle"
@@ -78,11 +74,42 @@ def serve(address: str, preload: Iterable[str], idle_timeout: float) -> str:
 def _pickled_error(exc: BaseException) -> bytes:
     import cloudpickle
 
-    text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+    text = remote_text(exc)
     try:
         return cloudpickle.dumps((exc, text), protocol=5)
     except Exception as why:  # _remote._run stands in for what it raises; this is the rest
         return cloudpickle.dumps((_remote.stand_in(exc, f"{type(why).__name__}: {why}"), text))
+
+
+def _send_raw(conn: Connection, buffer: Any) -> None:
+    """Write ``buffer``'s bytes as they are, after the message that gave their size."""
+    data, sent = memoryview(buffer).cast("B"), 0
+    while sent < len(data):
+        sent += os.write(conn.fileno(), data[sent:])
+
+
+def _receive(conn: Connection) -> Any:
+    """A worker's reply: an error's pickled bytes, or ``(drew, (header, buffers))``: a
+    result as its pickled header and its buffers, each read straight into memory of its
+    own that the result's arrays then use (``recv_bytes`` would hold each twice while
+    reading it), and whether the task drew from NumPy's global random state."""
+    import numpy as np
+
+    reply = conn.recv_bytes()
+    if reply[:1] == _ERROR:
+        return memoryview(reply)[1:]
+    header, sizes = pickle.loads(memoryview(reply)[1:])
+    buffers = []
+    for size in sizes:
+        buffer = np.empty(size, np.uint8)
+        view, got = memoryview(buffer), 0
+        while got < size:
+            n = os.readv(conn.fileno(), [view[got:]])
+            if not n:
+                raise EOFError("the worker's socket closed mid-result")
+            got += n
+        buffers.append(buffer)
+    return reply[:1] == _OK_DREW, (header, buffers)
 
 
 class WorkerGone(Exception):
@@ -150,12 +177,13 @@ class Lane:
         """False once a worker's serve task has ended (it sat idle for idle_timeout)."""
         return not any(f.done() for f in self.futures)
 
-    def run(self, tasks: list[tuple[int, bytes]], on_result: Callable[[int, memoryview], None],
+    def run(self, tasks: list[tuple[int, bytes]], on_result: Callable[[int, Any, bool], None],
             on_done: Callable[[int], None] | None, ahead: Callable[[], int] | None = None) -> None:
         """Send ``tasks`` (item index, pickled ``run_task`` arguments) to the workers, one
         at a time each (and none from index ``ahead()`` on, where given); ``on_result(i,
-        data)`` for each result, in completion order. The first error raised by a task is
-        raised here, rebuilt, with ``executors_lane_index`` set; a dead worker raises
+        data, drew)`` for each result, in completion order (``drew``: see ``run_task``).
+        The first error raised by a task is raised here, rebuilt, with
+        ``executors_lane_index`` set; a dead worker raises
         :class:`WorkerGone`. Tasks still running then are owed: their replies are read and
         dropped before the worker gets another."""
         self._settle_owed()
@@ -180,18 +208,19 @@ class Lane:
                     conn = typing.cast(Connection, ready)
                     i = on.pop(conn)
                     try:
-                        reply = conn.recv_bytes()
+                        reply = _receive(conn)
                     except (EOFError, OSError):
                         raise WorkerGone(i, sorted({*on.values(), *(j for j, _ in waiting)})) from None
                     idle.append(conn)
-                    if reply[:1] == _ERROR:
-                        exc, text = pickle.loads(memoryview(reply)[1:])
+                    if type(reply) is not tuple:  # an error
+                        exc, text = pickle.loads(reply)
                         exc.__cause__ = RemoteTraceback(text)
                         exc.executors_lane_index = i
                         raise exc
                     if on_done is not None:
                         on_done(i)
-                    on_result(i, memoryview(reply)[1:])
+                    drew, data = reply
+                    on_result(i, data, drew)
                 send_while_idle()
         except BaseException:
             self._owed.update(on)
@@ -200,7 +229,7 @@ class Lane:
     def _settle_owed(self) -> None:
         for conn in list(self._owed):
             try:
-                conn.recv_bytes()  # the reply of a task whose map raised: nobody reads it
+                _receive(conn)  # the reply of a task whose map raised: nobody reads it
             except (EOFError, OSError):
                 raise WorkerGone(-1, [], unstarted=True) from None
             self._owed.discard(conn)

@@ -16,7 +16,7 @@ arguments are pickled once per map, not once per task::
                                                       ├ fn(item, *shared) in a fresh context:
                                                       │ in_worker() True, caller's chunk_size
     result  ◀─ cloudpickle.loads ◀── bytes ◀──────────┘ result pickled here: a failure names item i
-                                                        (on dask, array buffers apart: Dask's own frames)
+                                                        (array buffers apart, received into their own memory)
 
 A blob's key is a BLAKE2b hash of its bytes (``None`` for small inline blobs),
 so equal content is unpickled once per worker, and changed content (a mutated
@@ -37,7 +37,7 @@ import threading
 import time
 from typing import Any, Iterable
 
-from . import _abandon, _context, _shm
+from . import _abandon, _context, _global_random, _pickler, _shm
 from ._blas import blas_pinned, pin_for_process
 from .base import RemoteError, SerializationError
 
@@ -45,6 +45,8 @@ __all__ = ["dumps", "loads", "make_blob", "run_task", "init_process_worker"]
 
 #: blobs at least this large get a content-hash key (cached on workers)
 HASH_MIN_BYTES = 4096
+#: result buffers at least this large travel apart from the pickled bytes
+OUT_OF_BAND_MIN_BYTES = 1 << 16
 
 
 def dumps(obj: Any, what: str, backend: str) -> bytes:
@@ -53,10 +55,8 @@ def dumps(obj: Any, what: str, backend: str) -> bytes:
 
 
 def _pickled(obj, what, backend, buffer_callback=None):
-    import cloudpickle
-
     try:
-        return cloudpickle.dumps(obj, protocol=5, buffer_callback=buffer_callback)
+        return _pickler.dumps(obj, buffer_callback)
     except Exception as exc:
         err = SerializationError(
             f"could not pickle {what} (a {type(obj).__name__}), which must cross a "
@@ -70,14 +70,21 @@ def _pickled(obj, what, backend, buffer_callback=None):
 
 
 def dumps_out_of_band(obj: Any, what: str, backend: str) -> tuple:
-    """``obj`` pickled with its large buffers (array data) left out of the bytes: Dask
-    sends them as frames of their own, and :func:`load_result` builds the arrays on the
-    frames received, without another copy."""
+    """``obj`` pickled with its large buffers (array data) left out of the bytes: Dask and
+    the lane send them apart, and :func:`load_result` builds the arrays on the memory
+    they are received into, without another copy. Small ones stay in the bytes, where
+    a copy costs less than a message of their own."""
     import numpy as np
 
     buffers: list = []
-    header = _pickled(obj, what, backend, buffers.append)
-    return header, [np.frombuffer(b.raw(), np.uint8) for b in buffers]
+
+    def in_band(buffer):
+        if buffer.raw().nbytes < OUT_OF_BAND_MIN_BYTES:
+            return True
+        buffers.append(np.frombuffer(buffer.raw(), np.uint8))
+        return False
+
+    return _pickled(obj, what, backend, in_band), buffers
 
 
 def loads(data: bytes) -> Any:
@@ -168,23 +175,48 @@ def warm_up(modules: Iterable[str] = ()) -> None:
 
 def run_task(index, item_data, fn_blob, shared_blobs, origin_pid, chunk_size, backend="processes",
              flag=None):
-    """Run one item on a worker; return the pickled result in a one-element list (the
-    parent pops it, so the finished future does not keep the bytes alive).
+    """Run one item on a worker; return ``[drew, result]``, the result pickled by
+    :func:`dumps_out_of_band` (the parent pops it, so the finished future does not keep
+    it alive); ``drew``: whether it drew from NumPy's global random state (see
+    ``_global_random``).
 
     ``origin_pid`` tells a separate worker process (pinned for good) from an
     in-process dask worker thread (pinned per task, ref-counted). ``flag``: the map's
     (``_abandon``), set once the map raised; the task then does nothing.
     """
     if flag is not None and flag.is_set():
-        return [None]  # nobody reads it
+        return [False, None]  # nobody reads it
     if backend == "dask" and not _failures_quiet:
         _quiet_failures_of_our_tasks()
     if os.getpid() != origin_pid:
         _context.mark_process_worker()
         pin_for_process()
-        return [_run(index, item_data, fn_blob, shared_blobs, chunk_size, backend, flag)]
+        watch = _global_random.Watch() if _alone_in_process(backend) else None
+        data = _run(index, item_data, fn_blob, shared_blobs, chunk_size, backend, flag)
+        return [_global_random.drew(watch, _work_key(fn_blob, shared_blobs)), data]
     with blas_pinned():  # in-process worker (e.g. LocalCluster(processes=False))
-        return [_run(index, item_data, fn_blob, shared_blobs, chunk_size, backend, flag)]
+        return [False, _run(index, item_data, fn_blob, shared_blobs, chunk_size, backend, flag)]
+
+
+def _work_key(fn_blob, shared_blobs):
+    """What names a map's work on a worker: ``fn`` and the shared arguments, by content."""
+    blobs = (fn_blob, *shared_blobs)
+    if not all(isinstance(b, tuple) for b in blobs):
+        return None
+    return tuple(key if key is not None else hash(data) for key, data in blobs)
+
+
+def _alone_in_process(backend):
+    """Whether this task runs alone in its worker process (its global random state is
+    the task's own): always on a loky worker, on a Dask worker with one thread."""
+    if backend != "dask":
+        return True
+    try:
+        from distributed import get_worker
+
+        return get_worker().state.nthreads == 1
+    except Exception:  # not run by a Dask worker, or a distributed that words it otherwise
+        return False
 
 
 _failures_quiet = False
@@ -277,7 +309,7 @@ def _run(index, item_data, fn_blob, shared_blobs, chunk_size, backend, flag=None
     try:
         result = ctx.run(fn, item, *shared)
     except _abandon.Abandoned:  # the map raised meanwhile: nobody reads this
-        return dumps(None, f"the result of item {index}", backend)
+        return None
     except Exception as exc:
         reason = why_unsendable(exc)
         if reason is None:
@@ -288,9 +320,7 @@ def _run(index, item_data, fn_blob, shared_blobs, chunk_size, backend, flag=None
             raise
         failure = ExitRequested(exc)  # a Dask worker would die of it, and the map with it
     else:
-        if backend == "dask":
-            return dumps_out_of_band(result, f"the result of item {index}", backend)
-        return dumps(result, f"the result of item {index}", backend)
+        return dumps_out_of_band(result, f"the result of item {index}", backend)
     finally:
         _abandon.leave(flag)
     # raised out of the except block: with the original as its __context__, Dask's

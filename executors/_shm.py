@@ -257,9 +257,9 @@ def _sharing_pickler():
     imported on first use; a class made per call cost ~30 µs per shared argument)."""
     global _SharingPickler
     if _SharingPickler is None:
-        import cloudpickle
+        from ._pickler import pickler
 
-        class SharingPickler(cloudpickle.Pickler):
+        class SharingPickler(pickler()):
             def __init__(self, file, store, paths):
                 super().__init__(file, protocol=5)
                 self.store, self.paths = store, paths

@@ -27,8 +27,9 @@ import sys
 import time
 from typing import Any, Callable, Iterable, Literal, SupportsIndex, TypeVar
 
-from . import _context
+from . import _context, _global_random
 from ._blas import blas_pinned
+from ._tracebacks import user_frames
 
 _E = TypeVar("_E", bound="Executor")
 
@@ -186,10 +187,13 @@ class Executor:
         if not items:
             return []
         results = InOrder(len(items), on_result)
-        if _context.in_worker():
-            map_inline(fn, items, shared, on_done, self.name, results)
-        else:
-            self._map(fn, items, shared, on_done, results)
+        with user_frames():
+            if _context.in_worker():
+                map_inline(fn, items, shared, on_done, self.name, results)
+            else:
+                self._map(fn, items, shared, on_done, results)
+        if results.drew_global_random:
+            _global_random.warn_once(self.name)
         return results.values
 
     def _map(self, fn: Callable[..., Any], items: list[Any], shared: tuple[Any, ...],
@@ -292,13 +296,15 @@ def _measure(executor: Executor) -> tuple[float, float, float]:
 class InOrder:
     """Results of a map, handed to ``on_result(i, result)`` in item order whatever order
     they complete in; ``values`` holds what it returned (or the results), ``delivered``
-    how many were handed on."""
+    how many were handed on; ``drew_global_random``: a worker process said a task drew
+    from NumPy's global random state."""
 
-    __slots__ = ("values", "on_result", "delivered", "_early")
+    __slots__ = ("values", "on_result", "delivered", "_early", "drew_global_random")
 
     def __init__(self, n: int, on_result: Callable[[int, Any], Any] | None = None) -> None:
         self.values: list[Any] = [None] * n
         self.on_result, self.delivered = on_result, 0
+        self.drew_global_random = False
         self._early: dict[int, Any] = {}  # results that came before the ones ahead of them
 
     def put(self, i: int, result: Any) -> None:

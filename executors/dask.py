@@ -498,10 +498,12 @@ class DaskExecutor(Executor):
             i = index[f.key]
             status = f.status
             if status == "finished":
-                data = self._fetch(f)
-                if data is None:
+                fetched = self._fetch(f)
+                if fetched is None:
                     lost.append(i)
                     continue
+                drew, data = fetched
+                results.drew_global_random |= drew
                 if on_done is not None:
                     on_done(i)
                 results.put(i, _remote.load_result(data, i, self.name))
@@ -525,7 +527,7 @@ class DaskExecutor(Executor):
         return sorted(lost)
 
     def _fetch(self, f):
-        """The bytes of a finished task's result, or None if they went with its worker
+        """``[drew, bytes of a finished task's result]``, or None if they went with its worker
         before they came. Not ``f.result()``: fetching from a worker that has just died
         retries the connection for ``distributed.comm.timeouts.connect`` (30 s) while the
         scheduler already knows it is gone, and a result is lost once its future no
@@ -539,7 +541,7 @@ class DaskExecutor(Executor):
             self._client.gather([f], asynchronous=True), self._client.loop.asyncio_loop)
         while True:
             try:
-                return fetching.result(timeout=0.05)[0][0]
+                return fetching.result(timeout=0.05)[0]
             except concurrent.futures.TimeoutError:
                 if f.status != "finished":
                     fetching.cancel()

@@ -262,7 +262,8 @@ class ProcessExecutor(Executor):
         tasks = [(i, pickle.dumps((i, _remote.dumps(items[i], f"item {i}", name), fn_blob, shared_blobs, pid,
                                    chunk_size, name, flag), protocol=5)) for i in range(n)]
 
-        def put(i, data):
+        def put(i, data, drew):
+            results.drew_global_random |= drew
             results.put(i, _remote.load_result(data, i, name))
 
         # the caller reduces results as they arrive: no task more than n_workers ahead of them

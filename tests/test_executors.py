@@ -669,19 +669,26 @@ def test_dask_shared_data_scattered_once_and_reused(dask_executor):
     assert dask_executor._n_scatters == n0 + 2  # new content, re-sent
 
 
-def test_dask_results_arrive_whole_and_writable(dask_executor):
-    """Array results come back on the frames Dask received (no copy in the parent): each
-    equals the worker's array bit for bit, views and dtypes kept, and is the caller's to
-    write into."""
+@pytest.mark.parametrize("backend", ["processes", "dask"])
+def test_array_results_arrive_whole_and_writable(backend, local_pools, request):
+    """Large array results travel apart from their pickled bytes and the parent builds the
+    arrays on the memory they were received into (no second copy): each equals the
+    worker's array bit for bit, views, dtypes, and empty and small arrays kept, and is the
+    caller's to write into."""
+    ex = request.getfixturevalue("dask_executor") if backend == "dask" else local_pools["processes-2"]
+
     def make(i):
         a = np.arange(300_000, dtype=np.float32) * (i + 1)
-        return {"whole": a, "strided": a[::3], "int": np.full((4, 5), i), "scalar": float(i)}
+        return {"whole": a, "strided": a[::3], "fortran": np.asfortranarray(np.ones((300, 200)) * i),
+                "small": np.full((4, 5), i), "empty": np.zeros((0, 3)), "scalar": float(i)}
 
-    for i, r in enumerate(dask_executor.map(make, range(3))):
+    for i, r in enumerate(ex.map(make, range(3))):
         expected = make(i)
-        for key in ("whole", "strided", "int"):
+        for key in ("whole", "strided", "fortran", "small", "empty"):
             np.testing.assert_array_equal(r[key], expected[key])
-            assert r[key].dtype == expected[key].dtype and r[key].flags.writeable
+            assert r[key].dtype == expected[key].dtype and r[key].shape == expected[key].shape
+            assert r[key].flags.writeable, key
+        assert r["fortran"].flags.f_contiguous
         r["whole"][0] = -1.0
         assert r["scalar"] == float(i)
 

@@ -14,7 +14,8 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 #: Layers from the bottom up: a module may import modules of its own layer or below.
 LAYERS = {
     "executors": [
-        ["executors._context", "executors._blas", "executors._plain", "executors._shm", "executors._abandon"],
+        ["executors._context", "executors._blas", "executors._plain", "executors._shm", "executors._abandon",
+         "executors._tracebacks", "executors._global_random", "executors._pickler"],
         ["executors.base"],
         ["executors._futures", "executors._remote", "executors.reduce"],
         ["executors._lane"],
