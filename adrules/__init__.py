@@ -15,6 +15,12 @@ from . import testing  # noqa: F401
 from .parallel import pmap, psum
 from .derivatives import hessian, hvp, jacobian
 from .transforms import elementwise_grad, grad, value_and_grad
+from . import _state
+from executors import _abandon
+
+# a trace inside an executor's task stops when the task's map raises
+_state.connect_tasks(_abandon.watcher, _abandon.Abandoned)
+del _abandon
 
 __all__ = [
     "gradient", "value_and_gradient", "pullback", "jvp", "rrule_via_ad", "frule_via_ad",

@@ -16,20 +16,20 @@ from typing import Any, Callable, Iterable, Sequence
 import numpy as np
 
 from . import registry
-from .pytrees import LEAF, PyTree, TreeDef, _children, flatten, tangent_leaves as _match_structure, unflatten
+from .pytrees import LEAF, PyTree, TreeDef, flatten, node_children, tangent_leaves as _match_structure, unflatten
 from .registry import Pullback, RuleRegistry, call_frule, call_rrule, function_name
-from .tangents import NoTangent, Tangent, ZeroTangent, is_float_value, is_zero, unthunk
-from .tracer import _F64_SCALARS, Trace, Traced, TracerError, _rrule_misfit, backprop, tracing
+from .tangents import NoTangent, Tangent, ZeroTangent, dense_zeros, is_float_value, is_zero, unthunk
+from .tracer import F64_SCALARS, Trace, Traced, TracerError, backprop, frule_misfit, rrule_misfit, tracing
 
 _CONST_TYPES = (bool, int, str, bytes, type(None), np.integer, np.bool_)
 
 
-def _leaf_is_differentiable(leaf: Any, fname: object, where: str) -> bool:
+def leaf_is_differentiable(leaf: Any, fname: object, where: str) -> bool:
     """True for float leaves, False for constants; raises for what cannot be handled."""
     if type(leaf) is Traced:
         return True
-    if isinstance(leaf, _DROPPED_SUBCLASSES) and leaf.dtype.kind in "fc":
-        raise _subclass_refused(fname, where, leaf)
+    if isinstance(leaf, DROPPED_SUBCLASSES) and leaf.dtype.kind in "fc":
+        raise subclass_refused(fname, where, leaf)
     if is_float_value(leaf, allow_complex=False):
         return True
     if is_float_value(leaf):
@@ -46,7 +46,7 @@ def _leaf_is_differentiable(leaf: Any, fname: object, where: str) -> bool:
         fields = _float_fields(leaf)
         # ... unless it is a user's model the tracer cannot open (rrule_via_ad's f aside:
         # a higher-order rule's functor may carry float settings)
-        if fields and not (isinstance(fname, _Name) and type(fname.f) is _Call):
+        if fields and not (isinstance(fname, DerivativeName) and type(fname.f) is _CallOfArgument):
             raise TypeError(
                 f"{fname}: {where} is an object of class {type(leaf).__name__} whose attributes "
                 f"{', '.join(fields)} hold floats, but adrules cannot look inside a plain class: "
@@ -62,10 +62,10 @@ def _leaf_is_differentiable(leaf: Any, fname: object, where: str) -> bool:
 
 
 #: Array subclasses whose meaning a traced value would drop: the tracer sees the data only.
-_DROPPED_SUBCLASSES = (np.ma.MaskedArray, np.matrix)
+DROPPED_SUBCLASSES = (np.ma.MaskedArray, np.matrix)
 
 
-def _subclass_refused(fname: object, where: str, leaf: Any) -> TypeError:
+def subclass_refused(fname: object, where: str, leaf: Any) -> TypeError:
     """The error for a masked array or an np.matrix given as a point to differentiate at."""
     if isinstance(leaf, np.ma.MaskedArray):  # np.sum(x) leaves masked elements out; traced, it would not
         return TypeError(f"{fname}: {where} is a masked array, whose mask would be dropped (every "
@@ -99,10 +99,10 @@ def _float_fields(obj: Any) -> list[str]:
             if any(is_float_value(leaf, allow_complex=False) for leaf in flatten(v)[0])]
 
 
-class _Name:
+class DerivativeName:
     """``"gradient(f)"`` for error messages, formatted only if an error needs it.
     ``shown``: the function the user passed, where ``f`` is a wrapper of it
-    (``rrule_via_ad`` traces ``_Call``, which calls the user's function)."""
+    (``rrule_via_ad`` traces ``_CallOfArgument``, which calls the user's function)."""
 
     __slots__ = ("api", "f", "shown")
 
@@ -118,10 +118,10 @@ class _Name:
 
 #: How ``_gather`` reads one argument's gradient: (structure, leaves, each leaf's tape slot,
 #: -1 for a constant). Slots, not boxes: ``x *= 2`` gives the box of argument x a new slot.
-_Plan = tuple[TreeDef, list[Any], list[int]]
+_BoxedArgument = tuple[TreeDef, list[Any], list[int]]
 
 
-def _box_args(fname: object, args: tuple[Any, ...], trace: Trace) -> tuple[list[Any], list[_Plan]]:
+def _box_args(fname: object, args: tuple[Any, ...], trace: Trace) -> tuple[list[Any], list[_BoxedArgument]]:
     """Box the float leaves of ``args`` on ``trace``; returns (boxed args, per-arg leaf plans)."""
     boxed, plans = [], []
     for i, arg in enumerate(args):
@@ -137,7 +137,7 @@ def _box_args(fname: object, args: tuple[Any, ...], trace: Trace) -> tuple[list[
                 new.append(Traced(leaf, trace))  # plain floats and float arrays: nothing to check
                 continue
             where = f"argument {i}" if tdef is LEAF else f"leaf {j} of argument {i}"
-            new.append(trace.leaf(leaf) if _leaf_is_differentiable(leaf, fname, where) else leaf)
+            new.append(trace.leaf(leaf) if leaf_is_differentiable(leaf, fname, where) else leaf)
         boxed.append(new[0] if tdef is LEAF else unflatten(tdef, new))
         plans.append((tdef, leaves, [b.slot if type(b) is Traced and b is not leaf else -1 for b in new]))
     return boxed, plans
@@ -168,7 +168,7 @@ def without_derivative(arg: Any) -> str | None:
         return f"an integer ({arg!r})"
     if isinstance(arg, np.ndarray):
         return f"an array of dtype {arg.dtype}" if arg.dtype.kind in "biu" else None
-    if isinstance(arg, (float, complex, np.generic, *_OPTION_TYPES)) or _children(arg) is not None:
+    if isinstance(arg, (float, complex, np.generic, *_OPTION_TYPES)) or node_children(arg) is not None:
         return None
     fields = _float_fields(arg)
     held = f" whose attributes {', '.join(fields)} hold floats" if fields else ""
@@ -231,22 +231,13 @@ def _no_arguments(api: str, f: Callable[..., Any]) -> TypeError:
                      f"call it: adrules.grad({name})(x).")
 
 
-def _check_callable(api: str, f: object, call: str = "f, x") -> None:
+def check_callable(api: str, f: object, call: str = "f, x") -> None:
     """Name ``f`` when it cannot be called (NumPy's "object is not callable" named neither
     the derivative nor the argument; ``gradient(x, f)`` is the usual slip)."""
     if not callable(f):
         raise TypeError(f"{api}({call}): f must be the function to differentiate, got "
                         f"{'an array' if isinstance(f, np.ndarray) else f'a {type(f).__name__}'}: "
                         f"write {api}({call}).")
-
-
-def _zero_like(leaf: Any) -> Any:
-    if isinstance(leaf, float):
-        return 0.0
-    value = leaf.value if type(leaf) is Traced else leaf
-    if isinstance(value, np.generic):  # np.float32(0), as its gradient where one arrives
-        return value.dtype.type(0)
-    return np.zeros_like(value)
 
 
 def _fresh(g: Any, seen: set[int]) -> Any:
@@ -258,7 +249,7 @@ def _fresh(g: Any, seen: set[int]) -> Any:
     return g
 
 
-def _gather(plans: list[_Plan], cot: Sequence[Any]) -> tuple[Any, ...]:
+def _gather(plans: list[_BoxedArgument], cot: Sequence[Any]) -> tuple[Any, ...]:
     """Per-argument cotangents, in the structure of each argument."""
     seen: set[int]
     out, seen = [], set()
@@ -269,12 +260,12 @@ def _gather(plans: list[_Plan], cot: Sequence[Any]) -> tuple[Any, ...]:
                 grads.append(NoTangent())
                 continue
             g = cot[slot]
-            if type(leaf) is float and type(g) in _F64_SCALARS:  # _float_cotangent's case, sooner
+            if type(leaf) is float and type(g) in F64_SCALARS:  # _float_cotangent's case, sooner
                 grads.append(float(g))
             elif isinstance(leaf, float):
                 grads.append(_float_cotangent(g))
             elif g is None or is_zero(g):
-                grads.append(_zero_like(leaf))
+                grads.append(dense_zeros(leaf))
             else:
                 if type(leaf) is np.ndarray and type(g) is not np.ndarray and type(g) is not Traced:
                     g = np.asarray(g)  # a 0-d array's gradient: NumPy's ops on it give scalars
@@ -303,16 +294,16 @@ def value_and_gradient(f: Callable[..., Any], *args: PyTree) -> tuple[Any, tuple
     >>> ad.value_and_gradient(lambda x: np.sum(x ** 2), np.array([1.0, 2.0]))
     (np.float64(5.0), (array([2., 4.]),))
     """
-    _check_callable("value_and_gradient", f)
-    fname = _Name("value_and_gradient", f)
+    check_callable("value_and_gradient", f)
+    fname = DerivativeName("value_and_gradient", f)
     if not args:
         raise _no_arguments("value_and_gradient", f)
     refuse_underivable(fname, args, _argnums_hint(f, len(args)))
-    return _value_and_gradient(fname, f, args)
+    return named_value_and_gradient(fname, f, args)
 
 
-def _value_and_gradient(fname: _Name, f: Callable[..., Any],
-                        args: tuple[Any, ...]) -> tuple[Any, tuple[PyTree, ...]]:
+def named_value_and_gradient(fname: DerivativeName, f: Callable[..., Any],
+                             args: tuple[Any, ...]) -> tuple[Any, tuple[PyTree, ...]]:
     """``value_and_gradient`` for the derivative ``fname`` names in errors (``hessian``
     and ``hvp`` take gradients too: their user wrote no ``gradient`` call)."""
     trace = Trace(DEFAULT_CONFIG)
@@ -364,12 +355,12 @@ def gradient(f: Callable[..., Any], *args: PyTree) -> tuple[PyTree, ...]:
     Traceback (most recent call last):
     TypeError: gradient(<lambda>): argument 1 is an integer (2), which carries no derivative: ...
     """
-    _check_callable("gradient", f)
-    fname = _Name("gradient", f)
+    check_callable("gradient", f)
+    fname = DerivativeName("gradient", f)
     if not args:
         raise _no_arguments("gradient", f)
     refuse_underivable(fname, args, _argnums_hint(f, len(args)))
-    return _value_and_gradient(fname, f, args)[1]
+    return named_value_and_gradient(fname, f, args)[1]
 
 
 def pullback(f: Callable[..., Any], *args: PyTree) -> tuple[PyTree, Pullback]:
@@ -384,14 +375,14 @@ def pullback(f: Callable[..., Any], *args: PyTree) -> tuple[PyTree, Pullback]:
     >>> y, back(np.array([1.0, 10.0]))
     (array([3., 6.]), (array([ 3., 30.]),))
     """
-    _check_callable("pullback", f)
-    fname = _Name("pullback", f)
+    check_callable("pullback", f)
+    fname = DerivativeName("pullback", f)
     refuse_underivable(fname, args, lambda i: ("leave it out: pass it through a closure, "
                                                "pullback(lambda x: f(x, data), x)"))
-    return _pullback(fname, f, args)
+    return named_pullback(fname, f, args)
 
 
-def _pullback(fname: _Name, f: Callable[..., Any], args: tuple[Any, ...]) -> tuple[PyTree, Pullback]:
+def named_pullback(fname: DerivativeName, f: Callable[..., Any], args: tuple[Any, ...]) -> tuple[PyTree, Pullback]:
     """``pullback`` for the function ``fname`` names in errors (``rrule_via_ad``,
     ``check_grads``: their users wrote no ``pullback`` call)."""
     trace, plans, out = traced_call(fname, f, args)
@@ -413,14 +404,14 @@ def trace_chunks(f: Callable[..., Any], args: tuple[Any, ...],
     >>> trace_chunks(lambda x: [np.sum(x * x)], (np.array([1.0, 2.0]),), at_one=True)
     ([np.float64(5.0)], (array([2., 4.]),), None)
     """
-    fname = _Name("pullback", f)
+    fname = DerivativeName("pullback", f)
     trace, plans, outs = traced_call(fname, f, args)
     if at_one:
         values, seeds = [], []
         for out in outs:
             traced = type(out) is Traced and out._trace is trace
             value = out.value if traced else out
-            if not (type(value) in _F64_SCALARS or (value is not None and type(value) is not str
+            if not (type(value) in F64_SCALARS or (value is not None and type(value) is not str
                                                     and flatten(value)[1] is LEAF and np.shape(value) == ())):
                 break
             values.append(value)
@@ -432,7 +423,7 @@ def trace_chunks(f: Callable[..., Any], args: tuple[Any, ...],
     return y, None, back
 
 
-def traced_call(fname: object, f: Callable[..., Any], args: tuple[Any, ...]) -> tuple[Trace, list[_Plan], Any]:
+def traced_call(fname: object, f: Callable[..., Any], args: tuple[Any, ...]) -> tuple[Trace, list[_BoxedArgument], Any]:
     """``(trace, plans, out)``: ``f`` called on ``args`` boxed on a new reverse trace."""
     trace = Trace(DEFAULT_CONFIG)
     with tracing():
@@ -441,7 +432,7 @@ def traced_call(fname: object, f: Callable[..., Any], args: tuple[Any, ...]) -> 
     return trace, plans, out
 
 
-def pullback_of(fname: object, trace: Trace, plans: list[_Plan], out: Any) -> tuple[PyTree, Pullback]:
+def pullback_of(fname: object, trace: Trace, plans: list[_BoxedArgument], out: Any) -> tuple[PyTree, Pullback]:
     """``pullback``'s ``(y, back)`` for what ``traced_call`` returned."""
     out_leaves, out_def = flatten(out)
     out_slots = [b.slot if type(b) is Traced and b._trace is trace else -1 for b in out_leaves]
@@ -498,12 +489,12 @@ def jvp(f: Callable[..., Any], primals: Iterable[PyTree], tangents: Iterable[PyT
     >>> ad.jvp(lambda x: np.sin(x) * 2.0, (0.0,), (1.0,))
     (np.float64(0.0), np.float64(2.0))
     """
-    _check_callable("jvp", f, "f, (x,), (dx,)")
-    return _jvp(_Name("jvp", f), f, primals, tangents)
+    check_callable("jvp", f, "f, (x,), (dx,)")
+    return named_jvp(DerivativeName("jvp", f), f, primals, tangents)
 
 
-def _jvp(fname: _Name, f: Callable[..., Any], primals: Iterable[PyTree],
-         tangents: Iterable[PyTree]) -> tuple[PyTree, PyTree]:
+def named_jvp(fname: DerivativeName, f: Callable[..., Any], primals: Iterable[PyTree],
+              tangents: Iterable[PyTree]) -> tuple[PyTree, PyTree]:
     """``jvp`` for the function ``fname`` names in errors (``frule_via_ad``, ``check_grads``)."""
     for name, given in (("primals", primals), ("tangents", tangents)):
         if type(given) not in (tuple, list):  # an array would be taken as its rows
@@ -529,7 +520,7 @@ def _jvp(fname: _Name, f: Callable[..., Any], primals: Iterable[PyTree],
                     and (without_derivative(leaf) or "").startswith("an object")):  # its tangent dropped
                 refuse_underivable(fname, (leaf,), lambda i: "give it ZeroTangent() as its tangent, "
                                    "which holds it fixed", (i,))
-            differentiable = _leaf_is_differentiable(leaf, fname, where)
+            differentiable = leaf_is_differentiable(leaf, fname, where)
             if not differentiable and not is_zero(tl) and _is_int_point(leaf) and np.any(np.asarray(tl) != 0):
                 raise TypeError(
                     f"{fname}: {where} is {'a boolean' if np.asarray(leaf).dtype.kind == 'b' else 'an integer'} "
@@ -562,7 +553,7 @@ def _jvp(fname: _Name, f: Callable[..., Any], primals: Iterable[PyTree],
             dys.append(leaf.tangent)
         else:
             ys.append(leaf)
-            dys.append(_zero_like(leaf) if is_float_value(leaf, allow_complex=False) else NoTangent())
+            dys.append(dense_zeros(leaf) if is_float_value(leaf, allow_complex=False) else NoTangent())
     return unflatten(tdef, ys), unflatten(tdef, dys)
 
 
@@ -597,7 +588,7 @@ def _rrule_call(api: str, f: Callable[..., Any], args: tuple[Any, ...],
     out = call_rrule(entry, DEFAULT_CONFIG, f, args, kwargs)
     if type(out) is not tuple or len(out) != 2 or not callable(out[1]):
         # the tracer refuses it; a direct call returned it, and None meant "no rule"
-        raise TracerError(f"{api}({function_name(f)}, *args): {_rrule_misfit(entry, out)}")
+        raise TracerError(f"{api}({function_name(f)}, *args): {rrule_misfit(entry, out)}")
     return out
 
 
@@ -627,10 +618,9 @@ def _frule_call(api: str, tangents: Sequence[Any], f: Callable[..., Any], args: 
         return None
     _check_tangents(api, tangents, f, args)
     out = call_frule(entry, DEFAULT_CONFIG, tangents, f, args, kwargs)
-    if type(out) is not tuple or len(out) != 2:  # the tracer refuses it: so does a direct call
-        got = f"{len(out)} values" if type(out) is tuple else f"a {type(out).__name__}"
-        raise TracerError(f"{api}(tangents, {function_name(f)}, *args): the frule of {entry.name} "
-                          f"returned {got}; it must return the pair (y, ẏ): the output and its tangent.")
+    misfit = frule_misfit(entry, out)  # the tracer refuses it: so does a direct call
+    if misfit is not None:
+        raise TracerError(f"{api}(tangents, {function_name(f)}, *args): {misfit}")
     return out
 
 
@@ -651,7 +641,7 @@ rrule = ReverseRules("rrule", registry.rrule.rules)
 frule = ForwardRules("frule", registry.frule.rules)
 
 
-class _Call:
+class _CallOfArgument:
     """``fn(*args, **kwargs)`` with ``fn`` an argument: ``rrule_via_ad`` and
     ``frule_via_ad`` differentiate it with respect to ``fn`` (a model's parameters) too."""
 
@@ -665,10 +655,10 @@ class _Call:
         return fn(*args, **self.kwargs) if self.kwargs else fn(*args)
 
     def __reduce__(self) -> tuple[type, tuple[dict[str, Any]]]:
-        return (_Call, (self.kwargs,))
+        return (_CallOfArgument, (self.kwargs,))
 
 
-_call = _Call({})
+_call = _CallOfArgument({})
 
 
 def rrule_via_ad(f: Callable[..., Any], *args: Any, **kwargs: Any) -> tuple[Any, Pullback]:
@@ -689,14 +679,14 @@ def rrule_via_ad(f: Callable[..., Any], *args: Any, **kwargs: Any) -> tuple[Any,
     >>> back(1.0)
     (Scale(w=array([3.])), array([2.]))
     """
-    _check_callable("rrule_via_ad", f, "f, x")
+    check_callable("rrule_via_ad", f, "f, x")
     rule = _rrule_call("rrule_via_ad", f, args, kwargs)
     if rule is not None:
         return rule
     # keywords in the call, not in a wrapper: f stays an argument, its parameters get
     # their cotangent (a lambda around f had NoTangent(): a model's gradient lost)
-    call = _Call(kwargs) if kwargs else _call
-    return _pullback(_Name("rrule_via_ad", call, shown=f), call, (f, *args))
+    call = _CallOfArgument(kwargs) if kwargs else _call
+    return named_pullback(DerivativeName("rrule_via_ad", call, shown=f), call, (f, *args))
 
 
 def frule_via_ad(tangents: Sequence[Any], f: Callable[..., Any], *args: Any,
@@ -708,15 +698,15 @@ def frule_via_ad(tangents: Sequence[Any], f: Callable[..., Any], *args: Any,
     >>> float(y), float(dy)
     (9.0, 6.0)
     """
-    _check_callable("frule_via_ad", f, "(NoTangent(), dx), f, x")
+    check_callable("frule_via_ad", f, "(NoTangent(), dx), f, x")
     _check_tangents("frule_via_ad", tangents, f, args)
     rule = _frule_call("frule_via_ad", tangents, f, args, kwargs)
     if rule is not None:
         return rule
     tf, *targs = tangents
-    call = _Call(kwargs) if kwargs else _call
-    return _jvp(_Name("frule_via_ad", call, shown=f), call, (f, *args),
-                (ZeroTangent() if is_zero(tf) else tf, *targs))
+    call = _CallOfArgument(kwargs) if kwargs else _call
+    return named_jvp(DerivativeName("frule_via_ad", call, shown=f), call, (f, *args),
+                     (ZeroTangent() if is_zero(tf) else tf, *targs))
 
 
 class RuleConfig:

@@ -16,7 +16,7 @@ import types
 from typing import Any
 
 from ._state import STATE as _STATE, TracedValue
-from .pytrees import _NODES, _children, flatten, register_node, unflatten
+from .pytrees import REGISTERED_NODES, flatten, node_children, register_node, unflatten
 from .tangents import add_tangents, is_zero
 
 
@@ -98,11 +98,11 @@ def split_callable(f):
     >>> split_callable(lambda x: w @ x)
     (None, None)
     """
-    if type(f) is types.FunctionType and f.__closure__ is None and type(f) not in _NODES:
+    if type(f) is types.FunctionType and f.__closure__ is None and type(f) not in REGISTERED_NODES:
         return None, None  # a plain function carries no state
-    if _children(f) is not None and has_traced(f):  # a callable model: its parameters
+    if node_children(f) is not None and has_traced(f):  # a callable model: its parameters
         return f, _identity
-    if isinstance(f, types.MethodType) and _children(f.__self__) is not None and has_traced(f.__self__):
+    if isinstance(f, types.MethodType) and node_children(f.__self__) is not None and has_traced(f.__self__):
         return f.__self__, _Method(f.__func__.__name__)
     if isinstance(f, functools.partial) and has_traced((f.args, f.keywords)):
         if has_traced(f.keywords):
@@ -172,7 +172,7 @@ class Lifted:
         return f"Lifted({list(self.leaves)!r})"
 
 
-class _Rebuild:
+class Rebuild:
     """``leaves -> callable``: unflatten the state, then rebuild the callable."""
 
     def __init__(self, treedef, rebuild):

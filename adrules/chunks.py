@@ -80,7 +80,7 @@ def why_not_added(a, b):
             "the sum would depend on the chunks)")
 
 
-def what(value):
+def shape_or_type(value):
     shape = getattr(value, "shape", None)
     return f"shape {shape}" if shape is not None else f"a {type(value).__name__}"
 
@@ -119,8 +119,8 @@ def _over_chunk(fn, xs, shared, start, vectorized, summed):
             out[0] = add_values(out[0], value)
         except (ValueError, TypeError) as e:
             raise type(e)(
-                f"psum: f's value at element {start + k} ({what(value)}) does not add to the "
-                f"sum of elements {start}..{start + k - 1} ({what(out[0])}): "
+                f"psum: f's value at element {start + k} ({shape_or_type(value)}) does not add to the "
+                f"sum of elements {start}..{start + k - 1} ({shape_or_type(out[0])}): "
                 f"{why_not_added(out[0], value)}") from e
     return (out[0] if out else None) if summed else out
 
@@ -134,9 +134,9 @@ def _rows(out, n, start):
     for leaf in leaves:
         shape = np.shape(leaf.value if type(leaf) is Traced else leaf)
         if type(leaf) is str or not shape or shape[0] != n:
-            where = "" if tdef is LEAF else f" holding {what(leaf)}"
+            where = "" if tdef is LEAF else f" holding {shape_or_type(leaf)}"
             raise ValueError(
-                f"psum/pmap(vectorized=True): f returned {what(out)}{where} for the chunk of elements "
+                f"psum/pmap(vectorized=True): f returned {shape_or_type(out)}{where} for the chunk of elements "
                 f"{start}..{start + n - 1} ({n} rows of xs); it must return one value per element, "
                 f"stacked along axis 0 (shape ({n}, ...)), or a tuple or dict of such arrays.")
     return leaves, tdef

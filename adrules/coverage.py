@@ -25,7 +25,7 @@ import numpy as np
 
 from .unsupported import ASARRAY, LEFT_OUT, reason
 from .registry import frule, is_primitive, rrule
-from .tracer import _COMPOSED
+from .tracer import COMPOSED
 
 # Names autograd 1.7 registers a VJP for (numpy_vjps.py, linalg.py, scipy/special.py),
 # without its internal helpers (array_from_args, concatenate_args, make_diagonal, ...)
@@ -140,7 +140,7 @@ def status(f: Any) -> str:
     f = getattr(getattr(f, "__func__", f), "__adrules_routed__", None) or f
     r, fw = rrule.lookup(f), frule.lookup(f)
     if r is None and fw is None:
-        return "rrule, frule" if f in _COMPOSED else "not supported"
+        return "rrule, frule" if f in COMPOSED else "not supported"
     if getattr(r, "kind", None) == "nondiff":
         return "non-differentiable"
     return "rrule, frule" if r is not None and fw is not None else ("rrule only" if r is not None else "frule only")

@@ -24,9 +24,9 @@ from numpy.typing import NDArray
 import executors
 
 from . import _state
-from .api import (_DROPPED_SUBCLASSES, _check_callable, _leaf_is_differentiable, _Name, _value_and_gradient,
-                  gradient, jvp, pullback, refuse_underivable, _subclass_refused)
-from .pytrees import LEAF, PyTree, TreeDef, _field_names, flatten, tangent_leaves, unflatten
+from .api import (DROPPED_SUBCLASSES, DerivativeName, check_callable, gradient, jvp, leaf_is_differentiable,
+                  named_value_and_gradient, pullback, refuse_underivable, subclass_refused)
+from .pytrees import LEAF, PyTree, TreeDef, flatten, tangent_leaves, treedef_field_names, unflatten
 from .schedule import each, run, work_key
 from .tangents import Tangent, is_float_value, is_zero
 from .tracer import SECOND_ORDER, NoFruleError, NoRuleError, Traced, TracerError, in_place_writes_explained
@@ -62,8 +62,8 @@ def _as_array_arg(fname: str, where: str, x: Any) -> Any:
         return np.asarray(x)
     if isinstance(x, (float, int, np.integer)):  # an integer point too, in float
         return np.asarray(x, dtype=float)
-    if isinstance(x, _DROPPED_SUBCLASSES) and x.dtype.kind in "fc":
-        raise _subclass_refused(fname, where, x)
+    if isinstance(x, DROPPED_SUBCLASSES) and x.dtype.kind in "fc":
+        raise subclass_refused(fname, where, x)
     if isinstance(x, np.ndarray) and is_float_value(x, allow_complex=False):
         return x
     if isinstance(x, np.ndarray):
@@ -93,7 +93,7 @@ def _paths(tree: TreeDef) -> list[str]:
     """Where each leaf of a container sits, as the user indexes it: ``['w']``, ``[0]``, ``.bias``."""
     if tree.kind is None:
         return [""]
-    names = _field_names(tree)
+    names = treedef_field_names(tree)
     if names is None:  # a list, a tuple, a registered node
         steps = [f"[{k}]" for k in range(len(tree.children))]
     else:
@@ -256,7 +256,7 @@ def jacobian(
     array([[ 0.,  3.],
            [ 3., 12.]])
     """
-    _check_callable("jacobian", f)
+    check_callable("jacobian", f)
     fname = f"jacobian({getattr(f, '__name__', 'f')})"
     trees, points = _points(fname, args)
     if any(tree.kind is not None for tree in trees):  # the array Jacobians of its leaves, rebuilt
@@ -374,7 +374,7 @@ class _grad_of:
         self.f, self.api = f, api
 
     def __call__(self, x: Any) -> Any:
-        return _value_and_gradient(_Name(self.api, self.f), self.f, (x,))[1][0]
+        return named_value_and_gradient(DerivativeName(self.api, self.f), self.f, (x,))[1][0]
 
 
 def _hessian_blocks(cols: range, f: Callable[..., Any], args: tuple[Any, ...],
@@ -402,7 +402,7 @@ class _grads_of:
         self.f = f
 
     def __call__(self, *args: Any) -> tuple[Any, ...]:
-        return tuple(_value_and_gradient(_Name("hessian", self.f), self.f, args)[1])
+        return tuple(named_value_and_gradient(DerivativeName("hessian", self.f), self.f, args)[1])
 
 
 @overload
@@ -453,7 +453,7 @@ def hessian(
     >>> H["w"]["b"], H["b"]["b"]
     (array([2., 4.]), array(0.))
     """
-    _check_callable("hessian", f)
+    check_callable("hessian", f)
     fname = f"hessian({getattr(f, '__name__', 'f')})"
     if not args:
         raise TypeError(f"{fname}: give the point to differentiate at, hessian(f, x).")
@@ -508,7 +508,7 @@ def hvp(f: Callable[..., Any], x: PyTree, v: PyTree) -> Any:
     >>> float(h["a"]), float(h["b"])
     (6.0, 2.0)
     """
-    _check_callable("hvp", f, "f, x, v")
+    check_callable("hvp", f, "f, x, v")
     fname = f"hvp({getattr(f, '__name__', 'f')})"
     refuse_underivable(fname, (x,), _in_a_closure("hvp"), ("x",))
     (x_leaves, x_tree), (flat_v, v_tree) = flatten(x), flatten(v)
@@ -528,7 +528,7 @@ def hvp(f: Callable[..., Any], x: PyTree, v: PyTree) -> Any:
         where = "x" if x_tree.kind is None else f"leaf {k} of x"
         if isinstance(a, np.ndarray) and a.dtype.kind in "biu" and not is_zero(b) and np.any(np.asarray(b) != 0):
             raise _int_array(fname, where, a.dtype)
-        _leaf_is_differentiable(a, fname, where)
+        leaf_is_differentiable(a, fname, where)
     try:
         with _rules_differentiated(fname):
             return _hvp(f, x, v, v_leaves)

@@ -49,14 +49,14 @@ from .chunks import (
     is_container,
     jvp_chunks,
     note,
-    what,
+    shape_or_type,
     why_not_added,
     zero_to_none,
 )
 from .pytrees import flatten, tangent_leaves, tree_map, unflatten
 from .registry import frule, primitive, rrule
-from .tangents import NoTangent, ZeroTangent, is_zero
-from .tracer import Traced, TracerError
+from .tangents import NoTangent, ZeroTangent, dense, is_zero
+from .tracer import Traced, TracerError, primal_value
 
 hide_frames_of(__package__)  # an error in f shows f's frames and the user's, not these
 
@@ -166,8 +166,8 @@ class _Values:
         except (ValueError, TypeError) as e:
             xs, start = self.items[self._chunk]
             raise type(e)(
-                f"psum: the sum of f over elements {start}..{start + len(xs) - 1} ({what(b)}) "
-                f"does not add to the sum over the elements before them ({what(a)}): "
+                f"psum: the sum of f over elements {start}..{start + len(xs) - 1} ({shape_or_type(b)}) "
+                f"does not add to the sum over the elements before them ({shape_or_type(a)}): "
                 f"{why_not_added(a, b)}") from e
 
     def result(self):
@@ -447,7 +447,8 @@ def _summable(y):
 def _psum_frule(tangents, call, *leaves):
     state, xs, shared = call.unpack(leaves)
     dstate, dxs, dshared = unflatten(call.treedef, to_workers.leaves_as_received(
-        [_dense_tangent(t, v) for t, v in zip(tangents[2:], leaves)]))
+        [dense(t, v) if getattr(v, "dtype", None) is not None or isinstance(v, float) else t
+         for t, v in zip(tangents[2:], leaves)]))
     items = _chunks(xs, call.chunk_size)
     d_items = _chunks(dxs, call.chunk_size)
     # under another differentiation, of the primals or of the tangents (the gradient of a
@@ -477,12 +478,6 @@ def _flat_like(tree, dy):
     return tangent_leaves(dy, tree)
 
 
-def _dense_tangent(t, v):
-    if is_zero(t):
-        return np.zeros_like(v) if getattr(v, "dtype", None) is not None or isinstance(v, float) else t
-    return t
-
-
 # ---------------------------------------------------------------------------
 # public entry points
 # ---------------------------------------------------------------------------
@@ -499,7 +494,7 @@ def _call(kind, f, xs, shared, executor, chunk_size, vectorized, progress, dispa
     for name, flag in (("vectorized", vectorized), ("progress", progress)):
         if not isinstance(flag, (bool, np.bool_)):
             raise TypeError(f"{kind}: {name} must be True or False, got {flag!r}.")
-    if vectorized and not isinstance(_primal(xs), np.ndarray):
+    if vectorized and not isinstance(primal_value(xs), np.ndarray):
         raise TypeError(f"{kind}(vectorized=True): xs must be a NumPy array whose chunks "
                         f"(slices along the first axis) f receives; got {type(xs).__name__}.")
     try:
@@ -515,13 +510,6 @@ def _call(kind, f, xs, shared, executor, chunk_size, vectorized, progress, dispa
     leaves, treedef = flatten((state, xs, list(shared)))
     call.treedef, call.active = treedef, (state is not None, *_traced_parts(leaves, treedef))
     return call.rebuild(_map_chunks(call, *leaves))
-
-
-def _primal(x):
-    """``x`` without its boxes (traced by nested differentiations)."""
-    while type(x) is Traced:
-        x = x.value
-    return x
 
 
 def _traced_parts(leaves, treedef):

@@ -20,7 +20,7 @@ from .tangents import Tangent, ZeroTangent, is_zero, unthunk
 #: "containers of arrays, any depth" without rejecting what users pass.
 PyTree = Any
 
-_NODES: dict = {}
+REGISTERED_NODES: dict = {}
 
 
 def register_node(
@@ -43,7 +43,7 @@ def register_node(
     >>> g.w, g.b
     (3.0, 1.0)
     """
-    _NODES[cls] = (flatten, unflatten)
+    REGISTERED_NODES[cls] = (flatten, unflatten)
     try:  # see _NodeTravel
         setattr(cls, "__adrules_node__", _NodeTravel(cls))
     except (TypeError, AttributeError):  # a built-in type: importable, never pickled by value
@@ -57,7 +57,7 @@ class _NodeTravel:
     cloudpickle rebuilds from its ``__dict__``; the script that registered it never runs
     there, so the copy's instances would be leaves. This object sits in that ``__dict__``:
     pickling it captures the registration, unpickling makes it for the copy (as
-    ``registry._RulesTravel`` does for a primitive's rules). A class importable by name
+    ``registry.RulesTravel`` does for a primitive's rules). A class importable by name
     travels by reference: its module registers it when a worker imports it.
     """
 
@@ -67,12 +67,12 @@ class _NodeTravel:
         self.cls = cls
 
     def __reduce__(self) -> tuple[Callable[..., _NodeTravel], tuple[Any, ...]]:
-        return (_adopt_node, (self.cls, _NODES.get(self.cls)))
+        return (_adopt_node, (self.cls, REGISTERED_NODES.get(self.cls)))
 
 
 def _adopt_node(cls: type, entry: Any) -> _NodeTravel:
     if entry is not None:
-        _NODES[cls] = entry
+        REGISTERED_NODES[cls] = entry
     return _NodeTravel(cls)
 
 
@@ -142,7 +142,7 @@ LEAF_TYPES = {float, int, bool, complex, str, bytes, type(None), np.ndarray, np.
               np.float32, np.float16, np.int64, np.int32, np.bool_}
 
 
-def _children(x: Any) -> tuple[type, Any, list[Any]] | None:
+def node_children(x: Any) -> tuple[type, Any, list[Any]] | None:
     """(kind, aux, children) for a container, or None for a leaf."""
     t = type(x)
     if t in LEAF_TYPES:
@@ -152,8 +152,8 @@ def _children(x: Any) -> tuple[type, Any, list[Any]] | None:
     if t is dict:
         keys = tuple(x)
         return dict, keys, [x[k] for k in keys]
-    if t in _NODES:
-        out = _NODES[t][0](x)
+    if t in REGISTERED_NODES:
+        out = REGISTERED_NODES[t][0](x)
         if type(out) is not tuple or len(out) != 2 or type(out[0]) not in (tuple, list):
             # (m.w, m.b) would be taken as children m.w, aux m.b: silently wrong
             raise TypeError(f"register_node({t.__name__}): flatten returned {_what(out)}; it must return "
@@ -185,7 +185,7 @@ def flatten(tree: PyTree) -> tuple[list[Any], TreeDef]:
 
 
 def _flatten_into(x: Any, leaves: list[Any]) -> TreeDef:
-    if type(x) in LEAF_TYPES:  # most of what is flattened: skip _children's call
+    if type(x) in LEAF_TYPES:  # most of what is flattened: skip node_children's call
         leaves.append(x)
         return LEAF
     t = type(x)
@@ -195,7 +195,7 @@ def _flatten_into(x: Any, leaves: list[Any]) -> TreeDef:
     if t is dict and LEAF_TYPES.issuperset(map(type, x.values())):
         leaves.extend(x.values())  # a dict of arrays (a model's parameters): the same
         return _FlatDef(dict, tuple(x), len(x))
-    parts = _children(x)
+    parts = node_children(x)
     if parts is None:
         leaves.append(x)
         return LEAF
@@ -232,8 +232,8 @@ def _build(tdef: TreeDef, it: Iterator[Any]) -> Any:
         return tuple(children)
     if kind is dict:
         return dict(zip(aux, children))
-    if kind in _NODES:
-        return _NODES[kind][1](aux, children)
+    if kind in REGISTERED_NODES:
+        return REGISTERED_NODES[kind][1](aux, children)
     if issubclass(kind, tuple):  # NamedTuple
         return kind(*children)
     # dataclass: bypass __init__/__post_init__, which may validate or derive fields
@@ -254,10 +254,10 @@ def tree_map(fn: Callable[..., Any], tree: PyTree, *rest: PyTree) -> PyTree:
     return unflatten(tdef, [fn(*xs) for xs in zip(leaves, *others)])
 
 
-def _field_names(tdef: TreeDef) -> tuple[Any, ...] | None:
+def treedef_field_names(tdef: TreeDef) -> tuple[Any, ...] | None:
     """The keys of a dict's structure, the fields of a dataclass's or NamedTuple's (a
     registered node's static data is its own)."""
-    if tdef.kind in _NODES:
+    if tdef.kind in REGISTERED_NODES:
         return None
     if tdef.kind is dict or (tdef.kind is not None and dataclasses.is_dataclass(tdef.kind)):
         return tuple(tdef.aux)
@@ -290,12 +290,12 @@ def tangent_leaves(tangent: Any, tdef: TreeDef) -> list[Any] | None:
     elif type(tangent) is dict:
         # by key, as dicts compare: {"b": 1.0, "a": 0.0} is the tangent of {"a": .., "b": ..},
         # and of a dataclass or NamedTuple with fields a and b
-        names = _field_names(tdef)
+        names = treedef_field_names(tdef)
         if names is None or len(tangent) != len(names) or not all(k in tangent for k in names):
             return None
         children = [tangent[k] for k in names]
     else:
-        parts = _children(tangent)
+        parts = node_children(tangent)
         if parts is None:
             return None
         children = parts[2]

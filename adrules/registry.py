@@ -15,6 +15,8 @@ Three kinds of entries share the registries:
 
 ``call_rrule`` / ``call_frule`` are the one place that reads which kind an entry is
 and calls it; the tracer and ``adrules.rrule(f, *args)`` (in ``api.py``) both use them.
+Keyword arguments reach rules at their positions (``keywords.py``); the rules users
+register are sent to worker processes by ``worker_rules.py``.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from typing import Any, Callable, NoReturn, Sequence, TypeVar
 import numpy as np
 
 from . import _state
+from .keywords import keeps_keywords, keywords_to_positions
 from .projection import project_like
 from .tangents import NoTangent, Thunk, ZeroTangent, is_float_value, is_zero, unthunk
 
@@ -80,6 +83,11 @@ class RuleEntry:
 def _parameters_read(d: Callable[..., Any] | None, n: int) -> tuple[bool, ...]:
     """For partial ``d`` called with ``n`` positional arguments: which of them its body
     reads (all of them when that cannot be told from its code)."""
+    # Read from the bytecode because nothing simpler tells it: a partial is usually a lambda
+    # (no source to parse when defined in a notebook or among others on one line), and calling
+    # it cannot show what it does not read. What it buys is memory: the tape drops a large
+    # input no partial reads (tanh's reads only y). Anything unusual answers "reads all",
+    # which only keeps more alive; tests/test_registry.py checks it on every Python we support.
     if d is None or d is ONE:
         return (False,) * n
     code = getattr(d, "__code__", None)
@@ -264,7 +272,7 @@ class RuleRegistry:
         def decorate(rule: _F) -> _F:
             _check_rule(self.name, f, rule, config)
             self.rules[f] = RuleEntry(rule, RULE, config=config, name=function_name(f))
-            _note_registration(f, sys._getframe(1))
+            USER_REGISTRATIONS.note(f, sys._getframe(1))
             return rule
 
         return decorate
@@ -350,166 +358,13 @@ def scalar_frule(f: Callable[..., Any], partials: Sequence[Any], dargs: Sequence
     return y, dy
 
 
-# ---------------------------------------------------------------------------
-# binding a call to the function's signature
-# ---------------------------------------------------------------------------
-
-_NOVALUE = getattr(np, "_NoValue", object())  # NumPy's "argument not given" default
-
-#: Keyword-only aliases NumPy accepts for positional parameters (``np.clip(x, min=0)``);
-#: NumPy uses them when neither aliased parameter is given.
-KEYWORD_ALIASES = {np.clip: {"min": "a_min", "max": "a_max"}}
-
-
-class _Binding:
-    """What binding needs of one function's signature: its positional parameters
-    (names, defaults) and where its trailing options begin."""
-
-    __slots__ = ("names", "index", "defaults", "options", "aliases")
-    aliases: Any  # {alias: parameter} or None; _resolve_aliases is called only with a dict
-
-    def __init__(self, params: list[inspect.Parameter], aliases: dict[str, str] | None) -> None:
-        self.names = [p.name for p in params]
-        self.index = {p.name: i for i, p in enumerate(params) if p.kind is p.POSITIONAL_OR_KEYWORD}
-        self.defaults = [p.default for p in params]
-        # A trailing run of parameters defaulting to NumPy's "not given" (keepdims, initial,
-        # where) are options NumPy forwards by keyword only when passed: they stay keywords,
-        # so rules see them as NumPy's implementation does.
-        options = len(params)
-        while options and params[options - 1].default is _NOVALUE:
-            options -= 1
-        self.options = options
-        self.aliases = aliases
-
-
-_bindings: dict = {}
-
-
-def _binding(f: Callable[..., Any]) -> _Binding | None:
-    try:
-        return _bindings[f]
-    except KeyError:
-        pass
-    except TypeError:  # unhashable callable: bound uncached
-        return _make_binding(f)
-    b = _bindings[f] = _make_binding(f)
-    return b
-
-
-def _make_binding(f: Callable[..., Any]) -> _Binding | None:
-    if isinstance(f, np.ufunc) or isinstance(getattr(f, "__self__", None), np.ufunc):
-        return None  # ufunc inputs are positional-only; NumPy normalizes reduce's options
-    try:
-        params: list[inspect.Parameter] | None = list(inspect.signature(f).parameters.values())
-    except (TypeError, ValueError):
-        params = _documented_parameters(f)
-    if params is None:
-        return None
-    positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
-    if not any(p.kind is p.POSITIONAL_OR_KEYWORD for p in positional):
-        return None
-    return _Binding(positional, KEYWORD_ALIASES.get(f))
-
-
-def _documented_parameters(f: Callable[..., Any]) -> list[inspect.Parameter] | None:
-    """The parameters a C function without an introspectable signature gives in its
-    docstring's first line (NumPy 2.2's ``bincount(x, /, weights=None, minlength=0)``)."""
-    if not str(getattr(f, "__module__", "")).startswith("numpy"):  # NumPy's own text only
-        return None
-    name, doc = getattr(f, "__name__", None), getattr(f, "__doc__", None) or ""
-    line = next((ln.strip() for ln in doc.splitlines() if ln.strip()), "")
-    if not name or not line.startswith(name + "(") or not line.endswith(")"):
-        return None
-    try:
-        space: dict[str, Any] = {}
-        exec(f"def {name}{line[len(name):]}: pass", {"np": np, "numpy": np}, space)
-        return list(inspect.signature(space[name]).parameters.values())
-    except Exception:  # a default that is not plain Python (a sentinel's repr)
-        return None
-
-
-def keeps_keywords(f: Callable[..., Any], entry: RuleEntry | None) -> bool:
-    """Whether ``f``'s rule takes constant keyword arguments as keywords: the rrule or
-    frule a user wrote for an ``@primitive`` (ChainRules' convention: ``scale(x,
-    factor=3.0)`` calls ``rrule(x, factor=3.0)`` and its frule gets one tangent per
-    positional argument). NumPy's rules, and scalar rules (whose partials take every
-    argument by position), see keywords at their positions."""
-    return entry is not None and entry.kind is RULE and hasattr(f, "__adrules_primitive__")
-
-
-def bind(f: Callable[..., Any], args: tuple[Any, ...],
-         kwargs: dict[str, Any], keep_constants: bool = False) -> tuple[tuple[Any, ...], dict[str, Any]]:
-    """``(args, kwargs)`` of the call ``f(*args, **kwargs)`` with every keyword argument
-    that names a positional parameter of ``f`` moved to its position, so a rule sees
-    ``np.take(x, indices=i)`` as ``np.take(x, i)`` and its slots line up with positions.
-
-    Intervening positions get the parameters' defaults. Keyword-only arguments, and
-    trailing options defaulting to NumPy's "not given" (``keepdims``, ``where``), stay
-    keywords unless they hold a traced value; with ``keep_constants`` (``keeps_keywords``)
-    every keyword argument does. Callers skip it when ``kwargs`` is empty.
-
-    >>> import numpy as np
-    >>> bind(np.take, ("x",), {"mode": "clip", "indices": [0]})
-    (('x', [0], None, None, 'clip'), {})
-    >>> bind(np.sum, ("x",), {"keepdims": True, "axis": 0})
-    (('x', 0), {'keepdims': True})
-    """
-    try:
-        b = _bindings[f]
-    except (KeyError, TypeError):
-        b = _binding(f)
-    if b is None:
-        return args, kwargs
-    index, n = b.index, len(args)
-    if b.aliases is not None:
-        kwargs = _resolve_aliases(b, n, kwargs)
-    last = -1
-    for name, value in kwargs.items():
-        i = index.get(name, -1)
-        if i > last and i >= n and ((i < b.options and not keep_constants) or _holds_traced(value)):
-            last = i
-    if last < 0:
-        return args, kwargs
-    names, defaults = b.names, b.defaults
-    moved, taken = list(args), 0
-    for i in range(n, last + 1):
-        name = names[i]
-        if name in kwargs:
-            moved.append(kwargs[name])
-            taken += 1
-        else:
-            moved.append(defaults[i])
-    if taken == len(kwargs):
-        return tuple(moved), {}
-    return tuple(moved), {k: v for k, v in kwargs.items() if index.get(k, last + 1) > last}
-
-
-def _holds_traced(value: object) -> bool:
-    if isinstance(value, (list, tuple)):
-        return any(isinstance(v, _state.TracedValue) for v in value)
-    return isinstance(value, _state.TracedValue)
-
-
-def _resolve_aliases(b: _Binding, n: int, kwargs: dict[str, Any]) -> dict[str, Any]:
-    aliases = b.aliases
-    if (not any(k in aliases for k in kwargs) or any(k in kwargs for k in aliases.values())
-            or any(b.index[t] < n for t in aliases.values())):
-        return kwargs  # nothing to resolve, or a clash NumPy itself reports
-    out = {}
-    for k, v in kwargs.items():
-        out[aliases.get(k, k)] = v
-    for target in aliases.values():
-        out.setdefault(target, None)  # NumPy: an alias given, the other bound is None
-    return out
-
-
 def call_rrule(entry: RuleEntry, config: Any, f: Callable[..., Any],
                args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, Pullback]:
     """``(y, pullback)`` from ``f``'s registered ``entry``: the one place that reads
-    what kind of rule an entry holds. The call is bound first (``bind``), so the rule
-    sees keyword arguments at their positions; the pullback still returns one slot per
-    argument passed positionally (ChainRules' convention). ``config`` goes to rules registered with
-    ``config=True``. The tracer's hot path mirrors this for scalar and
+    what kind of rule an entry holds. Keyword arguments are moved first
+    (``keywords.keywords_to_positions``), so the rule sees them at their positions; the
+    pullback still returns one slot per argument passed positionally (ChainRules'
+    convention). ``config`` goes to rules registered with ``config=True``. The tracer's hot path mirrors this for scalar and
     non-differentiable entries, which it records without a pullback closure.
 
     >>> import numpy as np
@@ -520,7 +375,7 @@ def call_rrule(entry: RuleEntry, config: Any, f: Callable[..., Any],
     """
     if kwargs:
         n = len(args)
-        args, kwargs = bind(f, args, kwargs, keeps_keywords(f, entry))
+        args, kwargs = keywords_to_positions(f, args, kwargs, keeps_keywords(f, entry))
         if len(args) > n:  # the caller passed these by keyword: they get no slot
             y, pullback = call_rrule(entry, config, f, args, kwargs)
             return y, _first_slots(pullback, n + 1)
@@ -580,7 +435,7 @@ def call_frule(entry: RuleEntry, config: Any, tangents: Sequence[Any],
     (np.float64(-2.0), -3.0)
     """
     if kwargs:
-        args, kwargs = bind(f, args, kwargs, keeps_keywords(f, entry))
+        args, kwargs = keywords_to_positions(f, args, kwargs, keeps_keywords(f, entry))
         if len(tangents) <= len(args):  # arguments moved from keywords: constants
             tangents = (*tangents, *(ZeroTangent(),) * (len(args) + 1 - len(tangents)))
     kind = entry.kind
@@ -615,7 +470,7 @@ def scalar_rule(f: Callable[..., Any], *partials: Callable[..., Any] | None) -> 
     entry = RuleEntry(None, SCALAR, partials=tuple(partials), name=function_name(f))
     rrule.rules[f] = entry
     frule.rules[f] = entry
-    _note_registration(f, sys._getframe(1))
+    USER_REGISTRATIONS.note(f, sys._getframe(1))
 
 
 def _check_partials(f: Callable[..., Any], partials: tuple[Any, ...]) -> None:
@@ -691,7 +546,7 @@ def non_differentiable(*fs: Callable[..., Any]) -> None:
         entry = RuleEntry(None, NONDIFF, name=function_name(f))
         rrule.rules[f] = entry
         frule.rules[f] = entry
-        _note_registration(f, sys._getframe(1))
+        USER_REGISTRATIONS.note(f, sys._getframe(1))
 
 
 def primitive(fn: _F = _MISSING) -> _F:
@@ -726,11 +581,11 @@ def primitive(fn: _F = _MISSING) -> _F:
         return fn(*args, **kwargs)
 
     wrapper.__adrules_primitive__ = fn  # type: ignore[attr-defined]  # marks a primitive
-    wrapper.__adrules_rules__ = _RulesTravel(wrapper)  # type: ignore[attr-defined]
+    wrapper.__adrules_rules__ = RulesTravel(wrapper)  # type: ignore[attr-defined]
     return wrapper  # type: ignore[return-value]  # fn's signature, as functools.wraps keeps it
 
 
-class _RulesTravel:
+class RulesTravel:
     """Carries a primitive's rules wherever the primitive is pickled by value.
 
     A primitive defined in ``__main__`` (or a module workers cannot import) reaches
@@ -747,120 +602,43 @@ class _RulesTravel:
     def __init__(self, primitive: Callable[..., Any]) -> None:
         self.primitive = primitive
 
-    def __reduce__(self) -> tuple[Callable[..., _RulesTravel], tuple[Any, ...]]:
+    def __reduce__(self) -> tuple[Callable[..., RulesTravel], tuple[Any, ...]]:
         f = self.primitive
-        return (_adopt_rules, (f, rrule.rules.get(f), frule.rules.get(f)))
+        return (adopt_primitive_rules, (f, rrule.rules.get(f), frule.rules.get(f)))
 
 
-def _adopt_rules(f: Callable[..., Any], reverse: RuleEntry | None,
-                 forward: RuleEntry | None) -> _RulesTravel:
-    """Register rules that travelled with primitive ``f`` (see ``_RulesTravel``)."""
+def adopt_primitive_rules(f: Callable[..., Any], reverse: RuleEntry | None,
+                          forward: RuleEntry | None) -> RulesTravel:
+    """Register rules that travelled with primitive ``f`` (see ``RulesTravel``)."""
     if reverse is not None:
         rrule.rules[f] = reverse
     if forward is not None:
         frule.rules[f] = forward
-    return _RulesTravel(f)
+    return RulesTravel(f)
 
 
-# ---- users' rules, sent to worker processes ----------------------------------------
-# A worker process has adrules's own rules (it imports adrules), and the rules of a
-# __main__ primitive travel with it (_RulesTravel). Not so a user's rule for a NumPy
-# function (a straight-through np.clip), nor one registered by a module the worker never
-# imports for a primitive it does (rules.py registering for ops.py's functions): without
-# them a worker used NumPy's built-in rule, or none, and the gradient was silently other
-# than in the parent. Every rule registered from outside adrules is therefore sent with
-# every map of chunk work (schedule._Timed) and registered on the worker first.
-_user_keys: dict = {}  # the primitives users registered rules for, in order
-_user_version = 0
+class UserRegistrations:
+    """The functions users (code outside adrules) registered rules for, in order, and a
+    count that changes with every registration: ``worker_rules`` sends their rules to
+    worker processes, which import adrules's own rules but never run the user's script.
 
-
-def _note_registration(f: Callable[..., Any], caller: types.FrameType) -> None:
-    global _user_version
-    if str(caller.f_globals.get("__name__", "")).partition(".")[0] == "adrules":
-        return  # adrules's own library (also when loaded late, as its SciPy rules are)
-    _user_keys[f] = None
-    _user_version += 1
-
-
-class UserRules:
-    """The rules users registered (outside adrules), captured when pickled and
-    registered again where unpickled: a worker process then differentiates with the
-    rules the caller does. ``travelling_rules()`` gives it, or None when there are none.
-    A rule that cannot be pickled arrives as one that raises, naming it, if used.
+    >>> import numpy as np
+    >>> np.tanh in USER_REGISTRATIONS.keys
+    False
     """
 
-    __slots__ = ()
+    __slots__ = ("keys", "version")
 
-    def __reduce__(self) -> tuple[Callable[..., None], tuple[Any, ...]]:
-        global _user_snapshot
-        version, data = _user_snapshot
-        if version != _user_version or data is None:
-            data = tuple(b for b in map(_entry_bytes, list(_user_keys)) if b is not None)
-            _user_snapshot = (_user_version, data)
-        return (_adopt_user_rules, (data,))
+    def __init__(self) -> None:
+        self.keys: dict = {}
+        self.version = 0
 
-
-_user_snapshot: tuple[int, tuple[tuple[bytes, bytes], ...] | None] = (-1, None)
-_USER_RULES = UserRules()
-
-
-def _entry_bytes(f: Callable[..., Any]) -> tuple[bytes, bytes] | None:
-    """``f`` and its rules, pickled apart: a worker that cannot load the rules (their
-    module is not importable there) must still learn that ``f`` has them."""
-    import cloudpickle  # rules may be lambdas, or defined in __main__
-
-    try:
-        key = cloudpickle.dumps(f, protocol=5)
-    except Exception:  # f itself does not pickle: nor does any work that calls it
-        return None
-    rules = (rrule.rules.get(f), frule.rules.get(f))
-    try:
-        return key, cloudpickle.dumps(rules, protocol=5)
-    except Exception as e:
-        unsent = RuleEntry(_Unsent(function_name(f), f"{type(e).__name__}: {e}"), RULE, name=function_name(f))
-        return key, cloudpickle.dumps(tuple(None if r is None else unsent for r in rules), protocol=5)
+    def note(self, f: Callable[..., Any], caller: types.FrameType) -> None:
+        """``f``'s rules were registered by the code of frame ``caller``."""
+        if str(caller.f_globals.get("__name__", "")).partition(".")[0] == "adrules":
+            return  # adrules's own library (also when loaded late, as its SciPy rules are)
+        self.keys[f] = None
+        self.version += 1
 
 
-class _Unsent:
-    """Stands on a worker for a rule that could not be pickled, or loaded there: raises
-    if used (the built-in rule, or none, would silently give another derivative)."""
-
-    def __init__(self, name: str, reason: str, failed: str = "sent to") -> None:
-        self.name, self.reason, self.failed = name, reason, failed
-
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        where = "this worker process" if self.failed == "sent to" else "on this worker process"
-        raise TypeError(
-            f"the rule registered for {self.name} could not be {self.failed} {where} "
-            f"({self.reason}): define it at module level in a module the workers can import "
-            f"(on their sys.path), make what it captures picklable, or use the 'serial' or "
-            f"'threads' executor.")
-
-
-def travelling_rules() -> UserRules | None:
-    """What to pickle with work sent to worker processes so that they use the rules
-    users registered; None when users registered none.
-
-    >>> travelling_rules() is None or isinstance(travelling_rules(), UserRules)
-    True
-    """
-    return _USER_RULES if _user_keys else None
-
-
-def _adopt_user_rules(data: tuple[tuple[bytes, bytes], ...]) -> None:
-    import pickle
-
-    for key, rules in data:
-        try:
-            f = pickle.loads(key)
-        except Exception:  # f's module is not importable here: nothing here can call f
-            continue
-        try:
-            reverse, forward = pickle.loads(rules)
-        except Exception as e:  # (a rule's module the caller imported from a path of its own)
-            unsent = RuleEntry(_Unsent(function_name(f), f"{type(e).__name__}: {e}", "loaded"), RULE,
-                               name=function_name(f))
-            reverse, forward = unsent, unsent
-        for table, entry in ((rrule.rules, reverse), (frule.rules, forward)):
-            if entry is not None:
-                table[f] = entry
+USER_REGISTRATIONS = UserRegistrations()

@@ -32,7 +32,7 @@ from executors._tracebacks import warn
 
 from .chunks import GROUP_SECONDS, note
 from .callables import code_of
-from .registry import travelling_rules
+from .worker_rules import travelling_rules
 
 logger = logging.getLogger("adrules.schedule")
 

@@ -17,11 +17,15 @@ from __future__ import annotations
 
 from typing import Any, Callable, Iterator, TypeVar
 
+import numpy as np
+
+from ._state import TracedValue
+
 _T = TypeVar("_T")
-_Z = TypeVar("_Z", bound="_AbstractZero")
+_Z = TypeVar("_Z", bound="AbstractZero")
 
 
-class _AbstractZero:
+class AbstractZero:
     """Shared arithmetic of the two zero-like tangents: they absorb ``*`` and vanish in ``+``."""
 
     __slots__ = ()
@@ -38,7 +42,7 @@ class _AbstractZero:
         out = kwargs.get("out")
         if result is NotImplemented or not out or out[0] is result:
             return result
-        out[0][...] = 0.0 if isinstance(result, _AbstractZero) else result  # np.add(x, dx, out=x)
+        out[0][...] = 0.0 if isinstance(result, AbstractZero) else result  # np.add(x, dx, out=x)
         return out[0]
 
     def __new__(cls: type[_Z]) -> _Z:
@@ -111,19 +115,19 @@ class _AbstractZero:
 
 
 def _first_zero(*inputs: Any) -> Any:
-    return next(x for x in inputs if isinstance(x, _AbstractZero))
+    return next(x for x in inputs if isinstance(x, AbstractZero))
 
 
 def _added(a: Any, b: Any) -> Any:
-    return b if isinstance(a, _AbstractZero) else a
+    return b if isinstance(a, AbstractZero) else a
 
 
 def _subtracted(a: Any, b: Any) -> Any:
-    return -b if isinstance(a, _AbstractZero) else a
+    return -b if isinstance(a, AbstractZero) else a
 
 
 def _divided(a: Any, b: Any) -> Any:
-    return a if isinstance(a, _AbstractZero) else NotImplemented  # x / zero: no tangent
+    return a if isinstance(a, AbstractZero) else NotImplemented  # x / zero: no tangent
 
 
 _LINEAR_UFUNCS: dict[str, Callable[..., Any]] = {
@@ -135,7 +139,7 @@ _LINEAR_UFUNCS: dict[str, Callable[..., Any]] = {
 }
 
 
-class ZeroTangent(_AbstractZero):
+class ZeroTangent(AbstractZero):
     """The derivative is zero.
 
     >>> import numpy as np
@@ -147,7 +151,7 @@ class ZeroTangent(_AbstractZero):
     _instance = None
 
 
-class NoTangent(_AbstractZero):
+class NoTangent(AbstractZero):
     """The value has no tangent space (ints, bools, strings, indices, plain functions).
 
     With ``ZeroTangent()`` it wins ``+`` and loses ``*``, as in ChainRules.
@@ -192,7 +196,37 @@ def is_float_value(x: object, *, allow_complex: bool = True) -> bool:
 
 def is_zero(x: object) -> bool:
     """True for ``ZeroTangent()``, ``NoTangent()`` and ``None`` (the tracer's 'no cotangent yet')."""
-    return x is None or isinstance(x, _AbstractZero)
+    return x is None or isinstance(x, AbstractZero)
+
+
+def dense_zeros(x: Any) -> Any:
+    """Zeros shaped like the value ``x`` (a traced value's, a list's as an array), in the
+    floating type of its tangent: where a zero tangent must be written out.
+
+    >>> import numpy as np
+    >>> dense_zeros(2.5), dense_zeros(np.float32(1)), dense_zeros([1, 2])
+    (0.0, np.float32(0.0), array([0., 0.]))
+    """
+    while isinstance(x, TracedValue):
+        x = x.value  # type: ignore[attr-defined]
+    if isinstance(x, float):  # a Python float's gradient stays a Python float
+        return 0.0
+    if type(x) in (list, tuple):
+        x = np.asarray(x)
+    dtype = np.result_type(x, 1.0)
+    if isinstance(x, np.generic) or not isinstance(x, np.ndarray):
+        return dtype.type(0)
+    return np.zeros_like(x, dtype=dtype)
+
+
+def dense(t: Any, x: Any) -> Any:
+    """The tangent ``t`` of value ``x``, as zeros (``dense_zeros(x)``) when it is a zero tangent.
+
+    >>> import numpy as np
+    >>> dense(ZeroTangent(), np.ones(2)), dense(3.0, 1.0)
+    (array([0., 0.]), 3.0)
+    """
+    return dense_zeros(x) if is_zero(t) else t
 
 
 class Thunk:

@@ -20,11 +20,11 @@ from typing import Any, Callable, Collection
 
 import numpy as np
 
-from .api import DEFAULT_CONFIG, _jvp, _Name, _pullback, frule, jvp, pullback, rrule
+from .api import DEFAULT_CONFIG, DerivativeName, frule, jvp, named_jvp, named_pullback, pullback, rrule
 from .projection import ProjectionError, project_like
 from .pytrees import flatten, tangent_leaves, unflatten
 from .registry import call_frule, call_rrule, function_name, is_primitive
-from .tracer import SECOND_ORDER, TracerError, _rrule_misfit, in_place_writes_explained
+from .tracer import SECOND_ORDER, TracerError, in_place_writes_explained, rrule_misfit
 from .tangents import InplaceableThunk, NoTangent, ZeroTangent, is_float_value, is_zero, unthunk
 
 _STEP = 1e-3  # finite differences' step; then, if they disagree, one fitted to x (_steps)
@@ -252,7 +252,7 @@ def check_rrule(f: Callable[..., Any], *args: Any, fkwargs: dict[str, Any] | Non
         raise AssertionError(_no_rule(label, "rrule", f))
     result = call_rrule(entry, DEFAULT_CONFIG, f, args, fkwargs)
     if type(result) is not tuple or len(result) != 2 or not callable(result[1]):
-        raise AssertionError(f"{label}: {_rrule_misfit(entry, result)}")
+        raise AssertionError(f"{label}: {rrule_misfit(entry, result)}")
     y, back = result
     expected = f(*before, **fkwargs)
     _compare_primal(label, y, expected, rtol, atol)
@@ -504,7 +504,7 @@ def check_grads(f: Callable[..., Any], *args: Any, modes: Collection[str] = ("fw
     if not callable(f):
         raise TypeError(f"check_grads(f, *args): f must be the function to check, got a "
                         f"{type(f).__name__}: write check_grads(f, x).")
-    label = _Name("check_grads", f)
+    label = DerivativeName("check_grads", f)
     # a misspelt mode, or nothing to differentiate, would pass without checking anything
     if isinstance(modes, str) or not modes or not set(modes) <= {"fwd", "rev"}:
         raise ValueError(f"{label}: modes must be a collection of 'fwd' and 'rev', got {modes!r}.")
@@ -537,7 +537,7 @@ def _check_grads(f, args, modes, order, rtol, atol, seed, name, level):
     rng = np.random.default_rng(seed)
     if "rev" in modes:
         label = _order_label(name, level, "reverse")
-        y, back = _pullback(name, f, args)
+        y, back = named_pullback(name, f, args)
         ybar = _random_tangent(_to_plain(y), rng)
         grads = back(ybar)
         plain = _to_plain(y)
@@ -556,7 +556,7 @@ def _check_grads(f, args, modes, order, rtol, atol, seed, name, level):
         label = _order_label(name, level, "forward")
         tangents = [_random_tangent(a, rng) if any(_is_float_leaf(x) for x in flatten(a)[0])
                     else ZeroTangent() for a in args]
-        y, dy = _jvp(name, f, args, tangents)
+        y, dy = named_jvp(name, f, args, tangents)
         try:
             _agreeing(lambda fd: _compare_tangent(label, "the output tangent", dy, fd, y, rtol, atol),
                       _fd_jvp(f, args, tangents), _steps(*_moved(args, tangents)))

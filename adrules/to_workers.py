@@ -12,8 +12,8 @@ chunks then run inline), and names the user's object::
       shared[k] ─── "shared argument k of psum(f, xs, *shared)"
       xs[i] ─────── "element i of xs"
 
-Rules registered in ``__main__`` travel with their primitives (``registry._RulesTravel``);
-every user rule travels with each map's work (``registry.UserRules``, pickled by
+Rules registered in ``__main__`` travel with their primitives (``registry.RulesTravel``);
+every user rule travels with each map's work (``worker_rules.UserRules``, pickled by
 ``schedule._Task``). ``as_received`` gives the arrays of chunks run inline the memory
 layout a worker unpickles them in, so that a chunk gives the same bits wherever it runs.
 """

@@ -2,7 +2,7 @@
 
     gradient(f, x) -- Trace(config) -- x boxed as Traced(value, trace, slot)
         f(x) calls plain numpy --> Traced.__array_ufunc__ / __array_function__ / methods
-            --> apply(f, args): bind keywords to positions (registry.bind), unbox
+            --> apply(f, args): keywords to positions (keywords.py), unbox
                 the args of the innermost trace, look up the rule,
                 run it on the unboxed values (registry.call_rrule), box the output,
                 append a node (entry, out, slots, values, pullback, y) to the tape
@@ -27,22 +27,21 @@ from __future__ import annotations
 
 import contextlib
 import dis
-import inspect
 import itertools
 import sys
 import threading
 
 import numpy as np
-from executors._abandon import Abandoned, watcher as _abandon_watcher
 
 from . import _state, ops, unsupported
 from ._state import TracedValue
-from .callables import Lifted, _Rebuild, split_callable
+from .callables import Lifted, Rebuild, split_callable
+from .keywords import keeps_keywords, keywords_to_positions, with_defaults
 from .projection import ProjectionError, Spec, project_like
 from .pytrees import LEAF, LEAF_TYPES, flatten, tangent_leaves, unflatten
-from .registry import (NONDIFF, ONE, SCALAR, bind, call_frule, call_rrule, frule as _frules, function_name,
-                       keeps_keywords, rrule as _rrules, scalar_rule_misfit)
-from .tangents import NoTangent, ZeroTangent, _AbstractZero, is_float_value, is_zero, unthunk
+from .registry import (NONDIFF, ONE, SCALAR, call_frule, call_rrule, frule as _frules, function_name,
+                       rrule as _rrules, scalar_rule_misfit)
+from .tangents import AbstractZero, NoTangent, ZeroTangent, dense_zeros, is_float_value, is_zero, unthunk
 
 _next_level = itertools.count(1).__next__
 _active_lock = threading.Lock()
@@ -66,7 +65,7 @@ class Trace:
         # in another chunk), asked as each traced value is made, so that a long chunk stops
         # at its next operation rather than run on while the script or the next map waits
         # for it; else None
-        self.stop = _abandon_watcher()
+        self.stop = STATE.stop_test()
 
     def leaf(self, value, tangent=None):
         """Box ``value`` as an input of this trace."""
@@ -211,7 +210,7 @@ class Traced(TracedValue):
 
     def __init__(self, value, trace, tangent=None):
         if trace.stop is not None and trace.stop():  # every traced operation makes one
-            raise Abandoned()
+            raise STATE.Abandoned()
         self.value = value
         self._trace = trace
         if trace.forward:
@@ -248,7 +247,7 @@ class Traced(TracedValue):
                 raise TracerError(
                     f"{function_name(func)}(..., out=...) writes in place into an array, which "
                     f"cannot be differentiated: drop out= and use the returned array.")
-        composed = _COMPOSED.get(func)
+        composed = COMPOSED.get(func)
         if composed is not None:
             return composed(*args, **kwargs)
         if _top_in_sequences(args) is None and _top_in_sequences(tuple(kwargs.values())) is None:
@@ -475,14 +474,19 @@ for _name, _f, _make in _METHODS:
 
 
 # NumPy functions computed from NumPy calls that have rules when traced values reach them
-_COMPOSED = {np.block: ops.block}
+COMPOSED = {np.block: ops.block}
 
 _IN_PLACE_SYMBOLS = {np.add: "+", np.subtract: "-", np.multiply: "*", np.true_divide: "/",
                      np.floor_divide: "//", np.remainder: "%", np.power: "**", np.matmul: "@"}
 
 
-def _primal(x):
-    while type(x) is Traced:  # nested: an outer differentiation's box
+def primal_value(x):
+    """``x`` without its boxes (an outer differentiation's, when nested).
+
+    >>> primal_value(2.0)
+    2.0
+    """
+    while type(x) is Traced:
         x = x.value
     return x
 
@@ -498,10 +502,10 @@ def _in_place(name):
 
     def iop(self, other):
         new = outer(self, other)
-        primal = _primal(self)
+        primal = primal_value(self)
         if type(primal) is not np.ndarray or new is NotImplemented:
             return new
-        result = _primal(new)
+        result = primal_value(new)
         if np.shape(result) != primal.shape:  # NumPy writes into x: the result must fit it
             raise ValueError(f"non-broadcastable output operand with shape {primal.shape} doesn't "
                              f"match the broadcast shape {np.shape(result)}")
@@ -626,12 +630,12 @@ def _numbers_inside(seq, top):
     array), with a box of ``top`` among them."""
     if all(type(v) in _SEQUENCES for v in seq):
         return any(_numbers_inside(v, top) for v in seq) and all(v and _only_numbers(v) for v in seq)
-    return top_trace(seq) is top and all(np.ndim(_primal(v)) == 0 for v in seq)
+    return top_trace(seq) is top and all(np.ndim(primal_value(v)) == 0 for v in seq)
 
 
 def _only_numbers(seq):
     # the primal's ndim: np.ndim of a box would be one more traced NumPy call
-    return all(_only_numbers(v) if type(v) in _SEQUENCES else np.ndim(_primal(v)) == 0 for v in seq)
+    return all(_only_numbers(v) if type(v) in _SEQUENCES else np.ndim(primal_value(v)) == 0 for v in seq)
 
 
 def _stacked(seq):
@@ -639,7 +643,7 @@ def _stacked(seq):
                  sequences=True)
 
 
-def _rrule_misfit(entry, out):
+def rrule_misfit(entry, out):
     """The error for an rrule that returned other than ``(y, pullback)``."""
     if type(out) is tuple and len(out) == 2 and callable(out[0]):
         got = "(pullback, y): the pair the other way round"
@@ -649,6 +653,15 @@ def _rrule_misfit(entry, out):
         got = f"a {type(out).__name__}"
     return TracerError(f"the rrule of {entry.name} returned {got}; it must return (y, pullback): "
                        f"the output, then the function from ȳ to the cotangents.")
+
+
+def frule_misfit(entry, out):
+    """The error for an frule that returned other than ``(y, ẏ)``, or None when it did not."""
+    if type(out) is tuple and len(out) == 2:
+        return None
+    got = f"{len(out)} values" if type(out) is tuple else f"a {type(out).__name__}"
+    return TracerError(f"the frule of {entry.name} returned {got}; it must return the pair "
+                       f"(y, ẏ): the output and its tangent.")
 
 
 def _no_rule(f, mode):
@@ -673,7 +686,8 @@ def apply(f, args, kwargs, sequences=False, containers=False):
     traced values are inside containers (a user primitive's dataclass argument).
     """
     if kwargs:  # bound once here, before unboxing, so slots line up with positions
-        args, kwargs = bind(f, args, kwargs, keeps_keywords(f, _rrule_table.get(f) or _frule_table.get(f)))
+        keep = keeps_keywords(f, _rrule_table.get(f) or _frule_table.get(f))
+        args, kwargs = keywords_to_positions(f, args, kwargs, keep)
         if kwargs:
             _traced_keyword(f, kwargs)
     if containers:
@@ -716,7 +730,7 @@ def apply(f, args, kwargs, sequences=False, containers=False):
     _open_containers(values, slots, top)
     out = call_rrule(entry, top.config, f, values, kwargs)
     if type(out) is not tuple or len(out) != 2 or not callable(out[1]):
-        raise _rrule_misfit(entry, out)
+        raise rrule_misfit(entry, out)
     y, pullback = out
     i = 0
     for v in values:  # the pullback keeps what it reads; the tape, shapes
@@ -739,12 +753,17 @@ def apply(f, args, kwargs, sequences=False, containers=False):
         out_slots = tuple(b.slot if type(b) is Traced else -1 for b in boxes)
         top.nodes.append((entry, out_slots, slots, values, pullback, _Outputs(treedef, leaves)))
         return unflatten(treedef, boxes)
-    out = Traced(y, top)  # record(), inlined: the per-operation path
+    out = Traced(y, top)
     top.nodes.append((entry, out.slot, slots, values, pullback, None))
     return out
 
 
 _NESTED = frozenset((tuple, list, dict))
+
+
+def _filled(gs, ys):
+    """Cotangents of several outputs, zeros for those that received none."""
+    return [g if g is not None else dense_zeros(y) if is_float_value(y) else NoTangent() for g, y in zip(gs, ys)]
 
 
 class _Outputs:
@@ -755,14 +774,6 @@ class _Outputs:
 
     def __init__(self, treedef, leaves):
         self.treedef, self.leaves = treedef, leaves
-
-
-def record(trace, entry, y, slots, values, pullback):
-    """``y``, the output of ``entry``'s rule for arguments ``values`` at tape ``slots``,
-    boxed on ``trace``, with ``pullback`` recorded for backprop."""
-    out = Traced(y, trace)
-    trace.nodes.append((entry, out.slot, slots, values, pullback, None))
-    return out
 
 
 _rrule_table = _rrules.rules
@@ -882,19 +893,30 @@ class _Opened:
         self.treedef, self.slots, self.leaves = treedef, slots, leaves
 
 
-def _open_containers(values, slots, top):
+def _open_containers(values, marks, top):
     """Open the boxes of ``top`` inside container arguments, as a rule expects primal
     values (ChainRules' rrule receives a struct of plain fields). Lists and tuples of a
-    NumPy function's arguments are opened by ``_unbox`` already."""
+    NumPy function's arguments are opened by ``_unbox`` already. The argument's mark
+    becomes an ``_Opened`` of its leaves' slots (reverse), or its tangent as a container
+    of the same structure, ``ZeroTangent()`` for a leaf that carries none (forward), as
+    gradients of containers come back."""
     for i, a in enumerate(values):
-        found = _boxes_inside(a, top) if slots[i] == -1 else None
+        found = _boxes_inside(a, top) if _is_constant(marks[i], top) else None
         if found is None:
             continue
         leaves, treedef = found
-        opened = [v.value if type(v) is Traced and v._trace is top else v for v in leaves]
+        mine = [type(v) is Traced and v._trace is top for v in leaves]
+        opened = [v.value if m else v for v, m in zip(leaves, mine)]
         values[i] = unflatten(treedef, opened)
-        slots[i] = _Opened(treedef, [v.slot if type(v) is Traced and v._trace is top else -1
-                                     for v in leaves], opened)
+        if top.forward:
+            marks[i] = unflatten(treedef, [v.tangent if m else _ZERO for v, m in zip(leaves, mine)])
+        else:
+            marks[i] = _Opened(treedef, [v.slot if m else -1 for v, m in zip(leaves, mine)], opened)
+
+
+def _is_constant(mark, top):
+    """Whether ``mark`` (see ``_unbox``) is that of an argument with no box of ``top``."""
+    return mark is _ZERO if top.forward else type(mark) is int and mark == -1
 
 
 def _boxes_inside(a, top):
@@ -906,21 +928,6 @@ def _boxes_inside(a, top):
     if treedef is LEAF or not any(type(v) is Traced and v._trace is top for v in leaves):
         return None
     return leaves, treedef
-
-
-def _open_containers_forward(values, tangents, top):
-    """``_open_containers`` for forward mode: the rule receives the container with its
-    values, and its tangent as a container of the same structure (``ZeroTangent()``
-    for a leaf that carries none), as gradients of containers come back."""
-    for i, a in enumerate(values):
-        found = _boxes_inside(a, top) if tangents[i] is _ZERO else None
-        if found is None:
-            continue
-        leaves, treedef = found
-        values[i] = unflatten(treedef, [v.value if type(v) is Traced and v._trace is top else v
-                                        for v in leaves])
-        tangents[i] = unflatten(treedef, [v.tangent if type(v) is Traced and v._trace is top else _ZERO
-                                          for v in leaves])
 
 
 def _spread(cot, opened, g, entry, position):
@@ -938,31 +945,14 @@ def _spread(cot, opened, g, entry, position):
             _accumulate(cot, slot, unthunk(part), primal, entry, position)
 
 
-def _lift_callables(args, values, slots, top):
+def _lift_callables(args, values, marks, top):
     """Replace each callable argument carrying ``top``'s traced values by a ``Lifted``
-    callable over the opened values; its slot becomes the tuple of those values' slots,
-    so the rule's tangent for the callable reaches them."""
-    for i, a in enumerate(args):
-        if slots[i] != -1 or not callable(a) or type(a) is Traced:
-            continue
-        state, rebuild = split_callable(a)
-        if rebuild is None:
-            continue
-        leaves, treedef = flatten(state)
-        if not any(type(v) is Traced and v._trace is top for v in leaves):
-            continue
-        opened = [v.value if type(v) is Traced and v._trace is top else v for v in leaves]
-        values[i] = Lifted(opened, _Rebuild(treedef, rebuild))
-        slots[i] = tuple(v.slot if type(v) is Traced and v._trace is top else -1 for v in leaves)
-
-
-def _lift_callables_forward(args, values, tangents, top):
-    """``_lift_callables`` for forward mode: a callable argument carrying ``top``'s traced
-    values becomes a ``Lifted`` callable over the opened values, and its tangent a
-    ``Lifted`` of their tangents (an frule with ``config=True`` passes both on to
+    callable over the opened values. Its mark becomes the tuple of those values' slots
+    (reverse), so the rule's cotangent for the callable reaches them, or a ``Lifted`` of
+    their tangents (forward: an frule with ``config=True`` passes both on to
     ``config.frule_via_ad``; a closure's hidden boxes would reach the rule's own code)."""
     for i, a in enumerate(args):
-        if tangents[i] is not _ZERO or not callable(a) or type(a) is Traced:
+        if not _is_constant(marks[i], top) or not callable(a) or type(a) is Traced:
             continue
         state, rebuild = split_callable(a)
         if rebuild is None:
@@ -971,9 +961,12 @@ def _lift_callables_forward(args, values, tangents, top):
         mine = [type(v) is Traced and v._trace is top for v in leaves]
         if not any(mine):
             continue
-        rebuilt = _Rebuild(treedef, rebuild)
+        rebuilt = Rebuild(treedef, rebuild)
         values[i] = Lifted([v.value if m else v for v, m in zip(leaves, mine)], rebuilt)
-        tangents[i] = Lifted([v.tangent if m else _ZERO for v, m in zip(leaves, mine)], rebuilt)
+        if top.forward:
+            marks[i] = Lifted([v.tangent if m else _ZERO for v, m in zip(leaves, mine)], rebuilt)
+        else:
+            marks[i] = tuple(v.slot if m else -1 for v, m in zip(leaves, mine))
 
 
 def _same_sequence(like, items):
@@ -990,27 +983,14 @@ def dispatch_primitive(f, args, kwargs):
     entry = _rrule_table.get(f) or _frule_table.get(f)
     if entry is not None and entry.kind is SCALAR:
         if kwargs:  # zeta(x, q=q): the partials take every argument by position
-            args, kwargs = bind(f, args, kwargs)
+            args, kwargs = keywords_to_positions(f, args, kwargs)
         if not kwargs and len(args) < len(entry.partials):
-            args = _with_defaults(f, args, len(entry.partials))
+            args = with_defaults(f, args, len(entry.partials))
     if top_trace(args) is None and top_trace(kwargs.values()) is None:
         if _top_inside((*args, *kwargs.values())) is None:
             return f.__adrules_primitive__(*args, **kwargs)
         return apply(f, args, kwargs, containers=True)  # boxes only inside a container
     return apply(f, args, kwargs)
-
-
-def _with_defaults(f, args, n):
-    """``args`` and the defaults of ``f``'s next parameters, up to ``n``: a scalar rule's
-    partials are called with every argument (``leaky(x)`` of ``leaky(x, alpha=0.1)``
-    gives ``d(x, 0.1, y)``)."""
-    try:
-        params = list(inspect.signature(f.__adrules_primitive__).parameters.values())[len(args):n]
-    except (TypeError, ValueError):  # no signature to read
-        return args
-    if len(params) != n - len(args) or any(p.default is p.empty for p in params):
-        return args  # scalar_rule_misfit explains it
-    return (*args, *(p.default for p in params))
 
 
 def _top_inside(args):
@@ -1033,7 +1013,7 @@ STATE.dispatch = dispatch_primitive
 # ---------------------------------------------------------------------------
 
 def _accumulate(cot, slot, g, primal, entry, position):
-    if type(g) in _F64_SCALARS and type(primal) in _F64_SCALARS:
+    if type(g) in F64_SCALARS and type(primal) in F64_SCALARS:
         pass  # float64 numbers: projection would return g as it is
     elif not (type(g) is _ndarray and type(primal) is _ndarray and g.shape == primal.shape
               and g.dtype == primal.dtype):  # the common case needs no projection
@@ -1060,7 +1040,7 @@ def _accumulate(cot, slot, g, primal, entry, position):
 
 
 _ndarray = np.ndarray
-_F64_SCALARS = frozenset((float, np.float64))
+F64_SCALARS = frozenset((float, np.float64))
 
 
 _BIG = 1 << 12  # elements: below this, allocation is cheaper than the checks
@@ -1100,14 +1080,14 @@ def backprop(trace, seeds, consume=True):
     """
     cot = [None] * trace.n_slots
     for slot, g in seeds:
-        if g is not None and not isinstance(g, _AbstractZero):  # is_zero, inlined
+        if g is not None and not isinstance(g, AbstractZero):  # is_zero, inlined
             cot[slot] = g if cot[slot] is None else cot[slot] + g
     nodes = trace.nodes
     order = (nodes.pop() for _ in range(len(nodes))) if consume else reversed(nodes)
-    stop = _abandon_watcher()  # this task's, as Trace.stop (the tape may be another task's)
+    stop = STATE.stop_test()  # this task's, as Trace.stop (the tape may be another task's)
     for entry, out, slots, values, pullback, y in order:
         if stop is not None and stop():
-            raise Abandoned()
+            raise STATE.Abandoned()
         if type(out) is int:
             g = cot[out]
             if g is None:
@@ -1119,9 +1099,9 @@ def backprop(trace, seeds, consume=True):
             if all(x is None for x in gs):
                 continue
             if type(y) is _Outputs:
-                g = unflatten(y.treedef, [_zeros_like(yi) if x is None else x for x, yi in zip(gs, y.leaves)])
+                g = unflatten(y.treedef, _filled(gs, y.leaves))
             else:
-                g = _same_sequence(y, [_zeros_like(yi) if x is None else x for x, yi in zip(gs, y)])
+                g = _same_sequence(y, _filled(gs, y))
         if entry.kind is SCALAR:
             partials = entry.partials
             try:
@@ -1138,8 +1118,8 @@ def backprop(trace, seeds, consume=True):
                             gi = g * d(*values, y)
                         v = values[i]
                         old = cot[slot]
-                        if type(gi) in _F64_SCALARS and type(v) in _F64_SCALARS and (
-                                old is None or type(old) in _F64_SCALARS):
+                        if type(gi) in F64_SCALARS and type(v) in F64_SCALARS and (
+                                old is None or type(old) in F64_SCALARS):
                             cot[slot] = gi if old is None else old + gi  # _accumulate's float case
                         elif old is None and type(gi) is _ndarray and type(v) is _ndarray and (
                                 gi.shape == v.shape and gi.dtype == v.dtype):
@@ -1173,7 +1153,7 @@ def backprop(trace, seeds, consume=True):
             if type(slot) is int:
                 if slot >= 0:
                     gi = grads[i + 1]
-                    if cot[slot] is None and type(gi) in _F64_SCALARS and type(values[i]) in _F64_SCALARS:
+                    if cot[slot] is None and type(gi) in F64_SCALARS and type(values[i]) in F64_SCALARS:
                         cot[slot] = gi  # _accumulate's float case, without its call
                     else:
                         _accumulate(cot, slot, unthunk(gi), values[i], entry, i)
@@ -1193,10 +1173,6 @@ def backprop(trace, seeds, consume=True):
 _RULE_CALLS = frozenset((backprop.__code__, call_rrule.__code__, call_frule.__code__))
 
 
-def _zeros_like(y):
-    return np.zeros_like(y) if is_float_value(y) else NoTangent()
-
-
 # ---------------------------------------------------------------------------
 # forward pass
 # ---------------------------------------------------------------------------
@@ -1210,8 +1186,8 @@ def _apply_forward(f, args, kwargs, top, numpy_call=False):
         _lists_as_arrays(f, values, tangents, reverse=False)
     if entry.kind is not SCALAR and entry.kind is not NONDIFF:
         if entry.config:  # as in reverse mode: functions it receives may carry traced state
-            _lift_callables_forward(args, values, tangents, top)
-        _open_containers_forward(values, tangents, top)
+            _lift_callables(args, values, tangents, top)
+        _open_containers(values, tangents, top)
     if entry.kind is SCALAR:  # the hot path: registry.scalar_frule, inlined
         y = f(*values, **kwargs)
         dy = _ZERO
@@ -1229,11 +1205,9 @@ def _apply_forward(f, args, kwargs, top, numpy_call=False):
         return _box_forward(y, dy, top)
     out = call_frule(entry, top.config, (NoTangent(), *tangents), f, values, kwargs)
     if type(out) is not tuple or len(out) != 2:
-        got = f"{len(out)} values" if type(out) is tuple else f"a {type(out).__name__}"
-        raise TracerError(f"the frule of {entry.name} returned {got}; it must return the pair "
-                          f"(y, ẏ): the output and its tangent.")
+        raise frule_misfit(entry, out)
     y, dy = out
-    if type(y) in (tuple, list) and y and isinstance(y[0], (NoTangent, _AbstractZero)) \
+    if type(y) in (tuple, list) and y and isinstance(y[0], (NoTangent, AbstractZero)) \
             and not entry.name.startswith("adrules."):
         # def g_frule(x, dx): it received the tangents as x, and returned them as its output
         raise TracerError(f"the frule of {entry.name} returned an output holding {type(y[0]).__name__}"

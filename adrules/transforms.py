@@ -17,7 +17,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from .api import _check_callable, _Name, _pullback, _value_and_gradient, refuse_underivable
+from .api import DerivativeName, check_callable, named_pullback, named_value_and_gradient, refuse_underivable
 from .pytrees import flatten, unflatten
 from .tracer import Traced, TracerError, top_trace
 
@@ -94,10 +94,10 @@ class _Partial:
 
 
 def _prepare(api: str, f: Callable[..., Any], argnums: int | tuple[int, ...], has_aux: bool,
-             args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[_Partial, tuple[Any, ...], _Name]:
+             args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[_Partial, tuple[Any, ...], DerivativeName]:
     positions = _positions(api, argnums, len(args))
     moving = tuple(args[i] for i in positions)
-    fname = _Name(api, f)
+    fname = DerivativeName(api, f)
 
     def leave_out(i: int) -> str | None:
         name = getattr(f, "__name__", "f")
@@ -141,13 +141,13 @@ def value_and_grad(f: Callable[..., Any], argnums: int | Sequence[int] = 0, has_
     >>> value, n, g
     (np.float64(6.0), 3, array([3., 3.]))
     """
-    _check_callable("value_and_grad", f, "f")
+    check_callable("value_and_grad", f, "f")
     nums = _argnums("value_and_grad", argnums, argnum)
     _check_has_aux("value_and_grad", has_aux)
 
     def value_and_grad_f(*args: Any, **kwargs: Any) -> Any:
         partial, moving, fname = _prepare("value_and_grad", f, nums, has_aux, args, kwargs)
-        value, grads = _value_and_gradient(fname, partial, moving)
+        value, grads = named_value_and_gradient(fname, partial, moving)
         g = grads[0] if isinstance(nums, int) else grads
         return ((value, partial.aux), g) if has_aux else (value, g)
 
@@ -175,13 +175,13 @@ def grad(f: Callable[..., Any], argnums: int | Sequence[int] = 0, has_aux: bool 
     >>> ad.grad(ad.grad(lambda t: t ** 3))(2.0)  # derivatives of derivatives
     12.0
     """
-    _check_callable("grad", f, "f")
+    check_callable("grad", f, "f")
     nums = _argnums("grad", argnums, argnum)
     _check_has_aux("grad", has_aux)
 
     def grad_f(*args: Any, **kwargs: Any) -> Any:
         partial, moving, fname = _prepare("grad", f, nums, has_aux, args, kwargs)
-        grads = _value_and_gradient(fname, partial, moving)[1]
+        grads = named_value_and_gradient(fname, partial, moving)[1]
         g = grads[0] if isinstance(nums, int) else grads
         return (g, partial.aux) if has_aux else g
 
@@ -197,12 +197,12 @@ def elementwise_grad(f: Callable[..., Any], argnum: int | Sequence[int] = 0) -> 
     >>> ad.elementwise_grad(np.sin)(np.array([0.0, np.pi]))
     array([ 1., -1.])
     """
-    _check_callable("elementwise_grad", f, "f")
+    check_callable("elementwise_grad", f, "f")
     nums = _argnums("elementwise_grad", argnum, None)
 
     def elementwise_grad_f(*args: Any, **kwargs: Any) -> Any:
         partial, moving, fname = _prepare("elementwise_grad", f, nums, False, args, kwargs)
-        y, back = _pullback(fname, partial, moving)
+        y, back = named_pullback(fname, partial, moving)
         if type(y) is not Traced and not isinstance(y, (float, np.ndarray, np.floating)):
             raise TracerError(f"{fname}: f returned a {type(y).__name__}; elementwise_grad takes a function "
                               f"returning a float array or number (adrules.pullback takes any output).")

@@ -78,7 +78,7 @@ def _pickled_error(exc: BaseException) -> bytes:
     try:
         return cloudpickle.dumps((exc, text), protocol=5)
     except Exception as why:  # _remote._run stands in for what it raises; this is the rest
-        return cloudpickle.dumps((_remote._stand_in(exc, f"{type(why).__name__}: {why}"), text))
+        return cloudpickle.dumps((_remote.stand_in(exc, f"{type(why).__name__}: {why}"), text))
 
 
 def _send_raw(conn: Connection, buffer: Any) -> None:

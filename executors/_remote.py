@@ -311,10 +311,10 @@ def _run(index, item_data, fn_blob, shared_blobs, chunk_size, backend, flag=None
     except _abandon.Abandoned:  # the map raised meanwhile: nobody reads this
         return None
     except Exception as exc:
-        reason = _unsendable(exc)
+        reason = why_unsendable(exc)
         if reason is None:
             raise
-        failure: Exception = _stand_in(exc, reason)
+        failure: Exception = stand_in(exc, reason)
     except SystemExit as exc:
         if backend != "dask":  # loky sends it back as it is
             raise
@@ -367,7 +367,7 @@ def _with_notes(exit, notes):
     return exit
 
 
-def _stand_in(exc, reason):
+def stand_in(exc, reason):
     """A RemoteError for ``exc``, which cannot be pickled: its notes (the element that
     raised) and its plain attributes (an error code) go with it."""
     err = RemoteError(f"{type(exc).__module__}.{type(exc).__qualname__}", str(exc), reason)
@@ -378,7 +378,7 @@ def _stand_in(exc, reason):
     return err
 
 
-def _unsendable(exc):
+def why_unsendable(exc):
     """None if ``exc`` survives a pickle round trip, else the reason it does not."""
     import cloudpickle
 

@@ -189,7 +189,7 @@ class Executor:
         results = InOrder(len(items), on_result)
         with user_frames():
             if _context.in_worker():
-                _map_inline(fn, items, shared, on_done, self.name, results)
+                map_inline(fn, items, shared, on_done, self.name, results)
             else:
                 self._map(fn, items, shared, on_done, results)
         if results.drew_global_random:
@@ -345,8 +345,8 @@ class as_worker:
         _context.unmark_worker(self._tokens.pop())
 
 
-def _map_inline(fn: Callable[..., Any], items: list[Any], shared: tuple[Any, ...],
-                on_done: Callable[[int], object] | None, name: str, results: InOrder) -> None:
+def map_inline(fn: Callable[..., Any], items: list[Any], shared: tuple[Any, ...],
+               on_done: Callable[[int], object] | None, name: str, results: InOrder) -> None:
     """Run the map in this thread as worker context."""
     with as_worker():
         for i, item in enumerate(items):

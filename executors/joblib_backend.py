@@ -146,12 +146,12 @@ class _Task:
             annotate(exc, index, self.n, "joblib")
             if os.getpid() == self.origin_pid:
                 raise
-            from ._remote import _stand_in, _unsendable
+            from ._remote import stand_in, why_unsendable
 
-            reason = _unsendable(exc)
+            reason = why_unsendable(exc)
             if reason is None:
                 raise
-            unsendable = _stand_in(exc, reason)  # with exc's notes, this item's among them
+            unsendable = stand_in(exc, reason)  # with exc's notes, this item's among them
         except SystemExit as exc:  # sent back as it is, named as other errors are
             annotate(exc, index, self.n, "joblib")
             raise

@@ -31,7 +31,7 @@ from typing import Any, Iterable
 from . import _abandon, _context, _lane, _remote, _shm
 from ._blas import PIN_ENV, blas_pinned
 from ._futures import collect
-from .base import Executor, WorkerError, _map_inline, annotate, check_positive_int, usable_cpu_count
+from .base import Executor, WorkerError, annotate, check_positive_int, map_inline, usable_cpu_count
 
 __all__ = ["SerialExecutor", "ThreadExecutor", "ProcessExecutor"]
 
@@ -62,7 +62,7 @@ class SerialExecutor(Executor):
     shares_memory = True
 
     def _map(self, fn, items, shared, on_done, results):
-        _map_inline(fn, items, shared, on_done, self.name, results)
+        map_inline(fn, items, shared, on_done, self.name, results)
 
     def overhead(self) -> tuple[float, float, float]:
         return (0.0, 0.0, 0.0)

@@ -771,7 +771,7 @@ def test_a_mistake_that_passed_silently_is_named(call, error, message):
     finally:
         ad.rrule.rules.pop(_doubled, None)
         ad.frule.rules.pop(_doubled, None)
-        ad.pytrees._NODES.pop(_Affine, None)
+        ad.pytrees.REGISTERED_NODES.pop(_Affine, None)
 
 
 def test_projecting_onto_none_or_a_string_gives_no_tangent():

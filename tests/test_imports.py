@@ -25,9 +25,9 @@ LAYERS = {
     ],
     "adrules": [
         ["adrules._state", "adrules.tangents", "adrules.pytrees", "adrules.unsupported"],
-        ["adrules.projection", "adrules.callables"],
+        ["adrules.projection", "adrules.callables", "adrules.keywords"],
         ["adrules.registry"],
-        ["adrules.ops"],
+        ["adrules.ops", "adrules.worker_rules"],
         ["adrules.tracer"],
         ["adrules.api"],
         ["adrules.testing", "adrules.schedule", "adrules.to_workers", "adrules.chunks", "adrules.transforms"],
@@ -140,6 +140,55 @@ def test_imports_point_down_the_layers(package):
 def test_executors_knows_nothing_of_adrules():
     for path in (ROOT / "executors").rglob("*.py"):
         assert not imports_of(path, "adrules"), f"{path.name} imports adrules"
+
+
+def private_names_imported(path):
+    """``from M import _name`` statements of the file at ``path`` where M is a module of either
+    package and ``_name`` is not itself a module: another module's private name."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if not isinstance(node, ast.ImportFrom):
+            continue
+        if node.level:
+            name = module_name(path)
+            here = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
+            base = here[:len(here) - (node.level - 1)] + (node.module.split(".") if node.module else [])
+        else:
+            base = node.module.split(".")
+        if base[0] not in PACKAGES:
+            continue
+        folder = ROOT.joinpath(*base)
+        for alias in node.names:
+            private = alias.name.startswith("_") and not alias.name.startswith("__")
+            is_module = (folder / f"{alias.name}.py").exists() or (folder / alias.name).is_dir()
+            if private and not is_module:
+                found.append(f"{module_name(path)} line {node.lineno}: from {'.' * node.level}"
+                             f"{node.module or ''} import {alias.name}")
+    return found
+
+
+@pytest.mark.parametrize("package", PACKAGES)
+def test_no_module_imports_another_modules_private_names(package):
+    """A name shared between modules is public in the module that owns it; importing a
+    private module (``from . import _state``) is fine, a private name of one is not."""
+    found = [line for path in sorted((ROOT / package).rglob("*.py")) for line in private_names_imported(path)]
+    assert not found, "private names imported across modules:\n  " + "\n  ".join(found)
+
+
+def test_the_private_import_checker_tells_names_from_modules(tmp_path):
+    pkg = tmp_path / "adrules"
+    (pkg / "rules").mkdir(parents=True)
+    (pkg / "_state.py").write_text("")
+    mod = pkg / "rules" / "sub.py"
+    mod.write_text("from .. import _state\nfrom ..api import _Name, public\nfrom numpy import _core\n"
+                   "def f():\n    from adrules.tracer import _hidden\n")
+    global ROOT
+    saved, ROOT = ROOT, tmp_path
+    try:
+        assert private_names_imported(mod) == ["adrules.rules.sub line 2: from ..api import _Name",
+                                               "adrules.rules.sub line 5: from adrules.tracer import _hidden"]
+    finally:
+        ROOT = saved
 
 
 def test_the_checker_finds_circles_and_lazy_imports(tmp_path):

@@ -217,3 +217,55 @@ def test_direct_rule_calls_bind_keywords():
 def test_traced_keyword_only_argument_names_function_and_fix():
     with pytest.raises(TypeError, match=r"numpy\.concatenate: keyword argument 'dtype'.*positional"):
         ad.gradient(lambda v: np.sum(np.concatenate([v], dtype=v)), X)
+
+
+def _documented(name, line):
+    """A stand-in for a NumPy C function with no introspectable signature."""
+    class CFunction:
+        __module__ = "numpy"
+        __signature__ = "none to read"  # inspect.signature raises, as for a C function
+
+        def __call__(self, *args, **kwargs):
+            raise AssertionError("only its signature is read")
+
+    f = CFunction()
+    f.__name__, f.__doc__ = name, f"{line}\n\n    Some description.\n"
+    return f
+
+
+def test_signature_read_from_a_numpy_docstring_without_running_it():
+    from adrules.keywords import documented_parameters, keywords_to_positions
+
+    f = _documented("bincount", "bincount(x, /, weights=None, minlength=0)")
+    assert keywords_to_positions(f, ("x",), {"minlength": 3}) == (("x", None, 3), {})
+    g = _documented("fromstring", "fromstring(string, dtype=float, count=-1, *, sep, like=None)")
+    params = documented_parameters(g)
+    assert [(p.name, p.kind.name, p.default) for p in params] == [
+        ("string", "POSITIONAL_OR_KEYWORD", inspect.Parameter.empty), ("dtype", "POSITIONAL_OR_KEYWORD", float),
+        ("count", "POSITIONAL_OR_KEYWORD", -1), ("sep", "KEYWORD_ONLY", inspect.Parameter.empty),
+        ("like", "KEYWORD_ONLY", None)]
+    assert keywords_to_positions(g, ("s",), {"count": 2, "sep": ","}) == (("s", float, 2), {"sep": ","})
+
+
+@pytest.mark.parametrize("line", [
+    "evil(x, y=__import__('os').system('exit 1'))",  # a call: read as text, never run
+    "evil(x, y=<no value>)",  # not Python at all
+    "evil(x, y=somewhere.else_)",  # a name that is neither a builtin nor NumPy's
+])
+def test_a_docstring_signature_that_is_not_constants_is_not_used(line):
+    from adrules.keywords import documented_parameters, keywords_to_positions
+
+    f = _documented("evil", line)
+    assert documented_parameters(f) is None
+    assert keywords_to_positions(f, (1.0,), {"y": 2.0}) == ((1.0,), {"y": 2.0})
+
+
+def test_a_scalar_rules_partials_get_the_defaults_of_positional_only_parameters():
+    @ad.primitive
+    def scaled_square(x, a=3.0, /):
+        return a * x * x
+
+    ad.scalar_rule(scaled_square, lambda x, a, y: 2.0 * a * x, lambda x, a, y: x * x)
+    x = np.array([0.5, -2.0])
+    np.testing.assert_allclose(ad.gradient(lambda v: np.sum(scaled_square(v)), x)[0], 6.0 * x)
+    np.testing.assert_allclose(ad.jvp(scaled_square, (x,), (np.ones(2),))[1], 6.0 * x)

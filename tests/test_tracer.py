@@ -1036,3 +1036,30 @@ def test_in_place_keeps_the_shape_and_dtype_as_numpy_does():
 def test_a_power_of_a_list_of_traced_numbers():
     # x ** [a[0], 2.0] went to the general path, which cannot take a list holding boxes
     ad.testing.check_grads(lambda a: np.sum(a ** [a[0], 1.0, 2.0]), np.array([0.3, 0.6, 0.9]), order=2)
+
+
+def test_a_trace_in_an_abandoned_task_stops_at_its_next_operation():
+    """The executors' cancel flag reaches the tracer (through adrules._state): a chunk whose
+    map has raised stops instead of running on; outside such a task nothing changes."""
+    import contextvars
+
+    from executors import _abandon
+
+    flag = _abandon.ThreadFlag()
+    task = contextvars.copy_context()
+    task.run(_abandon.enter, flag)
+    operations = []
+
+    def f(x):
+        for _ in range(5):
+            x = np.sin(x) * 1.5
+            operations.append(x)
+            if len(operations) == 2:
+                flag.set()  # the map raised elsewhere meanwhile
+        return x
+
+    with pytest.raises(_abandon.Abandoned):
+        task.run(ad.gradient, f, 0.3)
+    assert len(operations) == 2
+    (g,) = ad.gradient(lambda x: np.sin(x) * 1.5, 0.3)  # this thread's context: no task
+    assert g == pytest.approx(1.5 * np.cos(0.3))

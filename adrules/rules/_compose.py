@@ -14,7 +14,7 @@ as above) or None to hand the call to the rule registered before.
 on the traced arguments, recording its NumPy calls on the caller's own tape: for
 functions that call the user's functions (``np.piecewise``), whose closures may hold
 traced values that a rule, run on unboxed arguments inside a tape of its own, would not
-see. ``np.block`` is done this way too (``tracer._COMPOSED``).
+see. ``np.block`` is done this way too (``tracer.COMPOSED``).
 
 Besides that table, only the public registration API is used here (``api``,
 ``registry``, ``tangents``).
@@ -25,7 +25,7 @@ import numpy as np
 from ..api import frule_via_ad, rrule_via_ad
 from ..registry import frule, primitive, rrule
 from ..tangents import NoTangent
-from ..tracer import _COMPOSED
+from ..tracer import COMPOSED
 
 
 def _short_name(f):
@@ -73,7 +73,7 @@ def _traced_rrule(name, implementation, args, kwargs):
             slots[i + 1] = gi
         return tuple(slots)
 
-    composite_pullback.__name__ = composite_pullback.__qualname__ = f"{name}_pullback"
+    composite_pullback.__name__ = composite_pullback.__qualname__ = f"{name}named_pullback"
     return y, composite_pullback
 
 
@@ -158,4 +158,4 @@ def composed(f, implementation):
     array([[1., 1.],
            [1., 1.]])
     """
-    _COMPOSED[f] = implementation
+    COMPOSED[f] = implementation

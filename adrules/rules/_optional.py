@@ -12,7 +12,7 @@ import importlib.util
 import sys
 
 
-def _installed(package):
+def is_installed(package):
     try:
         return importlib.util.find_spec(package) is not None
     except (ImportError, ValueError):  # ValueError: sys.modules[package] is None (blocked)
@@ -50,5 +50,5 @@ def load_with(package, *rules_modules):
 
     if package in sys.modules:
         load()
-    elif _installed(package.partition(".")[0]):
+    elif is_installed(package.partition(".")[0]):
         sys.meta_path.insert(0, _LoadAfter(package, load))

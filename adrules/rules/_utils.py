@@ -73,14 +73,6 @@ def tangent_at(tangents, i):
     return tangents[i + 1] if i + 1 < len(tangents) else ZeroTangent()
 
 
-def dense(dx, x):
-    """``dx``, or zeros shaped like ``x`` when ``dx`` is a zero tangent (constant list entries)."""
-    if not is_zero(dx):
-        return dx
-    x = np.asarray(x) if type(x) in (list, tuple) else x  # np.concatenate([[0.0], x]): a piece as a list
-    return np.zeros(np.shape(x), dtype=np.result_type(x, 1.0))
-
-
 def normalize_axes(axis, ndim):
     """``axis`` (None, an int or a sequence, negatives allowed) as a sorted tuple of axes."""
     if axis is None:

@@ -13,7 +13,7 @@ from .. import ops
 from ..registry import ONE, frule, non_differentiable, rrule, scalar_rule
 from ..tangents import NoTangent, ZeroTangent, is_zero
 from ._compose import composite_rule
-from ._optional import _installed
+from ._optional import is_installed
 from ._utils import numpy_frule, numpy_rrule
 
 
@@ -54,7 +54,7 @@ def _i0_partial(x, y):
     return i1(x)
 
 
-if _installed("scipy"):
+if is_installed("scipy"):
     scalar_rule(np.i0, _i0_partial)
 
 # ---- parts of a (real) number ----------------------------------------------------------

@@ -21,7 +21,8 @@ import numpy as np
 
 from ..tangents import NoTangent, ZeroTangent, is_zero
 from ._compose import composed
-from ._utils import dense, numpy_frule, numpy_rrule, tangent_at
+from ..tangents import dense
+from ._utils import numpy_frule, numpy_rrule, tangent_at
 from .indexing import scatter_add
 
 

@@ -94,7 +94,7 @@ def _take_index(shape, indices, axis, mode):
     return (slice(None),) * (axis % len(shape)) + (indices,)
 
 
-def _along_axis_index(shape, indices, axis):
+def along_axis_index(shape, indices, axis):
     """The index with ``x[index] == np.take_along_axis(x, indices, axis)``: the other axes
     are broadcast ranges, so the gather keeps the layout of ``indices``."""
     if axis is None:
@@ -154,7 +154,7 @@ def bincount_frule(tangents, x, weights=None, minlength=0):
 
 @numpy_rrule(np.take_along_axis)
 def take_along_axis_rrule(arr, indices, axis=-1):
-    shape, index = np.shape(arr), _along_axis_index(np.shape(arr), indices, axis)
+    shape, index = np.shape(arr), along_axis_index(np.shape(arr), indices, axis)
 
     def take_along_axis_pullback(g):
         return NoTangent(), scatter_add(shape, index, g)
@@ -172,7 +172,7 @@ def take_along_axis_frule(tangents, arr, indices, axis=-1):
 def _sort_index(a, axis):
     """The index with ``a[index] == np.sort(a, axis)`` (stable, so ties keep their order)."""
     order = np.argsort(a, axis=axis, kind="stable")
-    return _along_axis_index(np.shape(a), order, axis)
+    return along_axis_index(np.shape(a), order, axis)
 
 
 @numpy_rrule(np.sort)

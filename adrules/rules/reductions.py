@@ -15,19 +15,19 @@ stays float32.
 import numpy as np
 
 from ..tangents import NoTangent, ZeroTangent, is_zero
-from ._utils import numpy_frule, normalize_axes, numpy_rrule, tangent_at
-from .indexing import _along_axis_index, scatter_add
+from ._utils import normalize_axes, numpy_frule, numpy_rrule, tangent_at
+from .indexing import along_axis_index, scatter_add
 
 _EXACT_ZEROS = 2  # zeros per group split off exactly in prod/cumprod rules; see _product_of_others
 
 
-def _expand(g, x, axis, keepdims):
+def _broadcast_back(g, x, axis, keepdims):
     """Cotangent ``g`` of a reduction of ``x`` over ``axis``, spread back to ``x``'s shape."""
     return _expand_to(g, np.shape(x), axis, keepdims)
 
 
 def _expand_to(g, shape, axis, keepdims):
-    """``_expand`` from the reduced array's shape alone: a pullback that needs nothing else
+    """``_broadcast_back`` from the reduced array's shape alone: a pullback that needs nothing else
     of its input keeps only the shape, so the input can be freed after the forward pass."""
     if not keepdims and axis is not None:
         g = np.expand_dims(g, normalize_axes(axis, len(shape)))
@@ -193,7 +193,7 @@ def add_reduce_frule(tangents, array, axis=0, dtype=None, out=None, keepdims=Fal
 @numpy_rrule(np.nansum)
 def nansum_rrule(a, axis=None, dtype=None, out=None, keepdims=False, **kwargs):
     def nansum_pullback(g):
-        dx = np.where(np.isnan(a), 0.0, _expand(g, a, axis, keepdims))
+        dx = np.where(np.isnan(a), 0.0, _broadcast_back(g, a, axis, keepdims))
         return NoTangent(), _masked(dx, kwargs.get("where", True))
 
     return np.nansum(a, axis, dtype, keepdims=keepdims, **kwargs), nansum_pullback
@@ -232,7 +232,7 @@ def nanmean_rrule(a, axis=None, dtype=None, out=None, keepdims=False, **kwargs):
 
     def nanmean_pullback(g):
         share = present / np.sum(present, normalize_axes(axis, np.ndim(a)), keepdims=True)
-        return NoTangent(), _expand(g, a, axis, keepdims) * share.astype(np.result_type(a))
+        return NoTangent(), _broadcast_back(g, a, axis, keepdims) * share.astype(np.result_type(a))
 
     return np.nanmean(a, axis, dtype, keepdims=keepdims), nanmean_pullback
 
@@ -251,7 +251,7 @@ def average_rrule(a, axis=None, weights=None, returned=False, **kwargs):
     if weights is None:
         def average_pullback(g):
             g = g[0] if returned else g
-            return NoTangent(), _expand(g, a, axis, keepdims) / _count(a, axis)
+            return NoTangent(), _broadcast_back(g, a, axis, keepdims) / _count(a, axis)
 
         return y, average_pullback
     w, weights_cotangent = _weights_along(weights, a, axis)
@@ -261,8 +261,8 @@ def average_rrule(a, axis=None, weights=None, returned=False, **kwargs):
         g_avg, g_total = g if returned else (g, ZeroTangent())
         total = np.sum(w * np.ones_like(a), axes, keepdims=True)
         avg = np.sum(a * w, axes, keepdims=True) / total
-        g_avg = _expand(g_avg, a, axis, keepdims) / total
-        dw = g_avg * (a - avg) + (0.0 if is_zero(g_total) else _expand(g_total, a, axis, keepdims))
+        g_avg = _broadcast_back(g_avg, a, axis, keepdims) / total
+        dw = g_avg * (a - avg) + (0.0 if is_zero(g_total) else _broadcast_back(g_total, a, axis, keepdims))
         return NoTangent(), g_avg * w, NoTangent(), weights_cotangent(dw)
 
     return y, weighted_average_pullback
@@ -300,7 +300,7 @@ def var_rrule(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, **kwar
     where, dof = kwargs.get("where", True), kwargs.get("correction", ddof)
 
     def var_pullback(g):
-        dx = _masked(_expand(g, a, axis, keepdims) * _center(a, axis, kwargs), where)
+        dx = _masked(_broadcast_back(g, a, axis, keepdims) * _center(a, axis, kwargs), where)
         return NoTangent(), dx * (2.0 / (_count(a, axis, where) - dof))
 
     return np.var(a, axis, dtype, ddof=ddof, keepdims=keepdims, **kwargs), var_pullback
@@ -328,7 +328,7 @@ def std_rrule(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, **kwar
     y = np.std(a, axis, dtype, ddof=ddof, keepdims=keepdims, **kwargs)
 
     def std_pullback(g):
-        dx = _masked(_expand(g * _inverse_or_zero(y), a, axis, keepdims) * _center(a, axis, kwargs), where)
+        dx = _masked(_broadcast_back(g * _inverse_or_zero(y), a, axis, keepdims) * _center(a, axis, kwargs), where)
         return NoTangent(), dx / (_count(a, axis, where) - dof)
 
     return y, std_pullback
@@ -354,7 +354,7 @@ def prod_rrule(a, axis=None, dtype=None, out=None, keepdims=False, **kwargs):
     def prod_pullback(g):
         x, initial = _prod_factors(a, kwargs)
         others = _product_of_others(x, normalize_axes(axis, np.ndim(a))) * initial
-        return NoTangent(), _masked(_expand(g, a, axis, keepdims) * others, kwargs.get("where", True))
+        return NoTangent(), _masked(_broadcast_back(g, a, axis, keepdims) * others, kwargs.get("where", True))
 
     return np.prod(a, axis, dtype, keepdims=keepdims, **kwargs), prod_pullback
 
@@ -385,7 +385,7 @@ def _register_extremum(f, *keys, default_axis=None):
 
         def extremum_pullback(g):
             share = _extremum_share(a, y, axis, keepdims, kwargs.get("where", True))
-            return NoTangent(), _expand(g, a, axis, keepdims) * share
+            return NoTangent(), _broadcast_back(g, a, axis, keepdims) * share
 
         return y, extremum_pullback
 
@@ -464,7 +464,7 @@ def _register_logaddexp_reduce(ufunc, exp):
 
         def logaddexp_reduce_pullback(g):
             share = exp(array - _kept(y, array, axis, keepdims))  # in (0, 1]: no overflow
-            return NoTangent(), _masked(_expand(g, array, axis, keepdims) * share, kwargs.get("where", True))
+            return NoTangent(), _masked(_broadcast_back(g, array, axis, keepdims) * share, kwargs.get("where", True))
 
         return y, logaddexp_reduce_pullback
 
@@ -498,7 +498,7 @@ def _register_running_extremum(ufunc):
     @numpy_rrule(ufunc.accumulate)
     def running_extremum_rrule(array, axis=0, dtype=None, out=None):
         y = ufunc.accumulate(array, axis, dtype)
-        shape, index = np.shape(array), _along_axis_index(np.shape(array), _running_pick(array, y, axis), axis)
+        shape, index = np.shape(array), along_axis_index(np.shape(array), _running_pick(array, y, axis), axis)
 
         def running_extremum_pullback(g):
             return NoTangent(), scatter_add(shape, index, g)

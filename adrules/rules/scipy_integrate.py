@@ -33,7 +33,7 @@ from ..pytrees import flatten, unflatten
 from ..registry import frule, rrule
 from ..tangents import NoTangent, ZeroTangent, is_float_value, is_zero
 from ._scipy_entry import replace_function
-from ._utils import dense
+from ..tangents import dense
 
 odeint = replace_function(si, "odeint")
 _SIGNATURE = inspect.signature(odeint)

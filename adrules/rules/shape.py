@@ -14,7 +14,8 @@ import numpy as np
 from ..projection import unbroadcast
 from ..registry import primitive
 from ..tangents import NoTangent
-from ._utils import dense, numpy_frule, numpy_rrule
+from ..tangents import dense
+from ._utils import numpy_frule, numpy_rrule
 
 
 def _split_sizes(g, sizes, axis):
