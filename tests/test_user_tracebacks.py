@@ -103,9 +103,12 @@ def test_the_element_named_is_the_one_whose_f_raised(tmp_path, backend):
     _, out = run(tmp_path, FAILING, backend)
     err = out.stderr
     said = set(re.findall(r"boom at element (\d+)", err))
+    assert len(said) == 1, err
+    if sys.version_info < (3, 11):
+        return  # the notes are kept in __notes__, which Python 3.10 does not print
     noted = set(re.findall(r"raised by f at element (\d+)", err))
     chunk = set(re.findall(r"raised by chunk (\d+) of 3", err))
-    assert len(said) == 1 and said == noted == chunk, err
+    assert said == noted == chunk, err
 
 
 PROGRESS = textwrap.dedent('''
