@@ -102,7 +102,7 @@ def _receive(conn: Connection) -> Any:
     buffers = []
     for size in sizes:
         buffer = np.empty(size, np.uint8)
-        view, got = memoryview(buffer), 0
+        view, got = buffer.data, 0
         while got < size:
             n = os.readv(conn.fileno(), [view[got:]])
             if not n:

@@ -392,7 +392,7 @@ def why_unsendable(exc):
 def load_result(data: bytes | tuple, index: int, backend: str) -> Any:
     """Unpickle a result in the parent; a failure names the item."""
     try:
-        if type(data) is tuple:
+        if isinstance(data, tuple):
             header, buffers = data
             return pickle.loads(header, buffers=buffers)
         return pickle.loads(data)
