@@ -4,8 +4,7 @@
 ``RandomState`` per process. Each worker process has its own, seeded differently, and
 which tasks a worker runs, in which order, depends on timing: what a function mapped on
 workers draws from it differs from run to run and from backend to backend. A worker
-compares that state before and after each task (two copies of its 2.5 kB, about a
-microsecond)::
+compares that state before and after each task (two copies of its MT19937 state)::
 
     key and pos unchanged           nothing drawn
     key unchanged, pos moved        drew from the state it found          -> warn
@@ -31,8 +30,8 @@ __all__ = ["GlobalRandomWarning", "Watch", "drew", "warn_once"]
 
 _KEY_BYTES = 624 * 4  # MT19937's key: 624 uint32, followed by int pos (numpy/random/src/mt19937)
 _STATE_BYTES = _KEY_BYTES + 4
-#: refills of the key followed from the state found before calling it seeded (~3 µs each):
-#: a task drawing more than ~1.3 million 32-bit words without seeding is not noticed
+#: refills of the key followed from the state found before calling it seeded: a task
+#: drawing more than MAX_REFILLS * 624 32-bit words without seeding is not noticed
 MAX_REFILLS = 2048
 
 
@@ -88,7 +87,7 @@ _verdicts: dict[Any, bool] = {}  # a function's, once a refill had to be followe
 
 def drew(watch: Watch | None, fn_key: Any) -> bool:
     """``watch.drew()`` for a task of the function ``fn_key`` names (a content hash): once
-    following refills was needed to answer for it (milliseconds), the answer stands for
+    following refills was needed to answer for it (the slow case), the answer stands for
     its later tasks in this process (``fn_key`` None: no such memory).
 
     >>> drew(None, "f")
