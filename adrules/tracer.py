@@ -681,7 +681,8 @@ def _no_rule(f, mode):
 def apply(f, args, kwargs, sequences=False, containers=False):
     """Call primitive ``f`` on arguments that may be traced; record it on the innermost trace.
 
-    ``sequences``: look for traced values inside list and tuple arguments too
+    Finds that trace, opens its boxes and looks ``f``'s rule up, then hands over to
+    ``record``. ``sequences``: look for traced values inside list and tuple arguments too
     (``np.stack([x, y])``); ufuncs and operators take none. ``containers``: the only
     traced values are inside containers (a user primitive's dataclass argument).
     """
@@ -696,52 +697,60 @@ def apply(f, args, kwargs, sequences=False, containers=False):
         top = _top_in_sequences(args) if sequences else top_trace(args)
     if top is None:
         return f(*args, **kwargs)
-    numpy_call = sequences or type(f) is _ufunc  # NumPy's own functions take lists as arrays
     if sequences and f not in _JOINS:
         args = _numbers_as_arrays(args, top)
-    if top.forward:
-        return _apply_forward(f, args, kwargs, top, numpy_call)
-    entry = _rrule_table.get(f)
+    entry = (_frule_table if top.forward else _rrule_table).get(f)
     if entry is None:
-        raise _no_rule(f, "reverse")
-    if sequences:
-        values, slots = _unbox(args, top)
-    else:  # the hot path: _unbox inlined, for arguments that are not sequences
-        values, slots = [], []
-        for a in args:
-            if type(a) is Traced and a._trace is top:
-                values.append(a.value)
-                slots.append(a.slot)
-            else:
-                values.append(a)
-                slots.append(-1)
-    if numpy_call:
-        _lists_as_arrays(f, values, slots, reverse=True)
+        raise _no_rule(f, "forward" if top.forward else "reverse")
+    values, marks = _unbox(args, top)
+    if sequences or type(f) is _ufunc:  # NumPy's own functions take lists as arrays
+        _lists_as_arrays(f, values, marks, reverse=not top.forward)
+    return record(f, entry, top, values, marks, kwargs)
+
+
+def record(f, entry, top, values, marks, kwargs):
+    """Run ``f``'s rule ``entry`` on the opened arguments ``values`` and box the output on
+    ``top``: the one place a traced operation is recorded, in both modes.
+
+    ``marks`` holds, per argument, what ``top`` tracks of it (see ``_unbox``). In reverse
+    mode the operation becomes a ``Node`` on the tape; a scalar rule's node keeps no
+    pullback (backprop multiplies by the partials in ``entry``). In forward mode the
+    output's box carries its tangent, and nothing is kept.
+    """
     kind = entry.kind
     if kind is SCALAR:
-        out = _record_scalar(f, entry, values, slots, kwargs, top)
-        if type(out.value) in _SEQUENCES:  # its partials would see the tuple as one value
-            raise _scalar_rule_of_outputs(entry, out.value)
+        y = f(*values, **kwargs) if kwargs else f(*values)  # **{} doubles a small ufunc call's cost
+        if type(y) is not _ndarray and type(y) in _SEQUENCES:  # its partials would see one value
+            raise _scalar_rule_of_outputs(entry, y)
+        if top.forward:
+            return _box_forward(y, _scalar_tangent(entry, values, marks, y), top)
+        out = Traced(y, top)
+        # An elementwise output is as big as its biggest input: small, nothing worth dropping.
+        if type(y) is _ndarray and y.size >= _BIG and len(values) == entry.drop_arity:
+            for i in entry.unread:
+                _drop_if_big(values, i)
+            if not entry.reads_y:
+                y = None
+        top.nodes.append((entry, out.slot, marks, values, None, y))
         return out
     if kind is NONDIFF:  # outputs carry no tangent: nothing to record
         return f(*values, **kwargs)
     if entry.config:  # a higher-order rule: functions it receives may carry traced state
-        _lift_callables(args, values, slots, top)
-    _open_containers(values, slots, top)
+        _lift_callables(values, marks, top)
+    _open_containers(values, marks, top)
+    if top.forward:
+        return _box_forward(*_frule_output(entry, top, f, values, marks, kwargs), top)
     out = call_rrule(entry, top.config, f, values, kwargs)
     if type(out) is not tuple or len(out) != 2 or not callable(out[1]):
         raise rrule_misfit(entry, out)
     y, pullback = out
-    i = 0
-    for v in values:  # the pullback keeps what it reads; the tape, shapes
-        if type(v) is _ndarray and v.size >= _BIG:
-            values[i] = Spec(v.shape, v.dtype)
-        i += 1
+    for i in range(len(values)):  # the pullback keeps what it reads; the tape, shapes
+        _drop_if_big(values, i)
     if isinstance(y, (tuple, list)) and not any(type(v) in _NESTED for v in y):
         # several outputs (NamedTuples keep their type): eigh's (values, vectors)
         boxes = [Traced(v, top) if is_float_value(v) else v for v in y]
         out_slots = tuple(b.slot if type(b) is Traced else -1 for b in boxes)
-        top.nodes.append((entry, out_slots, slots, values, pullback, y))
+        top.nodes.append((entry, out_slots, marks, values, pullback, y))
         return _same_sequence(y, boxes)
     if not is_float_value(y):
         leaves, treedef = flatten(y)
@@ -751,11 +760,50 @@ def apply(f, args, kwargs, sequences=False, containers=False):
         # in y's structure for the pullback
         boxes = [Traced(v, top) if is_float_value(v) else v for v in leaves]
         out_slots = tuple(b.slot if type(b) is Traced else -1 for b in boxes)
-        top.nodes.append((entry, out_slots, slots, values, pullback, _Outputs(treedef, leaves)))
+        top.nodes.append((entry, out_slots, marks, values, pullback, _Outputs(treedef, leaves)))
         return unflatten(treedef, boxes)
     out = Traced(y, top)
-    top.nodes.append((entry, out.slot, slots, values, pullback, None))
+    top.nodes.append((entry, out.slot, marks, values, pullback, None))
     return out
+
+
+def _drop_if_big(values, i):
+    """Keep only the shape and dtype of big argument ``i``: backprop projects onto it."""
+    v = values[i]
+    if type(v) is _ndarray and v.size >= _BIG:
+        values[i] = Spec(v.shape, v.dtype)
+
+
+def _scalar_tangent(entry, values, tangents, y):
+    """The tangent of a scalar rule's output: the partials times the arguments' tangents."""
+    dy = _ZERO
+    try:
+        for i, dx in enumerate(tangents):
+            if not is_zero(dx):
+                d = entry.partials[i]
+                if d is not None:  # None: no derivative in this argument
+                    dy = dy + (dx if d is ONE else dx * d(*values, y))
+    except (IndexError, TypeError) as e:
+        misfit = _partials_misfit(entry, values, y, [not is_zero(dx) for dx in tangents])
+        if misfit is None:
+            raise
+        raise misfit from e
+    return dy
+
+
+def _frule_output(entry, top, f, values, tangents, kwargs):
+    """``(y, ẏ)`` from an frule, checked for the mistakes rule authors make."""
+    out = call_frule(entry, top.config, (NoTangent(), *tangents), f, values, kwargs)
+    if type(out) is not tuple or len(out) != 2:
+        raise frule_misfit(entry, out)
+    y, dy = out
+    if type(y) in (tuple, list) and y and isinstance(y[0], (NoTangent, AbstractZero)) \
+            and not entry.name.startswith("adrules."):
+        # def g_frule(x, dx): it received the tangents as x, and returned them as its output
+        raise TracerError(f"the frule of {entry.name} returned an output holding {type(y[0]).__name__}"
+                          f"s: an frule takes the tuple of tangents first, def rule(tangents, *args), "
+                          f"tangents[0] the function's own and tangents[i] argument i's.")
+    return y, unthunk(dy)
 
 
 _NESTED = frozenset((tuple, list, dict))
@@ -777,6 +825,7 @@ class _Outputs:
 
 
 _rrule_table = _rrules.rules
+_frule_table = _frules.rules
 
 
 def _scalar_rule_of_outputs(entry, y):
@@ -787,41 +836,26 @@ def _scalar_rule_of_outputs(entry, y):
         f"pullback takes one cotangent per output.")
 
 
-def _record_scalar(f, entry, values, slots, kwargs, top):
-    """``f`` on the opened ``values``, recorded on ``top`` for a scalar rule
-    (registry.scalar_rrule, with the partials read from the entry in backprop)."""
-    y = f(*values, **kwargs) if kwargs else f(*values)  # **{} doubles a small ufunc call's cost
-    out = Traced(y, top)
-    # An elementwise output is as big as its biggest input: small, nothing worth dropping.
-    if type(y) is not _ndarray or y.size < _BIG or len(values) != entry.drop_arity:
-        top.nodes.append((entry, out.slot, slots, values, None, y))
-        return out
-    for i in entry.unread:
-        v = values[i]
-        if type(v) is _ndarray and v.size >= _BIG:
-            values[i] = Spec(v.shape, v.dtype)
-    top.nodes.append((entry, out.slot, slots, values, None, y if entry.reads_y else None))
-    return out
-
+# The operators and one-argument ufuncs: ``apply`` without its general search, for the
+# common case of boxes of one trace and no lists. ``tests/test_fast_path.py`` checks that
+# they give apply's values and derivatives.
 
 def _ufunc_call(f, args):
     """``apply(f, args, {})`` for a ufunc called without keywords, one of whose
-    arguments is a box: one and two arguments take the operators' short path."""
+    arguments is a box."""
     if len(args) == 2:
         return _binary(f, args[0], args[1])
     if len(args) == 1:
         a = args[0]
         top = a._trace
-        entry = _rrule_table.get(f)
-        if not top.forward and entry is not None and entry.kind is SCALAR:
-            return _record_scalar(f, entry, [a.value], [a.slot], _NO_KWARGS, top)
+        entry = (_frule_table if top.forward else _rrule_table).get(f)
+        if entry is not None:
+            return record(f, entry, top, [a.value], [a.tangent if top.forward else a.slot], _NO_KWARGS)
     return apply(f, args, _NO_KWARGS)
 
 
 def _binary(f, a, b):
-    """``apply(f, (a, b), {})`` for an operator, one of whose operands is a box: the
-    common case (a scalar rule on one reverse trace, the other operand a box of it or no
-    box) opens the boxes without apply's general search."""
+    """``apply(f, (a, b), {})`` for an operator, one of whose operands is a box."""
     if a is b and f is _multiply:
         # x * x is how NumPy squares, so np.square gives the same bits, and its pullback
         # makes one full-size product where multiply's makes two and adds them
@@ -834,16 +868,19 @@ def _binary(f, a, b):
         stacked = _numbers_as_arrays(pair, top)
         if stacked is not pair:
             return _binary(f, *stacked)
-    if top.forward or ta is Traced and tb is Traced and a._trace is not b._trace:
-        return apply(f, (a, b), {})
-    entry = _rrule_table.get(f)
-    if entry is None or entry.kind is not SCALAR:
-        return apply(f, (a, b), {})
+    if ta is Traced and tb is Traced and a._trace is not b._trace:
+        return apply(f, (a, b), _NO_KWARGS)
+    entry = (_frule_table if top.forward else _rrule_table).get(f)
+    if entry is None:
+        return apply(f, (a, b), _NO_KWARGS)
     values = [a.value if ta is Traced else a, b.value if tb is Traced else b]
-    if lists:  # x * [1.0, 2.0]: the partials get the array
+    if lists:  # x * [1.0, 2.0]: the rule gets the array
         values = [np.asarray(v) if type(v) in _SEQUENCES else v for v in values]
-    slots = [a.slot if ta is Traced else -1, b.slot if tb is Traced else -1]
-    return _record_scalar(f, entry, values, slots, _NO_KWARGS, top)
+    if top.forward:
+        marks = [a.tangent if ta is Traced else _ZERO, b.tangent if tb is Traced else _ZERO]
+    else:
+        marks = [a.slot if ta is Traced else -1, b.slot if tb is Traced else -1]
+    return record(f, entry, top, values, marks, _NO_KWARGS)
 
 
 _NO_KWARGS: dict = {}
@@ -945,13 +982,13 @@ def _spread(cot, opened, g, entry, position):
             _accumulate(cot, slot, unthunk(part), primal, entry, position)
 
 
-def _lift_callables(args, values, marks, top):
+def _lift_callables(values, marks, top):
     """Replace each callable argument carrying ``top``'s traced values by a ``Lifted``
     callable over the opened values. Its mark becomes the tuple of those values' slots
     (reverse), so the rule's cotangent for the callable reaches them, or a ``Lifted`` of
     their tangents (forward: an frule with ``config=True`` passes both on to
     ``config.frule_via_ad``; a closure's hidden boxes would reach the rule's own code)."""
-    for i, a in enumerate(args):
+    for i, a in enumerate(values):
         if not _is_constant(marks[i], top) or not callable(a) or type(a) is Traced:
             continue
         state, rebuild = split_callable(a)
@@ -1177,45 +1214,6 @@ _RULE_CALLS = frozenset((backprop.__code__, call_rrule.__code__, call_frule.__co
 # forward pass
 # ---------------------------------------------------------------------------
 
-def _apply_forward(f, args, kwargs, top, numpy_call=False):
-    entry = _frule_table.get(f)
-    if entry is None:
-        raise _no_rule(f, "forward")
-    values, tangents = _unbox(args, top)
-    if numpy_call:
-        _lists_as_arrays(f, values, tangents, reverse=False)
-    if entry.kind is not SCALAR and entry.kind is not NONDIFF:
-        if entry.config:  # as in reverse mode: functions it receives may carry traced state
-            _lift_callables(args, values, tangents, top)
-        _open_containers(values, tangents, top)
-    if entry.kind is SCALAR:  # the hot path: registry.scalar_frule, inlined
-        y = f(*values, **kwargs)
-        dy = _ZERO
-        try:
-            for i, dx in enumerate(tangents):
-                if not is_zero(dx):
-                    d = entry.partials[i]
-                    if d is not None:  # None: no derivative in this argument
-                        dy = dy + (dx if d is ONE else dx * d(*values, y))
-        except (IndexError, TypeError) as e:
-            misfit = _partials_misfit(entry, values, y, [not is_zero(dx) for dx in tangents])
-            if misfit is None:
-                raise
-            raise misfit from e
-        return _box_forward(y, dy, top)
-    out = call_frule(entry, top.config, (NoTangent(), *tangents), f, values, kwargs)
-    if type(out) is not tuple or len(out) != 2:
-        raise frule_misfit(entry, out)
-    y, dy = out
-    if type(y) in (tuple, list) and y and isinstance(y[0], (NoTangent, AbstractZero)) \
-            and not entry.name.startswith("adrules."):
-        # def g_frule(x, dx): it received the tangents as x, and returned them as its output
-        raise TracerError(f"the frule of {entry.name} returned an output holding {type(y[0]).__name__}"
-                          f"s: an frule takes the tuple of tangents first, def rule(tangents, *args), "
-                          f"tangents[0] the function's own and tangents[i] argument i's.")
-    return _box_forward(y, unthunk(dy), top)
-
-
 def _partials_misfit(entry, values, y, moving):
     """The error to raise when a scalar rule's partials do not fit the call (too few, or
     one that cannot be called as ``d(*values, y)``), or None when the failure was not
@@ -1233,8 +1231,6 @@ def _partials_misfit(entry, values, y, moving):
                 return scalar_rule_misfit(entry, len(values), e)
     return None
 
-
-_frule_table = _frules.rules
 
 
 def _broadcasts_to(shape, target):
