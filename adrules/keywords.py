@@ -25,6 +25,7 @@ from typing import Any, Callable
 import numpy as np
 
 from . import _state
+from .tangents import NoTangent
 
 _NOVALUE = getattr(np, "_NoValue", object())  # NumPy's "argument not given" default
 
@@ -230,3 +231,17 @@ def with_defaults(f: Callable[..., Any], args: tuple[Any, ...], n: int) -> tuple
     if len(defaults) != n - len(args) or any(d is inspect.Parameter.empty for d in defaults):
         return args  # scalar_rule_misfit explains it
     return (*args, *defaults)
+
+
+def fit_slots(slots: tuple[Any, ...], n: int) -> tuple[Any, ...]:
+    """A pullback's ``slots`` as ``n``: the self slot and one per argument the call passed
+    positionally. Arguments moved from keywords get no slot (cut), and trailing options a
+    rule left out get ``NoTangent()`` (padded), so the slots line up with the call whichever
+    way the rule counted.
+
+    >>> fit_slots((NoTangent(), 1.0, 2.0), 2)
+    (NoTangent(), 1.0)
+    >>> fit_slots((NoTangent(), 1.0), 3)
+    (NoTangent(), 1.0, NoTangent())
+    """
+    return slots[:n] + (NoTangent(),) * (n - len(slots))

@@ -31,7 +31,7 @@ from typing import Any, Callable, NoReturn, Sequence, TypeVar
 import numpy as np
 
 from . import _state
-from .keywords import keeps_keywords, keywords_to_positions
+from .keywords import fit_slots, keeps_keywords, keywords_to_positions
 from .projection import project_like
 from .tangents import NoTangent, Thunk, ZeroTangent, is_float_value, is_zero, unthunk
 
@@ -364,8 +364,8 @@ def call_rrule(entry: RuleEntry, config: Any, f: Callable[..., Any],
     what kind of rule an entry holds. Keyword arguments are moved first
     (``keywords.keywords_to_positions``), so the rule sees them at their positions; the
     pullback still returns one slot per argument passed positionally (ChainRules'
-    convention). ``config`` goes to rules registered with ``config=True``. The tracer's hot path mirrors this for scalar and
-    non-differentiable entries, which it records without a pullback closure.
+    convention). ``config`` goes to rules registered with ``config=True``. The tracer's ``record``
+    runs scalar and non-differentiable entries itself, with no pullback closure.
 
     >>> import numpy as np
     >>> from adrules.tangents import unthunk
@@ -419,7 +419,7 @@ def _rule_misfit(kind: str, entry: RuleEntry, args: tuple[Any, ...], kwargs: dic
 
 def _first_slots(pullback: Pullback, n: int) -> Pullback:
     def keyword_pullback(g: Any) -> tuple[Any, ...]:
-        return tuple(pullback(g))[:n]
+        return fit_slots(tuple(pullback(g)), n)
 
     return keyword_pullback
 

@@ -36,7 +36,7 @@ import numpy as np
 from . import _state, ops, unsupported
 from ._state import TracedValue
 from .callables import Lifted, Rebuild, split_callable
-from .keywords import keeps_keywords, keywords_to_positions, with_defaults
+from .keywords import fit_slots, keeps_keywords, keywords_to_positions, with_defaults
 from .projection import ProjectionError, Spec, project_like
 from .pytrees import LEAF, LEAF_TYPES, flatten, tangent_leaves, unflatten
 from .registry import (NONDIFF, ONE, SCALAR, call_frule, call_rrule, frule as _frules, function_name,
@@ -72,11 +72,11 @@ class Trace:
         return Traced(value, self, tangent)
 
 
-# One call recorded on the tape, a node, is the tuple ``(entry, out, slots, values,
-# pullback, y)``. A plain tuple: one is made per traced operation, and a class with an
-# __init__ cost 0.46 µs against 0.07 (a tuple subclass, 0.18, slowed backprop's unpacking).
+# One operation on the tape, a node, is the tuple ``(entry, out, marks, values, pullback,
+# y)``, made by ``record``. A plain tuple rather than a named one: one is made per traced
+# operation, and backprop unpacks exact tuples fastest (asv_benchmarks/RESULTS.md).
 #
-# ``entry``'s rule was applied to the primal arguments ``values``; ``slots`` says where
+# ``entry``'s rule was applied to the primal arguments ``values``; ``marks`` says where
 # each argument's cotangent goes (-1: nowhere, a constant; an int: a tape slot; a list or
 # tuple of those for a list argument). ``out`` is the output's slot, or a tuple of slots
 # for several outputs. ``pullback`` is the rule's, or None for a scalar rule, whose
@@ -1176,7 +1176,7 @@ def backprop(trace, seeds, consume=True):
                 type(s) is int and s == -1 for s in slots[len(grads) - 1:]):
             # slots only for the arguments passed by position (ChainRules' convention, and
             # call_rrule's): those bound from keywords are constants here, with no cotangent
-            grads = grads + (NoTangent(),) * (len(slots) + 1 - len(grads))
+            grads = fit_slots(grads, len(slots) + 1)
         if type(grads) is not tuple or len(grads) != len(slots) + 1:
             n = (f"a {type(grads).__name__}" if type(grads) is not tuple
                  else f"{len(grads)} slots")

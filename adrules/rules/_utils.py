@@ -21,6 +21,7 @@ import functools
 
 import numpy as np
 
+from ..keywords import fit_slots
 from ..registry import frule, rrule
 from ..tangents import NoTangent, ZeroTangent, is_zero, unthunk
 
@@ -39,7 +40,7 @@ def _fit_slots(rule):
         def fitted_pullback(g):  # (no functools.wraps: it would cost more than the pullback)
             g = unthunk(g)
             slots = pullback([unthunk(gi) for gi in g] if type(g) in (list, tuple) else g)
-            return slots[:n] + (NoTangent(),) * (n - len(slots))
+            return fit_slots(slots, n)
 
         return y, fitted_pullback
 
