@@ -13,10 +13,11 @@ Three kinds of entries share the registries:
   the rrule and the frule and a fast path in the tracer that stores no closure;
 * a non-differentiable function (``non_differentiable``): outputs carry no tangent.
 
-``call_rrule`` / ``call_frule`` are the one place that reads which kind an entry is
-and calls it; the tracer and ``adrules.rrule(f, *args)`` (in ``api.py``) both use them.
-Keyword arguments reach rules at their positions (``keywords.py``); the rules users
-register are sent to worker processes by ``worker_rules.py``.
+``call_rrule`` / ``call_frule`` call an entry of any kind: ``adrules.rrule(f, *args)``
+(in ``api.py``) uses them, and the tracer's ``record`` for general rules; ``record`` runs
+scalar and non-differentiable entries itself, with no closure. Keyword arguments reach
+rules at their positions (``keywords.py``); the rules users register are sent to worker
+processes by ``worker_rules.py``.
 """
 
 from __future__ import annotations
