@@ -55,7 +55,7 @@ from .chunks import (
 )
 from .pytrees import flatten, tangent_leaves, tree_map, unflatten
 from .registry import frule, primitive, rrule
-from .tangents import NoTangent, ZeroTangent, dense, is_zero
+from .tangents import NoTangent, ZeroTangent, add_tangents, dense, is_zero
 from .tracer import Traced, TracerError, primal_value
 
 hide_frames_of(__package__)  # an error in f shows f's frames and the user's, not these
@@ -81,7 +81,7 @@ def _tree_add(a, b):
         return b
     if is_zero(b):
         return a
-    return tree_map(lambda u, v: v if is_zero(u) else (u if is_zero(v) else u + v), a, b)
+    return tree_map(add_tangents, a, b)
 
 
 _COPY_FIRST_NBYTES = 2**20  # below this, a copy costs more than the memory it saves
