@@ -3,9 +3,11 @@
     gradient(f, x) -- Trace(config) -- x boxed as Traced(value, trace, slot)
         f(x) calls plain numpy --> Traced.__array_ufunc__ / __array_function__ / methods
             --> apply(f, args): keywords to positions (keywords.py), unbox
-                the args of the innermost trace, look up the rule,
-                run it on the unboxed values (registry.call_rrule), box the output,
-                append a node (entry, out, slots, values, pullback, y) to the tape
+                the args of the innermost trace, look up the rule
+            --> record(f, entry, ...): run the rule on the unboxed values, box the
+                output, append a node (entry, out, marks, values, pullback, y) to the
+                tape. Every traced operation ends here; the operators (_binary) only
+                open their boxes faster than apply.
         backprop(trace): walk the tape backwards, call pullbacks, accumulate cotangents
             per slot in tape order (a fixed order: no sets, no id-keyed iteration)
 
@@ -16,7 +18,7 @@ calls are traced by the outer traces in turn. That is what makes gradients of
 gradients right and keeps perturbations of different levels apart.
 
 Forward mode uses the same boxes: a forward trace's boxes carry a tangent instead
-of a tape slot, and ``apply`` calls the frule instead of the rrule.
+of a tape slot, and ``record`` calls the frule instead of the rrule.
 
 A trace belongs to the thread that made it: boxes carry their trace, so two threads
 differentiating at once never share state. The only process-wide value is the count
