@@ -707,7 +707,11 @@ def apply(f, args, kwargs, sequences=False, containers=False):
     values, marks = _unbox(args, top)
     if sequences or type(f) is _ufunc:  # NumPy's own functions take lists as arrays
         _lists_as_arrays(f, values, marks, reverse=not top.forward)
-    return record(f, entry, top, values, marks, kwargs)
+    out = record(f, entry, top, values, marks, kwargs)
+    if entry.kind is SCALAR and type(out) is Traced and type(out.value) in _SEQUENCES:
+        # a user's function of several outputs: its partials would see the tuple as one value
+        raise _scalar_rule_of_outputs(entry, out.value)
+    return out
 
 
 def record(f, entry, top, values, marks, kwargs):
@@ -722,8 +726,6 @@ def record(f, entry, top, values, marks, kwargs):
     kind = entry.kind
     if kind is SCALAR:
         y = f(*values, **kwargs) if kwargs else f(*values)  # **{} doubles a small ufunc call's cost
-        if type(y) is not _ndarray and type(y) in _SEQUENCES:  # its partials would see one value
-            raise _scalar_rule_of_outputs(entry, y)
         if top.forward:
             return _box_forward(y, _scalar_tangent(entry, values, marks, y), top)
         out = Traced(y, top)
@@ -850,9 +852,12 @@ def _ufunc_call(f, args):
     if len(args) == 1:
         a = args[0]
         top = a._trace
-        entry = (_frule_table if top.forward else _rrule_table).get(f)
+        if top.forward:
+            entry, mark = _frule_table.get(f), a.tangent
+        else:
+            entry, mark = _rrule_table.get(f), a.slot
         if entry is not None:
-            return record(f, entry, top, [a.value], [a.tangent if top.forward else a.slot], _NO_KWARGS)
+            return record(f, entry, top, [a.value], [mark], _NO_KWARGS)
     return apply(f, args, _NO_KWARGS)
 
 
@@ -864,7 +869,7 @@ def _binary(f, a, b):
         return _ufunc_call(np.square, (a,))
     ta, tb = type(a), type(b)
     top = a._trace if ta is Traced else b._trace
-    lists = ta in _SEQUENCES or tb in _SEQUENCES
+    lists = ta is not Traced and ta in _SEQUENCES or tb is not Traced and tb in _SEQUENCES
     if lists:  # np.maximum([a[0], 0.7], x): NumPy's array of the list
         pair = (a, b)
         stacked = _numbers_as_arrays(pair, top)
@@ -872,16 +877,17 @@ def _binary(f, a, b):
             return _binary(f, *stacked)
     if ta is Traced and tb is Traced and a._trace is not b._trace:
         return apply(f, (a, b), _NO_KWARGS)
-    entry = (_frule_table if top.forward else _rrule_table).get(f)
+    if top.forward:
+        entry = _frule_table.get(f)
+        marks = [a.tangent if ta is Traced else _ZERO, b.tangent if tb is Traced else _ZERO]
+    else:
+        entry = _rrule_table.get(f)
+        marks = [a.slot if ta is Traced else -1, b.slot if tb is Traced else -1]
     if entry is None:
         return apply(f, (a, b), _NO_KWARGS)
     values = [a.value if ta is Traced else a, b.value if tb is Traced else b]
     if lists:  # x * [1.0, 2.0]: the rule gets the array
         values = [np.asarray(v) if type(v) in _SEQUENCES else v for v in values]
-    if top.forward:
-        marks = [a.tangent if ta is Traced else _ZERO, b.tangent if tb is Traced else _ZERO]
-    else:
-        marks = [a.slot if ta is Traced else -1, b.slot if tb is Traced else -1]
     return record(f, entry, top, values, marks, _NO_KWARGS)
 
 
@@ -1122,7 +1128,11 @@ def backprop(trace, seeds, consume=True):
         if g is not None and not isinstance(g, AbstractZero):  # is_zero, inlined
             cot[slot] = g if cot[slot] is None else cot[slot] + g
     nodes = trace.nodes
-    order = (nodes.pop() for _ in range(len(nodes))) if consume else reversed(nodes)
+    if consume:  # each node popped as it is reached, so its intermediates go early
+        nodes.insert(0, None)  # where the popping stops
+        order = iter(nodes.pop, None)
+    else:
+        order = reversed(nodes)
     stop = STATE.stop_test()  # this task's, as Trace.stop (the tape may be another task's)
     for entry, out, slots, values, pullback, y in order:
         if stop is not None and stop():
