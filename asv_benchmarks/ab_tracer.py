@@ -52,6 +52,7 @@ def workloads(ad, np, common):
     return {
         "50-op chain, 10 floats": (lambda: ad.gradient(c50, x10), 100),
         "1-op chain, 10 floats": (lambda: ad.gradient(c1, x10), 500),
+        "jvp of the 50-op chain": (lambda: ad.jvp(c50, (x10,), (x10,)), 100),
         "loop over 10 numbers": (lambda: ad.gradient(lambda v: sum(common.cheap_scalar(u) for u in v), xs), 300),
         "np.sum(x * x), n=1e6": (lambda: ad.gradient(lambda v: np.sum(v * v), big), 5),
         "x @ x, n=1e6": (lambda: ad.gradient(lambda v: v @ v, big), 5),
