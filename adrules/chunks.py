@@ -24,6 +24,7 @@ import itertools
 import time
 
 import numpy as np
+from executors.base import add_note
 
 from .api import jvp, trace_chunks
 from .pytrees import LEAF, LEAF_TYPES, flatten, tree_map, unflatten
@@ -85,17 +86,6 @@ def shape_or_type(value):
     return f"shape {shape}" if shape is not None else f"a {type(value).__name__}"
 
 
-def note(exc, text):
-    """``exc.add_note(text)``, on Python 3.10 too."""
-    if hasattr(exc, "add_note"):
-        exc.add_note(text)
-    else:  # Python 3.10: keep the same __notes__ list that 3.11 would print
-        try:
-            exc.__notes__ = [*getattr(exc, "__notes__", ()), text]
-        except Exception:
-            pass
-
-
 def _over_chunk(fn, xs, shared, start, vectorized, summed):
     """``fn(x, *shared)`` over one chunk: their sum, a left fold in index order
     (``summed``), or their list; an error names the element that raised it."""
@@ -110,7 +100,7 @@ def _over_chunk(fn, xs, shared, start, vectorized, summed):
             value = fn(xs[k], *shared)
         except (Exception, SystemExit) as e:
             if not isinstance(fn, ChunkWork):  # which already named the user's element
-                note(e, f"psum/pmap: raised by f at element {start + k}")
+                add_note(e, f"psum/pmap: raised by f at element {start + k}")
             raise
         if not (summed and k):
             out.append(value)
@@ -338,7 +328,7 @@ class _OneOfGroup:
 
 def _name_elements(e, who, group):
     first, last = group[0][1], group[-1][1] + len(group[-1][0]) - 1
-    note(e, f"psum/pmap: raised by {who} over {f'element {last}' if first == last else f'elements {first}..{last}'}")
+    add_note(e, f"psum/pmap: raised by {who} over {f'element {last}' if first == last else f'elements {first}..{last}'}")
 
 
 def chunk_jvp(item, plan, state, shared, tangents):

@@ -32,6 +32,7 @@ from numpy.typing import NDArray
 
 import executors
 from executors._tracebacks import hide_frames_of, user_frames
+from executors.base import add_note
 
 from . import schedule, to_workers
 from ._state import STATE as _STATE, TracedValue
@@ -48,7 +49,6 @@ from .chunks import (
     chunk_value,
     is_container,
     jvp_chunks,
-    note,
     shape_or_type,
     why_not_added,
     zero_to_none,
@@ -299,7 +299,7 @@ class Call:
             if chunks is not None and phase == "forward":  # items are (xs, start) pairs: name them
                 first, (xs, start) = items[chunks[0]][1], items[chunks[-1]]
                 last = start + len(xs) - 1
-                note(e, f"{self.name}: the worker died running f over "
+                add_note(e, f"{self.name}: the worker died running f over "
                         f"{f'element {first}' if first == last else f'elements {first}..{last}'}")
             raise
 

@@ -29,8 +29,9 @@ import time
 
 import executors
 from executors._tracebacks import warn
+from executors.base import add_note
 
-from .chunks import GROUP_SECONDS, note
+from .chunks import GROUP_SECONDS
 from .callables import code_of
 from .worker_rules import travelling_rules
 
@@ -277,7 +278,7 @@ def _inline(fn, items, i, k, size, shared, on_result, on_done, out, once=False):
             results = fn(items[g:g + want], *shared)
         except (Exception, SystemExit) as e:
             c = g + getattr(e, "adrules_in_group", 0)
-            note(e, f"executors: raised by chunk {c} of {len(items)}, run inline")
+            add_note(e, f"executors: raised by chunk {c} of {len(items)}, run inline")
             e.executors_item_index = c
             raise
         for c, result in enumerate(results, g):
@@ -382,7 +383,7 @@ def _name_the_chunk(e, n, name):
             if isinstance(old, str) and old.startswith("executors: raised by item "):
                 notes[k] = text
                 return
-    note(e, text)
+    add_note(e, text)
 
 
 # ------------------------------------------------------------------------- log

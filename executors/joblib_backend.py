@@ -34,7 +34,7 @@ import os
 
 from . import _context
 from ._blas import blas_pinned
-from .base import Executor, SerializationError, annotate, check_positive_int
+from .base import Executor, SerializationError, add_note, annotate, check_positive_int
 
 __all__ = ["JoblibExecutor"]
 
@@ -209,6 +209,5 @@ def _find_unpicklable(fn, items, shared):
 def _note_infrastructure(exc, n, backend_name):
     note = (f"executors: raised by joblib ({backend_name}) while running a map of {n} items, "
             "not by fn (e.g. a result that could not be sent back, or a lost worker)")
-    if hasattr(exc, "add_note"):
-        exc.add_note(note)
+    add_note(exc, note)
     return exc
