@@ -1058,6 +1058,8 @@ STATE.dispatch = dispatch_primitive
 # ---------------------------------------------------------------------------
 
 def _accumulate(cot, slot, g, primal, entry, position):
+    """Add ``g``, the cotangent ``entry``'s pullback gave argument ``position``, to
+    ``cot[slot]``, projected first onto the space of the argument's value ``primal``."""
     if type(g) in F64_SCALARS and type(primal) in F64_SCALARS:
         pass  # float64 numbers: projection would return g as it is
     elif not (type(g) is _ndarray and type(primal) is _ndarray and g.shape == primal.shape
@@ -1134,7 +1136,7 @@ def backprop(trace, seeds, consume=True):
     else:
         order = reversed(nodes)
     stop = STATE.stop_test()  # this task's, as Trace.stop (the tape may be another task's)
-    for entry, out, slots, values, pullback, y in order:
+    for entry, out, marks, values, pullback, y in order:
         if stop is not None and stop():
             raise STATE.Abandoned()
         if type(out) is int:
@@ -1144,78 +1146,67 @@ def backprop(trace, seeds, consume=True):
             if consume:
                 cot[out] = None
         else:
-            gs = [cot[s] if s >= 0 else None for s in out]
-            if all(x is None for x in gs):
+            g = _outputs_cotangent(cot, out, y)
+            if g is None:
                 continue
-            if type(y) is _Outputs:
-                g = unflatten(y.treedef, _filled(gs, y.leaves))
-            else:
-                g = _same_sequence(y, _filled(gs, y))
-        if entry.kind is SCALAR:
-            partials = entry.partials
+        if pullback is None:  # a scalar rule: g times each moving argument's partial
             try:
-                for i, slot in enumerate(slots):
+                for i, slot in enumerate(marks):
                     if slot >= 0:
-                        d = partials[i]
+                        d = entry.partials[i]
                         if d is ONE:
-                            gi = g
-                        elif d is None:  # no derivative in this argument (np.where's condition)
-                            continue
-                        elif type(y) is _ndarray and y.size >= _BIG:  # partials are no bigger than y
-                            gi = _times(g, d(*values, y))
-                        else:  # small or a number: nothing for _times to save
-                            gi = g * d(*values, y)
-                        v = values[i]
-                        old = cot[slot]
-                        if type(gi) in F64_SCALARS and type(v) in F64_SCALARS and (
-                                old is None or type(old) in F64_SCALARS):
-                            cot[slot] = gi if old is None else old + gi  # _accumulate's float case
-                        elif old is None and type(gi) is _ndarray and type(v) is _ndarray and (
-                                gi.shape == v.shape and gi.dtype == v.dtype):
-                            cot[slot] = gi  # _accumulate's common case: nothing to project or add
-                        else:
-                            old = None  # _accumulate reads the reference count of cot[slot]
-                            _accumulate(cot, slot, gi, v, entry, i)
+                            _accumulate(cot, slot, g, values[i], entry, i)
+                        elif d is not None:  # None: no derivative in this argument (np.where's condition)
+                            _accumulate(cot, slot, _times(g, d(*values, y)), values[i], entry, i)
             except (IndexError, TypeError) as e:  # zero-cost unless raised
-                misfit = _partials_misfit(entry, values, y, [s >= 0 for s in slots])
+                misfit = _partials_misfit(entry, values, y, [s >= 0 for s in marks])
                 if misfit is None:
                     raise
                 raise misfit from e
-            gi = v = old = None  # not alive during the next pullback
-            continue
-        grads = pullback(g)
-        if type(grads) is tuple and len(grads) < len(slots) + 1 and all(
-                type(s) is int and s == -1 for s in slots[len(grads) - 1:]):
-            # slots only for the arguments passed by position (ChainRules' convention, and
-            # call_rrule's): those bound from keywords are constants here, with no cotangent
-            grads = fit_slots(grads, len(slots) + 1)
-        if type(grads) is not tuple or len(grads) != len(slots) + 1:
-            n = (f"a {type(grads).__name__}" if type(grads) is not tuple
-                 else f"{len(grads)} slots")
-            raise TracerError(
-                f"the pullback of {entry.name} returned {n}; it must return a tuple of "
-                f"{len(slots) + 1}: the self slot (NoTangent() for a plain function) then one "
-                f"cotangent per positional argument.")
-        if type(grads[0]) in _NUMBERS:
-            _self_slot_check(entry, grads)
-        for i, slot in enumerate(slots):
-            if type(slot) is int:
-                if slot >= 0:
-                    gi = grads[i + 1]
-                    if cot[slot] is None and type(gi) in F64_SCALARS and type(values[i]) in F64_SCALARS:
-                        cot[slot] = gi  # _accumulate's float case, without its call
-                    else:
-                        _accumulate(cot, slot, unthunk(gi), values[i], entry, i)
-            elif type(slot) is _Opened:
-                _spread(cot, slot, unthunk(grads[i + 1]), entry, i)
-            else:
-                gi = unthunk(grads[i + 1])
-                for j, sj in enumerate(slot):
-                    if sj >= 0 and not is_zero(gi):
-                        _accumulate(cot, sj, unthunk(gi[j]), values[i][j], entry, i)
-                gi = None
-        grads = gi = None  # this node's cotangents: not alive during the next pullback
+        else:
+            _pull_rule(cot, entry, pullback(g), marks, values)
     return cot
+
+
+def _outputs_cotangent(cot, out, y):
+    """The cotangent of a node of several outputs (slots ``out``), zeros for those that
+    received none; None when none did."""
+    gs = [cot[s] if s >= 0 else None for s in out]
+    if all(x is None for x in gs):
+        return None
+    if type(y) is _Outputs:
+        return unflatten(y.treedef, _filled(gs, y.leaves))
+    return _same_sequence(y, _filled(gs, y))
+
+
+def _pull_rule(cot, entry, grads, marks, values):
+    """Add a rule's pullback output ``grads`` (the self slot, then one per argument) to the
+    cotangents of the arguments' slots ``marks``."""
+    if type(grads) is tuple and len(grads) < len(marks) + 1 and all(
+            type(s) is int and s == -1 for s in marks[len(grads) - 1:]):
+        # slots only for the arguments passed by position (ChainRules' convention, and
+        # call_rrule's): those bound from keywords are constants here, with no cotangent
+        grads = fit_slots(grads, len(marks) + 1)
+    if type(grads) is not tuple or len(grads) != len(marks) + 1:
+        n = f"a {type(grads).__name__}" if type(grads) is not tuple else f"{len(grads)} slots"
+        raise TracerError(
+            f"the pullback of {entry.name} returned {n}; it must return a tuple of "
+            f"{len(marks) + 1}: the self slot (NoTangent() for a plain function) then one "
+            f"cotangent per positional argument.")
+    if type(grads[0]) in _NUMBERS:
+        _self_slot_check(entry, grads)
+    for i, mark in enumerate(marks):
+        if type(mark) is int:
+            if mark >= 0:
+                _accumulate(cot, mark, unthunk(grads[i + 1]), values[i], entry, i)
+        elif type(mark) is _Opened:
+            _spread(cot, mark, unthunk(grads[i + 1]), entry, i)
+        else:  # a list argument's, or a lifted callable's: one slot per element
+            gi = unthunk(grads[i + 1])
+            if not is_zero(gi):
+                for j, sj in enumerate(mark):
+                    if sj >= 0:
+                        _accumulate(cot, sj, unthunk(gi[j]), values[i][j], entry, i)
 
 
 #: where the tracer runs rules: an error raised below one of these came from a rule
