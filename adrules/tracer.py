@@ -80,10 +80,11 @@ class Trace:
 #
 # ``entry``'s rule was applied to the primal arguments ``values``; ``marks`` says where
 # each argument's cotangent goes (-1: nowhere, a constant; an int: a tape slot; a list or
-# tuple of those for a list argument). ``out`` is the output's slot, or a tuple of slots
-# for several outputs. ``pullback`` is the rule's, or None for a scalar rule, whose
-# partials are in ``entry``. ``y`` is the output where backprop needs it (a scalar rule's
-# partials read it; unused outputs of several get zeros shaped like it), else None.
+# tuple of those for a list argument or a lifted callable; an ``_Opened`` for a container
+# argument). ``out`` is the output's slot, or a tuple of slots for several outputs.
+# ``pullback`` is the rule's, or None for a scalar rule, whose partials are in ``entry``.
+# ``y`` is the output where backprop needs it (a scalar rule's partials read it; unused
+# outputs of several get zeros shaped like it), else None.
 #
 # Backprop reads a big argument only for its shape and dtype (to project the cotangent),
 # unless a scalar rule's partials read it: such arguments are kept as a ``Spec``, so the
@@ -719,9 +720,9 @@ def record(f, entry, top, values, marks, kwargs):
     ``top``: the one place a traced operation is recorded, in both modes.
 
     ``marks`` holds, per argument, what ``top`` tracks of it (see ``_unbox``). In reverse
-    mode the operation becomes a ``Node`` on the tape; a scalar rule's node keeps no
-    pullback (backprop multiplies by the partials in ``entry``). In forward mode the
-    output's box carries its tangent, and nothing is kept.
+    mode the operation becomes a node on the tape (the tuple described above ``tracing``);
+    a scalar rule's node keeps no pullback (backprop multiplies by the partials in
+    ``entry``). In forward mode the output's box carries its tangent, and nothing is kept.
     """
     kind = entry.kind
     if kind is SCALAR:
