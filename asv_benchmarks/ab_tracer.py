@@ -49,7 +49,10 @@ def workloads(ad, np, common):
     big = np.random.default_rng(0).standard_normal(1_000_000)
     c1, c50 = common.chain(1), common.chain(50)
     models, x, y = common.ensemble(common.SMALL)
+    heavy, hx, hy = common.ensemble(common.HEAVY)
+    x100 = common.vector(100)
     return {
+        "np.sum(x ** 2), n=100": (lambda: ad.gradient(common.sum_sq_power, x100), 500),
         "50-op chain, 10 floats": (lambda: ad.gradient(c50, x10), 100),
         "1-op chain, 10 floats": (lambda: ad.gradient(c1, x10), 500),
         "jvp of the 50-op chain": (lambda: ad.jvp(c50, (x10,), (x10,)), 100),
@@ -58,6 +61,10 @@ def workloads(ad, np, common):
         "x @ x, n=1e6": (lambda: ad.gradient(lambda v: v @ v, big), 5),
         "one small MLP (16-64-1, batch 256)": (lambda: ad.gradient(lambda p: common.mlp_loss(p, x, y), models[0]),
                                                50),
+        "small ensemble (32 MLPs), gradient": (lambda: ad.gradient(
+            lambda ms: common.ensemble_loss(ms, x, y), models), 5),
+        "heavy ensemble (first 8 MLPs), gradient": (lambda: ad.gradient(
+            lambda ms: common.ensemble_loss(ms, hx, hy), heavy[:8]), 1),
     }
 
 
