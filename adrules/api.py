@@ -294,22 +294,25 @@ def value_and_gradient(f: Callable[..., Any], *args: PyTree) -> tuple[Any, tuple
     >>> ad.value_and_gradient(lambda x: np.sum(x ** 2), np.array([1.0, 2.0]))
     (np.float64(5.0), (array([2., 4.]),))
     """
-    check_callable("value_and_gradient", f)
-    fname = DerivativeName("value_and_gradient", f)
+    return named_value_and_gradient(_gradient_call("value_and_gradient", f, args), f, args)
+
+
+def _gradient_call(api: str, f: Callable[..., Any], args: tuple[Any, ...]) -> DerivativeName:
+    """The name of the derivative ``api`` of ``f`` in errors, once ``f`` and ``args`` are
+    checked: each argument must carry a derivative."""
+    check_callable(api, f)
+    fname = DerivativeName(api, f)
     if not args:
-        raise _no_arguments("value_and_gradient", f)
+        raise _no_arguments(api, f)
     refuse_underivable(fname, args, _argnums_hint(f, len(args)))
-    return named_value_and_gradient(fname, f, args)
+    return fname
 
 
 def named_value_and_gradient(fname: DerivativeName, f: Callable[..., Any],
                              args: tuple[Any, ...]) -> tuple[Any, tuple[PyTree, ...]]:
     """``value_and_gradient`` for the derivative ``fname`` names in errors (``hessian``
     and ``hvp`` take gradients too: their user wrote no ``gradient`` call)."""
-    trace = Trace(DEFAULT_CONFIG)
-    with tracing():
-        boxed, plans = _box_args(fname, args, trace)
-        out = f(*boxed)
+    trace, plans, out = traced_call(fname, f, args)
     if type(out) is Traced and out._trace is trace:
         value = out.value
         if getattr(value, "shape", ()) != ():
@@ -355,12 +358,7 @@ def gradient(f: Callable[..., Any], *args: PyTree) -> tuple[PyTree, ...]:
     Traceback (most recent call last):
     TypeError: gradient(<lambda>): argument 1 is an integer (2), which carries no derivative: ...
     """
-    check_callable("gradient", f)
-    fname = DerivativeName("gradient", f)
-    if not args:
-        raise _no_arguments("gradient", f)
-    refuse_underivable(fname, args, _argnums_hint(f, len(args)))
-    return named_value_and_gradient(fname, f, args)[1]
+    return named_value_and_gradient(_gradient_call("gradient", f, args), f, args)[1]
 
 
 def pullback(f: Callable[..., Any], *args: PyTree) -> tuple[PyTree, Pullback]:

@@ -361,12 +361,12 @@ def scalar_frule(f: Callable[..., Any], partials: Sequence[Any], dargs: Sequence
 
 def call_rrule(entry: RuleEntry, config: Any, f: Callable[..., Any],
                args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, Pullback]:
-    """``(y, pullback)`` from ``f``'s registered ``entry``: the one place that reads
-    what kind of rule an entry holds. Keyword arguments are moved first
-    (``keywords.keywords_to_positions``), so the rule sees them at their positions; the
-    pullback still returns one slot per argument passed positionally (ChainRules'
-    convention). ``config`` goes to rules registered with ``config=True``. The tracer's ``record``
-    runs scalar and non-differentiable entries itself, with no pullback closure.
+    """``(y, pullback)`` from ``f``'s registered ``entry``, whatever its kind. Keyword
+    arguments are moved first (``keywords.keywords_to_positions``), so the rule sees them
+    at their positions; the pullback still returns one slot per argument passed
+    positionally (ChainRules' convention). ``config`` goes to rules registered with
+    ``config=True``. The tracer's ``record`` runs scalar and non-differentiable entries
+    itself, with no pullback closure.
 
     >>> import numpy as np
     >>> from adrules.tangents import unthunk

@@ -389,13 +389,12 @@ def why_unsendable(exc):
     return None
 
 
-def load_result(data: bytes | tuple, index: int, backend: str) -> Any:
-    """Unpickle a result in the parent; a failure names the item."""
+def load_result(data: tuple[bytes, list[Any]], index: int, backend: str) -> Any:
+    """Unpickle a result in the parent, ``(header, buffers)`` as :func:`dumps_out_of_band`
+    made it; a failure names the item."""
+    header, buffers = data
     try:
-        if isinstance(data, tuple):
-            header, buffers = data
-            return pickle.loads(header, buffers=buffers)
-        return pickle.loads(data)
+        return pickle.loads(header, buffers=buffers)
     except Exception as exc:
         raise SerializationError(
             f"could not unpickle the result of item {index} sent back by the {backend!r} "

@@ -253,8 +253,8 @@ _SharingPickler = None
 
 
 def _sharing_pickler():
-    """The pickler class of :func:`dumps_sharing_arrays`, made once (cloudpickle is
-    imported on first use; a class made per call cost ~30 µs per shared argument)."""
+    """The pickler class of :func:`dumps_sharing_arrays`, made once, not per shared
+    argument (cloudpickle is imported on first use)."""
     global _SharingPickler
     if _SharingPickler is None:
         from ._pickler import pickler

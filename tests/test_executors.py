@@ -689,6 +689,11 @@ def test_array_results_arrive_whole_and_writable(backend, local_pools, request):
             assert r[key].dtype == expected[key].dtype and r[key].shape == expected[key].shape
             assert r[key].flags.writeable, key
         assert r["fortran"].flags.f_contiguous
+        for key in ("whole", "fortran"):  # built on the buffer received apart, not on pickled bytes
+            root = r[key]
+            while isinstance(root.base, np.ndarray):
+                root = root.base
+            assert root.dtype == np.uint8 and root.nbytes == r[key].nbytes, (key, type(r[key].base))
         r["whole"][0] = -1.0
         assert r["scalar"] == float(i)
 
