@@ -49,7 +49,7 @@ def scatter_add(shape, index, values):
     return out
 
 
-@rrule.register(scatter_add)
+@rrule.register(scatter_add, complex=True)
 def scatter_add_rrule(shape, index, values):
     def scatter_add_pullback(g):
         g = unthunk(g)
@@ -58,7 +58,7 @@ def scatter_add_rrule(shape, index, values):
     return scatter_add(shape, index, values), scatter_add_pullback
 
 
-@frule.register(scatter_add)
+@frule.register(scatter_add, complex=True)
 def scatter_add_frule(tangents, shape, index, values):
     dvalues = tangents[3]
     dy = ZeroTangent() if is_zero(dvalues) else scatter_add(shape, index, dvalues)
@@ -66,7 +66,7 @@ def scatter_add_frule(tangents, shape, index, values):
 
 
 # ---- x[index] ---------------------------------------------------------------------
-@rrule.register(ops.getitem)
+@rrule.register(ops.getitem, complex=True)
 def getitem_rrule(x, index):
     shape = np.shape(x)
 
@@ -77,7 +77,7 @@ def getitem_rrule(x, index):
     return ops.getitem(x, index), getitem_pullback
 
 
-@frule.register(ops.getitem)
+@frule.register(ops.getitem, complex=True)
 def getitem_frule(tangents, x, index):
     dx = tangents[1]
     return ops.getitem(x, index), ZeroTangent() if is_zero(dx) else ops.getitem(dx, index)

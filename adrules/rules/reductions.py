@@ -162,7 +162,7 @@ def _weights_along(weights, a, axis):
 
 
 # ---- sums and means ------------------------------------------------------------------
-@numpy_rrule(np.sum)
+@numpy_rrule(np.sum, complex=True)
 def sum_rrule(a, axis=None, dtype=None, out=None, keepdims=False, **kwargs):
     shape = a.shape if type(a) is np.ndarray else np.shape(a)
 
@@ -174,18 +174,18 @@ def sum_rrule(a, axis=None, dtype=None, out=None, keepdims=False, **kwargs):
     return np.sum(a, axis, dtype, keepdims=keepdims, **kwargs), sum_pullback
 
 
-@numpy_frule(np.sum)
+@numpy_frule(np.sum, complex=True)
 def sum_frule(tangents, a, axis=None, dtype=None, out=None, keepdims=False, **kwargs):
     dy = np.sum(tangents[1], axis, keepdims=keepdims, where=kwargs.get("where", True))
     return np.sum(a, axis, dtype, keepdims=keepdims, **kwargs), dy
 
 
-@numpy_rrule(np.add.reduce)
+@numpy_rrule(np.add.reduce, complex=True)
 def add_reduce_rrule(array, axis=0, dtype=None, out=None, keepdims=False, **kwargs):
     return sum_rrule(array, axis, dtype, out, keepdims, **kwargs)
 
 
-@numpy_frule(np.add.reduce)
+@numpy_frule(np.add.reduce, complex=True)
 def add_reduce_frule(tangents, array, axis=0, dtype=None, out=None, keepdims=False, **kwargs):
     return sum_frule(tangents, array, axis, dtype, out, keepdims, **kwargs)
 
