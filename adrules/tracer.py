@@ -1123,10 +1123,13 @@ _ELIDE = sys.version_info < (3, 14)
 
 
 def _times(g, d):
-    """``g * d``, written into ``d`` when ``d`` is a big temporary nobody else holds
+    """``g * conj(d)``, the cotangent a partial ``d`` passes back (conjugated only when
+    complex), written into ``d`` when ``d`` is a big temporary nobody else holds
     (refcount 2: the parameter and getrefcount's own argument), saving an allocation and its
     page faults: the same trick as NumPy's own temporary elision. Refcounts are
     reliable for this on CPython 3.10-3.13 (``_ELIDE``)."""
+    if type(d) is complex or type(d) is not float and getattr(d, "dtype", _F8).kind == "c":
+        d = np.conjugate(d)
     if (_ELIDE and type(d) is _ndarray and d.size >= _BIG and sys.getrefcount(d) <= 2 and d.flags.writeable
             and d.flags.owndata and np.shape(g) == d.shape and np.result_type(g, d) == d.dtype):
         return np.multiply(d, g, out=d)
@@ -1171,10 +1174,7 @@ def backprop(trace, seeds, consume=True):
                         if d is ONE:
                             _accumulate(cot, slot, g, values[i], entry, i)
                         elif d is not None:  # None: no derivative in this argument (np.where's condition)
-                            d = d(*values, y)
-                            if type(d) is complex or type(d) is not float and getattr(d, "dtype", _F8).kind == "c":
-                                d = np.conjugate(d)  # ȳ ∂y/∂x̄: the conjugate derivative
-                            _accumulate(cot, slot, _times(g, d), values[i], entry, i)
+                            _accumulate(cot, slot, _times(g, d(*values, y)), values[i], entry, i)
             except (IndexError, TypeError) as e:  # zero-cost unless raised
                 misfit = _partials_misfit(entry, values, y, [s >= 0 for s in marks])
                 if misfit is None:
