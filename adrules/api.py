@@ -410,8 +410,9 @@ def trace_chunks(f: Callable[..., Any], args: tuple[Any, ...],
             traced = type(out) is Traced and out._trace is trace
             value = out.value if traced else out
             if not (type(value) in F64_SCALARS or (value is not None and type(value) is not str
-                                                    and flatten(value)[1] is LEAF and np.shape(value) == ())):
-                break
+                                                    and flatten(value)[1] is LEAF and np.shape(value) == ()
+                                                    and not np.iscomplexobj(value))):
+                break  # a complex value's pullback is linear in ȳ over the reals only: keep it
             values.append(value)
             if traced:
                 seeds.append((out.slot, _one_like(value)))

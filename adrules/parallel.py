@@ -319,7 +319,7 @@ def _value(call, state, xs, shared):
     return values.result()
 
 
-@rrule.register(_map_chunks)
+@rrule.register(_map_chunks, complex=True)  # see the module docstring: complex values
 def _psum_rrule(call, *leaves):
     state, xs, shared = call.unpack(leaves)
     if Traced in set(map(type, leaves)):
@@ -443,7 +443,7 @@ def _summable(y):
     return y
 
 
-@frule.register(_map_chunks)
+@frule.register(_map_chunks, complex=True)
 def _psum_frule(tangents, call, *leaves):
     state, xs, shared = call.unpack(leaves)
     dstate, dxs, dshared = unflatten(call.treedef, to_workers.leaves_as_received(
