@@ -8,9 +8,10 @@
     goes through schedule.run, which runs the same chunk function inline or on the executor
     rrule forward (chunk_forward), results reduced as they arrive in chunk order:
         y = Σ y_c                 executors.TreeSum: a fixed pairwise tree by chunk index
-        scalar sum: each chunk's cotangents at ȳ = 1 come with its value; those of the
-        state and shared arguments fold left by chunk index into one buffer (_FoldSum),
-        the elements' are kept in order
+        real scalar sum: each chunk's cotangents at ȳ = 1 come with its value; those of
+        the state and shared arguments fold left by chunk index into one buffer
+        (_FoldSum), the elements' are kept in order (a complex sum's pullback is linear
+        in ȳ over the reals only, not ȳ times its cotangents at 1: it goes as below)
         otherwise: the chunk's pullback kept (serial, threads), or nothing (recomputed)
     rrule pullback(ȳ): a scalar sum scales the sums by ȳ; otherwise schedule.run again
     under a second derivative the chunk work is a pmap over chunks (_map_over_chunks),
@@ -319,7 +320,7 @@ def _value(call, state, xs, shared):
     return values.result()
 
 
-@rrule.register(_map_chunks, complex=True)  # see the module docstring: complex values
+@rrule.register(_map_chunks, complex=True)  # complex values: see the module docstring
 def _psum_rrule(call, *leaves):
     state, xs, shared = call.unpack(leaves)
     if Traced in set(map(type, leaves)):
