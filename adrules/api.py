@@ -393,8 +393,8 @@ def named_pullback(fname: DerivativeName, f: Callable[..., Any], args: tuple[Any
 def trace_chunks(f: Callable[..., Any], args: tuple[Any, ...],
                  at_one: bool) -> tuple[list[Any], tuple[PyTree, ...] | None, Pullback | None]:
     """psum's chunk work, traced once: ``f(*args)`` returns a list of values, one per
-    chunk. ``(values, cotangents, None)`` when ``at_one`` is asked and every value is a
-    number (a sum's pullback is linear in ȳ, so the cotangents of ``args`` at ȳ = 1 say it
+    chunk. ``(values, cotangents, None)`` when ``at_one`` is asked and every value is a real
+    number (a real sum's pullback is linear in ȳ, so the cotangents of ``args`` at ȳ = 1 say it
     all, from one reverse pass at once), else ``(values, None, back)`` as ``pullback``
     gives. The caller names what ``f`` returned in its own errors.
 
