@@ -1,0 +1,147 @@
+"""Random programs with complex values: a real array ``x``, a complex array ``z`` and a
+complex number ``w`` go through compositions of complex-valued steps (holomorphic and
+not: ``conj``, ``abs``, ``angle``, ``real``, ``imag``), complex intermediates made from
+real values (``1j * x``, ``x.astype(complex)``), indexing and sums, to a real scalar.
+
+Against central finite differences along the real and the imaginary direction of every
+input element: the gradient (ChainRules' convention, ∂L/∂x + i ∂L/∂y), the jvp along a
+random complex direction (which must also equal Re <∇L, v>), and the hvp along it (L as a
+function of the real and imaginary parts: the derivative of the gradient along v).
+
+Every step maps values of modulus at most about 1.2 to values of about that size, away
+from branch cuts, poles and zeros of ``abs``, so the programs are smooth where they run.
+Ops to add once their complex rules land: prod, cumsum, mean, var/std, where, matmul/
+einsum/dot, the np.linalg family (inv, solve, det), np.fft (fft, ifft, rfft).
+"""
+
+import numpy as np
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import adrules as ad
+from adrules.registry import ComplexRuleError
+
+# np.sum's pullback broadcasts a traced complex cotangent under a second derivative (a sum
+# inside the program, "mean_mix"); until np.broadcast_to's rules are flagged complex, the
+# hvp of such a program is refused with the error naming it, never computed wrong
+PENDING_SECOND_ORDER = ("numpy.broadcast_to",)
+
+# ---- steps on the running value u (real or complex, shape (n,)) ---------------------------------
+STEPS = {
+    # holomorphic
+    "sin": lambda u: 0.5 * np.sin(u), "cos": lambda u: 0.5 * np.cos(u), "tanh": lambda u: np.tanh(0.5 * u),
+    "exp": lambda u: 0.5 * np.exp(0.4 * u), "log": lambda u: np.log(2.5 + u),
+    "sqrt": lambda u: np.sqrt(2.5 + u) - 1.0, "power": lambda u: 0.3 * (1.5 + u) ** 1.5,
+    "square": lambda u: 0.5 * u * u, "cube": lambda u: 0.4 * u ** 3, "reciprocal": lambda u: 1.0 / (2.5 + u),
+    "rotate": lambda u: (0.6 + 0.8j) * u - 0.1j,
+    # neither holomorphic nor real-valued, or real-valued of complex
+    "conj": np.conj, "conj_method": lambda u: u.conj(), "real": np.real, "imag": np.imag,
+    "real_attr": lambda u: u.real + 0.5j * u.imag, "abs": lambda u: 0.3 * np.abs(u + 2.0 + 1.0j),
+    "angle": lambda u: np.angle(u + 2.5 + 0.3j), "abs2": lambda u: 0.5 * u * np.conj(u),
+    "to_complex": lambda u: np.real(u).astype(np.complex128) * (0.6 - 0.8j) + 0.3j * np.imag(u),
+    # indexing, sums
+    "reverse": lambda u: u[::-1], "gather": lambda u: u[np.arange(u.shape[0])[::-1] % u.shape[0]] * 0.5 + u[0] * 0.5,
+    "mean_mix": lambda u: 0.7 * u + (0.3 / u.shape[0]) * np.sum(u),
+}
+
+# steps that bring in z (complex array) or w (complex number)
+MIXES = {
+    "times_z": lambda u, z, w: u * z, "plus_conj_z": lambda u, z, w: 0.5 * (u + np.conj(z)),
+    "over_z": lambda u, z, w: u / (2.5 + z), "times_w": lambda u, z, w: w * u,
+    "abs_z": lambda u, z, w: u * 0.5 * np.abs(z + 2.0), "imag_w": lambda u, z, w: u + 0.3 * np.imag(w * z),
+}
+
+STARTS = {
+    "z": lambda x, z, w: z, "x": lambda x, z, w: x, "x_times_z": lambda x, z, w: x * z,
+    "1j_x": lambda x, z, w: 1j * x + 0.2 * z, "astype": lambda x, z, w: x.astype(np.complex128) * w,
+    "exp_1j_x": lambda x, z, w: np.exp(1j * x) * 0.8,
+}
+
+
+@st.composite
+def programs(draw):
+    n = draw(st.integers(1, 4), label="n")
+    start = draw(st.sampled_from(sorted(STARTS)), label="start")
+    length = draw(st.integers(1, 4), label="length")
+    steps = [draw(st.sampled_from(sorted(STEPS)), label="step") for _ in range(length)]
+    mixes = [draw(st.one_of(st.none(), st.sampled_from(sorted(MIXES))), label="mix") for _ in steps]
+    seed = draw(st.integers(0, 2 ** 16), label="seed")
+    return n, start, steps, mixes, seed
+
+
+def _run(start, steps, mixes):
+    def program(x, z, w):
+        u = STARTS[start](x, z, w)
+        for step, mix in zip(steps, mixes):
+            u = STEPS[step](u)
+            if mix is not None:
+                u = MIXES[mix](u, z, w)
+        # a real scalar, nonlinear in both parts of the last value
+        return np.sum(np.real(u * (0.7 - 0.4j)) + 0.3 * np.abs(u + 3.0) ** 2 + np.imag(u) ** 2)
+
+    return program
+
+
+def _inputs(n, rng):
+    x = rng.uniform(-0.8, 0.8, size=n)
+    z = rng.uniform(-0.6, 0.6, size=n) + 1j * rng.uniform(-0.6, 0.6, size=n)
+    w = np.complex128(rng.uniform(0.4, 0.8) * np.exp(1j * rng.uniform(-np.pi, np.pi)))
+    return x, z, w
+
+
+def _direction(args, rng):
+    return tuple(np.asarray(rng.normal(size=np.shape(a)) + (1j * rng.normal(size=np.shape(a)) if np.iscomplexobj(a) else 0),
+                            dtype=np.result_type(a))[()] for a in args)
+
+
+def fd_gradient(L, args, h=1e-6):
+    """∂L/∂x + i ∂L/∂y for every element of every argument, by central differences."""
+    out = []
+    for i, a in enumerate(args):
+        a = np.asarray(a)
+        g = np.zeros(a.shape, dtype=a.dtype)
+        for idx in np.ndindex(a.shape):
+            for step in ((1.0, 1j) if np.iscomplexobj(a) else (1.0,)):
+                e = np.zeros(a.shape, dtype=a.dtype)
+                e[idx] = step * h
+                plus, minus = list(args), list(args)
+                plus[i], minus[i] = (a + e)[()], (a - e)[()]
+                g[idx] += step * (L(*plus) - L(*minus)) / (2 * h)
+        out.append(g[()])
+    return tuple(out)
+
+
+@settings(max_examples=30, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(programs())
+def test_complex_programs_against_finite_differences(program):
+    n, start, steps, mixes, seed = program
+    rng = np.random.default_rng(seed)
+    args = _inputs(n, rng)
+    L = _run(start, steps, mixes)
+    where = f"{start} -> " + " -> ".join(s if m is None else f"{s}, {m}" for s, m in zip(steps, mixes))
+
+    value, grads = ad.value_and_gradient(L, *args)
+    assert np.isrealobj(value), where
+    for g, want, a in zip(grads, fd_gradient(L, args), args):
+        assert np.iscomplexobj(g) == np.iscomplexobj(a), where
+        np.testing.assert_allclose(g, want, rtol=1e-6, atol=1e-7, err_msg=where)
+
+    v = _direction(args, rng)
+    _, dy = ad.jvp(L, args, v)
+    h = 1e-6
+    fd = (L(*[a + h * d for a, d in zip(args, v)]) - L(*[a - h * d for a, d in zip(args, v)])) / (2 * h)
+    np.testing.assert_allclose(dy, fd, rtol=1e-6, atol=1e-7, err_msg=where)
+    inner = sum(np.sum(np.real(np.conj(g) * d)) for g, d in zip(grads, v))  # Re <∇L, v>
+    np.testing.assert_allclose(dy, inner, rtol=1e-10, atol=1e-12, err_msg=where)
+
+    try:
+        hv = ad.hvp(lambda p: L(*p), args, v)
+    except ComplexRuleError as e:  # refused, not wrong: allowed only for the rules named above
+        assert any(str(e).startswith(name + ":") for name in PENDING_SECOND_ORDER), (where, e)
+        return
+    h = 1e-5
+    plus = ad.gradient(L, *[a + h * d for a, d in zip(args, v)])
+    minus = ad.gradient(L, *[a - h * d for a, d in zip(args, v)])
+    for got, p, m in zip(hv, plus, minus):
+        np.testing.assert_allclose(got, (p - m) / (2 * h), rtol=1e-5, atol=1e-6, err_msg=where)
