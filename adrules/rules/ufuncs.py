@@ -97,6 +97,8 @@ scalar_rule(np.arctanh, lambda x, y: 1.0 / (1.0 - x * x), complex=True)
 def _abs_partial(x, y):
     """sign(x) for real x; for complex z, ∂|z|/∂x - i ∂|z|/∂y = conj(z) / |z| (0 at 0), written
     with z itself rather than np.sign so second derivatives see how it moves."""
+    if type(x) is complex:  # a Python complex has no dtype (np.sign(z) would be z / |z|)
+        x = np.complex128(x)
     if getattr(x, "dtype", None) is None or x.dtype.kind != "c":
         return np.sign(x)
     return np.conjugate(x) / np.where(y == 0, np.inf, y)
