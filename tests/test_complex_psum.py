@@ -255,3 +255,67 @@ def test_neumaier_sum_of_complex_arrays_is_exact_per_part_and_keeps_complex64():
             exact = np.array([math.fsum(float(part(v[i])) for v in vals) for i in range(4)])
             # within one rounding of the part's precision (the compensated sum is exact here)
             np.testing.assert_allclose(part(got), exact, rtol=2 * np.finfo(dtype).eps, atol=0)
+
+
+# ---- other forms: a captured complex value, dict elements, vectorized f ------------------------
+
+
+def _fd_tree(L, args, h=1e-6):
+    """``fd_gradient`` over the float and complex leaves of container arguments."""
+    leaves, tdef = ad.pytrees.flatten(list(args))
+    grads = []
+    for i, leaf in enumerate(leaves):
+        def along(v, i=i):
+            moved = list(leaves)
+            moved[i] = v
+            return L(*ad.pytrees.unflatten(tdef, moved))
+        grads.append(fd_gradient(along, (np.asarray(leaf),), h)[0][()])
+    return ad.pytrees.unflatten(tdef, grads)
+
+
+def _forms():
+    rng = np.random.default_rng(4)
+    xs = rng.normal(size=(5, 3)) + 1j * rng.normal(size=(5, 3))
+    ms = [{"a": rng.normal(size=2) + 1j * rng.normal(size=2), "b": float(rng.normal())} for _ in range(5)]
+    z = rng.normal(size=3) + 1j * rng.normal(size=3)
+
+    def captured(ex):  # f closes over the differentiated z: psum lifts it to a shared argument
+        return lambda z: ad.psum(lambda x: np.sum(np.abs(x - z) ** 2 * np.real(x)), xs, executor=ex,
+                                 chunk_size=CHUNK)
+
+    def dicts(ex):  # container elements with complex leaves, a Python complex shared argument
+        return lambda ms, w: ad.psum(lambda m, w: np.sum(np.real(m["a"] * w) * m["b"] + np.abs(m["a"] - w) ** 3),
+                                     ms, w, executor=ex, chunk_size=CHUNK)
+
+    def vectorized(ex):  # f takes a whole chunk and returns one (complex) value per row
+        return lambda xs, w: np.abs(ad.psum(lambda x, w: np.sum(np.conj(x) * w * x[:, ::-1], axis=1), xs, w,
+                                            executor=ex, chunk_size=CHUNK, vectorized=True)) ** 2
+
+    return {"captured": (captured, (z,)), "dicts": (dicts, (ms, 0.3 - 0.8j)), "vectorized": (vectorized, (xs, z[0]))}
+
+
+@pytest.mark.parametrize("form", ["captured", "dicts", "vectorized"])
+def test_other_forms_match_finite_differences_and_every_backend(form, pools):
+    make, args = _forms()[form]
+    serial = ad.gradient(make("serial"), *args)
+    for got, want in zip(ad.pytrees.flatten(list(serial))[0], ad.pytrees.flatten(_fd_tree(make("serial"), args))[0]):
+        assert np.iscomplexobj(got) == np.iscomplexobj(want)
+        np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
+    for ex in pools:
+        assert _bits(ad.gradient(make(ex), *args)) == _bits(serial), f"{form} on {ex.name}"
+
+
+def test_big_complex64_cotangents_come_back_from_workers_as_complex64(pools):
+    # a shared argument's cotangent of 128 kB: processes send it back out of band
+    rng = np.random.default_rng(6)
+    z = (rng.normal(size=2**14) + 1j * rng.normal(size=2**14)).astype(np.complex64)
+    xs = [np.float32(s) for s in rng.normal(size=4)]
+    L = lambda z, ex: ad.psum(lambda x, z: np.sum(np.abs(z * x + 1.0) ** 2), xs, z, executor=ex,  # noqa: E731
+                              chunk_size=CHUNK)
+    serial = ad.gradient(lambda z: L(z, "serial"), z)[0]
+    assert serial.dtype == np.complex64
+    want = sum(2 * (z * x + 1.0) * x for x in xs)  # ∂/∂x + i ∂/∂y of |z x + 1|², x real
+    np.testing.assert_allclose(serial, want, rtol=1e-5, atol=1e-4)
+    for ex in pools:
+        got = ad.gradient(lambda z: L(z, ex), z)[0]
+        assert got.dtype == np.complex64 and got.tobytes() == serial.tobytes(), ex.name
