@@ -319,3 +319,9 @@ def test_big_complex64_cotangents_come_back_from_workers_as_complex64(pools):
     for ex in pools:
         got = ad.gradient(lambda z: L(z, ex), z)[0]
         assert got.dtype == np.complex64 and got.tobytes() == serial.tobytes(), ex.name
+
+
+def test_gradient_of_a_complex_psum_asks_for_a_real_loss():
+    xs = [np.array([1 + 1j]), np.array([2 - 1j])]
+    with pytest.raises(ad.tracer.TracerError, match="needs a real scalar"):
+        ad.gradient(lambda xs: ad.psum(lambda z: np.sum(z * z), xs, executor="serial"), xs)
