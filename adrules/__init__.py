@@ -12,7 +12,7 @@ from .registry import non_differentiable, primitive, scalar_rule
 from .tangents import InplaceableThunk, NoTangent, Tangent, Thunk, ZeroTangent, unthunk
 from . import rules  # noqa: F401  (registers the NumPy rule library)
 from . import testing  # noqa: F401
-from .parallel import pmap, psum
+from ._psum.parallel import pmap, psum
 from .derivatives import hessian, hvp, jacobian
 from .transforms import elementwise_grad, grad, value_and_grad
 from . import _state

@@ -114,7 +114,7 @@ class DerivativeName:
         return format(str(self), spec)
 
 
-#: How ``_gather`` reads one argument's gradient: (structure, leaves, each leaf's tape slot,
+#: How ``gather_gradients`` reads one argument's gradient: (structure, leaves, each leaf's tape slot,
 #: -1 for a constant). Slots, not boxes: ``x *= 2`` gives the box of argument x a new slot.
 _BoxedArgument = tuple[TreeDef, list[Any], list[int]]
 
@@ -247,7 +247,7 @@ def _fresh(g: Any, seen: set[int]) -> Any:
     return g
 
 
-def _gather(plans: list[_BoxedArgument], cot: Sequence[Any]) -> tuple[Any, ...]:
+def gather_gradients(plans: list[_BoxedArgument], cot: Sequence[Any]) -> tuple[Any, ...]:
     """Per-argument cotangents, in the structure of each argument."""
     seen: set[int]
     out, seen = [], set()
@@ -280,7 +280,8 @@ def _float_cotangent(g: Any) -> Any:
     return g if type(g) is Traced else float(g)
 
 
-def _one_like(v: Any) -> Any:
+def one_like(v: Any) -> Any:
+    """The seed ȳ = 1 for an output ``v``: a one of its dtype (a float where it has none)."""
     dt = getattr(v, "dtype", None)
     return dt.type(1) if dt is not None else 1.0
 
@@ -322,7 +323,7 @@ def named_value_and_gradient(fname: DerivativeName, f: Callable[..., Any],
                 f"{fname}: f returned a complex number, but {fname.api} needs a real scalar: return "
                 f"a real loss (np.real(z), np.abs(z) ** 2), or differentiate the complex output with "
                 f"adrules.pullback(f, x) and a complex cotangent, or adrules.jacobian.")
-        cot = backprop(trace, [(out.slot, _one_like(value))])
+        cot = backprop(trace, [(out.slot, one_like(value))])
     else:
         value = out
         if out is None:  # a zero gradient would hide it
@@ -334,7 +335,7 @@ def named_value_and_gradient(fname: DerivativeName, f: Callable[..., Any],
                 f"adrules.pullback or adrules.jacobian for non-scalar outputs.")
         cot = [None] * trace.n_slots
     trace.nodes = None
-    return value, _gather(plans, cot)
+    return value, gather_gradients(plans, cot)
 
 
 def gradient(f: Callable[..., Any], *args: PyTree) -> tuple[PyTree, ...]:
@@ -390,38 +391,6 @@ def named_pullback(fname: DerivativeName, f: Callable[..., Any], args: tuple[Any
     return pullback_of(fname, trace, plans, out)
 
 
-def trace_chunks(f: Callable[..., Any], args: tuple[Any, ...],
-                 at_one: bool) -> tuple[list[Any], tuple[PyTree, ...] | None, Pullback | None]:
-    """psum's chunk work, traced once: ``f(*args)`` returns a list of values, one per
-    chunk. ``(values, cotangents, None)`` when ``at_one`` is asked and every value is a real
-    number (a real sum's pullback is linear in ȳ, so the cotangents of ``args`` at ȳ = 1 say it
-    all, from one reverse pass at once), else ``(values, None, back)`` as ``pullback``
-    gives. The caller names what ``f`` returned in its own errors.
-
-    >>> import numpy as np
-    >>> trace_chunks(lambda x: [np.sum(x * x)], (np.array([1.0, 2.0]),), at_one=True)
-    ([np.float64(5.0)], (array([2., 4.]),), None)
-    """
-    fname = DerivativeName("pullback", f)
-    trace, plans, outs = traced_call(fname, f, args)
-    if at_one:
-        values, seeds = [], []
-        for out in outs:
-            traced = type(out) is Traced and out._trace is trace
-            value = out.value if traced else out
-            if not (type(value) in F64_SCALARS or (value is not None and type(value) is not str
-                                                    and flatten(value)[1] is LEAF and np.shape(value) == ()
-                                                    and not np.iscomplexobj(value))):
-                break  # a complex value's pullback is linear in ȳ over the reals only: keep it
-            values.append(value)
-            if traced:
-                seeds.append((out.slot, _one_like(value)))
-        else:
-            return values, _gather(plans, backprop(trace, seeds)), None
-    y, back = pullback_of(fname, trace, plans, outs)
-    return y, None, back
-
-
 def traced_call(fname: object, f: Callable[..., Any], args: tuple[Any, ...]) -> tuple[Trace, list[_BoxedArgument], Any]:
     """``(trace, plans, out)``: ``f`` called on ``args`` boxed on a new reverse trace."""
     trace = Trace(DEFAULT_CONFIG)
@@ -459,7 +428,7 @@ def pullback_of(fname: object, trace: Trace, plans: list[_BoxedArgument], out: A
             if isinstance(bar, (int, float)):  # rules may index their cotangent: give a NumPy scalar
                 bar = np.asarray(bar, dtype=getattr(leaf.value, "dtype", np.float64))[()]
             seeds.append((slot, bar))
-        return _gather(plans, backprop(trace, seeds, consume=False))
+        return gather_gradients(plans, backprop(trace, seeds, consume=False))
 
     return y, back
 

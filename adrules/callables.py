@@ -12,6 +12,7 @@ to the values it came from.
 from __future__ import annotations
 
 import functools
+import os
 import types
 from typing import Any
 
@@ -129,6 +130,23 @@ def code_of(f):
     if code is None and type(f) is _Closure:
         code = f.code
     return code
+
+
+def describe(f: Any) -> str:
+    """``name (file:line)`` of a user's function, for log lines and messages.
+
+    >>> def loss(w):
+    ...     return w
+    >>> describe(loss).startswith("loss (")
+    True
+    """
+    code = getattr(f, "__code__", None)
+    if code is None:
+        code = getattr(getattr(type(f), "__call__", None), "__code__", None)
+    name = getattr(f, "__qualname__", None) or type(f).__qualname__
+    if code is None:
+        return name
+    return f"{name} ({os.path.basename(code.co_filename)}:{code.co_firstlineno})"
 
 
 class Lifted:

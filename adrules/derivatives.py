@@ -27,7 +27,7 @@ from . import _state
 from .api import (DROPPED_SUBCLASSES, DerivativeName, check_callable, gradient, jvp, leaf_is_differentiable,
                   named_value_and_gradient, pullback, refuse_underivable, subclass_refused)
 from .pytrees import LEAF, PyTree, TreeDef, flatten, tangent_leaves, treedef_field_names, unflatten
-from .schedule import each, run, work_key
+from ._psum.schedule import each, run, work_key
 from .tangents import Tangent, is_float_value, is_zero
 from .tracer import SECOND_ORDER, NoFruleError, NoRuleError, Traced, TracerError, in_place_writes_explained
 

@@ -7,7 +7,7 @@ its traceback (in place, as Dask's ``shorten_traceback`` does, so that Python 3.
 ``raise`` keeps the change), and from those of the exceptions it chains::
 
     File "script.py", line 11, in <module>       the user's frames stay
-    File ".../adrules/parallel.py", in psum      the frame that handles it: where the user called
+    File ".../adrules/_psum/parallel.py", in psum the frame that handles it: where the user called
     [library frames: unlinked]
     File "script.py", line 5, in loss            the user's frames stay
     [library frames: unlinked, but the last]     where it was raised, if in the library

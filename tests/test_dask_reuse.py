@@ -6,7 +6,7 @@ import pytest
 
 import adrules as ad
 import executors
-from adrules import schedule
+from adrules._psum import schedule
 
 
 def _fit(w, data):

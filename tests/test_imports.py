@@ -24,18 +24,33 @@ LAYERS = {
         ["executors"],
     ],
     "adrules": [
+        # the core
         ["adrules._state", "adrules.tangents", "adrules.pytrees", "adrules.unsupported"],
         ["adrules.projection", "adrules.callables", "adrules.keywords"],
         ["adrules.registry"],
-        ["adrules.ops", "adrules.worker_rules"],
+        ["adrules.ops"],
         ["adrules.tracer"],
         ["adrules.api"],
-        ["adrules.testing", "adrules.schedule", "adrules.to_workers", "adrules.chunks", "adrules.transforms"],
-        ["adrules.parallel", "adrules.derivatives"],
+        ["adrules.testing", "adrules.transforms"],
         ["adrules.rules.*", "adrules.coverage"],
+        # the parallel sum, one wing above the core
+        ["adrules._psum.worker_rules"],
+        ["adrules._psum.schedule", "adrules._psum.to_workers"],
+        ["adrules._psum.chunks"],
+        ["adrules._psum.parallel"],
+        ["adrules._psum"],
+        # jacobian and hessian run their columns through psum's schedule
+        ["adrules.derivatives"],
         ["adrules"],
     ],
 }
+
+#: psum's package, and the modules outside it that may import it (``adrules`` exports
+#: ``psum`` and ``pmap``; ``derivatives`` maps its columns with ``schedule.run``)
+PSUM = "adrules._psum"
+PSUM_USERS = {"adrules", "adrules.derivatives"}
+#: the parallel sum's modules: every one of them lives in PSUM's folder
+PSUM_MODULES = {"parallel", "chunks", "schedule", "to_workers", "worker_rules"}
 
 
 def module_name(path):
@@ -140,6 +155,39 @@ def test_imports_point_down_the_layers(package):
 def test_executors_knows_nothing_of_adrules():
     for path in (ROOT / "executors").rglob("*.py"):
         assert not imports_of(path, "adrules"), f"{path.name} imports adrules"
+
+
+def in_psum(module):
+    return module == PSUM or module.startswith(PSUM + ".")
+
+
+def test_psum_modules_live_in_one_folder():
+    modules = set(graph("adrules"))
+    assert {f"{PSUM}.{m}" for m in PSUM_MODULES} <= modules
+    stray = sorted(m for m in modules if m.rpartition(".")[2] in PSUM_MODULES and not in_psum(m))
+    assert not stray, f"psum's modules outside {PSUM}: {stray}"
+
+
+def test_the_core_never_imports_psum():
+    """Only ``PSUM_USERS`` import the parallel sum's package; the core stands without it."""
+    edges = graph("adrules")
+    up = sorted(f"{m} imports {d}" for m, deps in edges.items() if not in_psum(m) and m not in PSUM_USERS
+                for d in deps if in_psum(d))
+    assert not up, "the core imports psum:\n  " + "\n  ".join(up)
+    assert all(layer_of("adrules", m) < layer_of("adrules", PSUM + ".worker_rules")
+               for m in edges if not in_psum(m) and m not in PSUM_USERS), "a core module is layered above psum"
+
+
+def test_the_package_leaves_ad_psum_the_function():
+    """``adrules.psum`` is the function users call. Its package is ``_psum`` because
+    importing a package's module by path (pytest's importlib mode collecting doctests)
+    sets the package as an attribute of its parent: a package ``adrules.psum`` would
+    replace the function."""
+    import sys
+
+    import adrules
+    assert adrules.psum is sys.modules[PSUM + ".parallel"].psum and callable(adrules.psum)
+    assert adrules.pmap is sys.modules[PSUM + ".parallel"].pmap
 
 
 def private_names_imported(path):

@@ -15,7 +15,7 @@ import pytest
 
 import adrules as ad
 import executors
-from adrules import schedule
+from adrules._psum import schedule, to_workers
 
 
 @pytest.fixture(scope="module")
@@ -39,7 +39,7 @@ def remote(request):
 @pytest.fixture(autouse=True)
 def fresh_call_sites():
     schedule.forget()
-    ad.to_workers._checked.clear()
+    to_workers._checked.clear()
 
 
 def _models():

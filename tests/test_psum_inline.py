@@ -11,7 +11,8 @@ import pytest
 
 import adrules as ad
 import executors
-from adrules import parallel, pytrees, schedule
+from adrules import pytrees
+from adrules._psum import parallel, schedule
 
 
 @pytest.fixture(autouse=True)

@@ -12,8 +12,8 @@ import pytest
 
 import adrules as ad
 import executors
-from adrules import schedule
-from adrules.chunks import GROUP_SECONDS
+from adrules._psum import schedule
+from adrules._psum.schedule import GROUP_SECONDS
 
 
 @pytest.fixture(autouse=True)

@@ -312,7 +312,7 @@ class PsumHeavyFirstCall:
 
     def setup(self, backend):
         import executors
-        from adrules import schedule
+        from adrules._psum import schedule
 
         self.models, x, y = common.ensemble(common.HEAVY)
         self.ex = ex = executors.resolve(backend, 2 if backend != "serial" else None)

@@ -1,4 +1,4 @@
-"""Where psum's chunks run: what users get from the one policy (``adrules/schedule.py``).
+"""Where psum's chunks run: what users get from the one policy (``adrules/_psum/schedule.py``).
 
 - ``SteadyStateOverSerial``: for each amount of work per call, from tiny scalars to the
   heavy ensemble, the psum gradient's time on threads:2 and processes:2 over the serial
@@ -25,7 +25,7 @@ import numpy as np
 
 import adrules as ad
 import executors
-from adrules import schedule
+from adrules._psum import schedule
 
 from . import common
 

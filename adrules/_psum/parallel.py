@@ -35,9 +35,13 @@ import executors
 from executors._tracebacks import hide_frames_of, user_frames
 from executors.base import add_note
 
+from .._state import STATE as _STATE, TracedValue
+from ..callables import has_traced as _has_traced, split_callable
+from ..pytrees import flatten, tangent_leaves, tree_map, unflatten
+from ..registry import frule, primitive, rrule
+from ..tangents import NoTangent, ZeroTangent, add_tangents, dense, is_zero
+from ..tracer import Traced, TracerError, primal_value
 from . import schedule, to_workers
-from ._state import STATE as _STATE, TracedValue
-from .callables import has_traced as _has_traced, split_callable
 from .chunks import (
     ChunkGradient,
     ChunkJVP,
@@ -54,12 +58,8 @@ from .chunks import (
     why_not_added,
     zero_to_none,
 )
-from .pytrees import flatten, tangent_leaves, tree_map, unflatten
-from .registry import frule, primitive, rrule
-from .tangents import NoTangent, ZeroTangent, add_tangents, dense, is_zero
-from .tracer import Traced, TracerError, primal_value
 
-hide_frames_of(__package__)  # an error in f shows f's frames and the user's, not these
+hide_frames_of("adrules")  # an error in f shows f's frames and the user's, not these
 
 # ---------------------------------------------------------------------------
 # chunks and their reduction

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from .registry import RULE, USER_REGISTRATIONS, RuleEntry, frule, function_name, rrule
+from ..registry import RULE, USER_REGISTRATIONS, RuleEntry, frule, function_name, rrule
 
 
 class UserRules:

@@ -13,6 +13,8 @@ order, however chunks are grouped):
     chunk_backward   recompute the chunks and pull their ȳ back (nothing kept on workers)
     chunk_pullback   pull ȳ back through kept pullbacks
     jvp_chunks       values and tangents (forward mode)
+    trace_chunks     a group's chunk work traced once, on one tape (what chunk_forward
+                     and chunk_backward run)
     ChunkGradient / ChunkPullback / ChunkJVP
                      what the rules map under a second derivative (a pmap over chunks,
                      differentiated in turn)
@@ -22,18 +24,17 @@ from __future__ import annotations
 
 import itertools
 import time
+from typing import Any, Callable
 
 import numpy as np
 from executors.base import add_note
 
-from .api import jvp, trace_chunks
-from .pytrees import LEAF, LEAF_TYPES, flatten, tree_map, unflatten
-from .tangents import NoTangent, ZeroTangent, is_zero
-from .tracer import Traced
-
-#: a group's chunks traced on one tape hold up to this much work (CPU seconds): a group
-#: stops after the chunk that takes it past (its caller sends the rest again)
-GROUP_SECONDS = 1e-3
+from ..api import DerivativeName, gather_gradients, jvp, one_like, pullback_of, traced_call
+from ..pytrees import LEAF, LEAF_TYPES, PyTree, flatten, tree_map, unflatten
+from ..registry import Pullback
+from ..tangents import NoTangent, ZeroTangent, is_zero
+from ..tracer import F64_SCALARS, Traced, backprop
+from .schedule import GROUP_SECONDS
 
 
 def is_container(v):
@@ -229,6 +230,38 @@ def _chunks_fn(plan, layout, state, shared):
         return ys
 
     return chunks_fn
+
+
+def trace_chunks(f: Callable[..., Any], args: tuple[Any, ...],
+                 at_one: bool) -> tuple[list[Any], tuple[PyTree, ...] | None, Pullback | None]:
+    """psum's chunk work, traced once: ``f(*args)`` returns a list of values, one per
+    chunk. ``(values, cotangents, None)`` when ``at_one`` is asked and every value is a
+    real number (a real sum's pullback is linear in ȳ, so the cotangents of ``args`` at ȳ = 1 say it
+    all, from one reverse pass at once), else ``(values, None, back)`` as ``pullback``
+    gives. The caller names what ``f`` returned in its own errors.
+
+    >>> import numpy as np
+    >>> trace_chunks(lambda x: [np.sum(x * x)], (np.array([1.0, 2.0]),), at_one=True)
+    ([np.float64(5.0)], (array([2., 4.]),), None)
+    """
+    fname = DerivativeName("pullback", f)
+    trace, plans, outs = traced_call(fname, f, args)
+    if at_one:
+        values, seeds = [], []
+        for out in outs:
+            traced = type(out) is Traced and out._trace is trace
+            value = out.value if traced else out
+            if not (type(value) in F64_SCALARS or (value is not None and type(value) is not str
+                                                    and flatten(value)[1] is LEAF and np.shape(value) == ()
+                                                    and not np.iscomplexobj(value))):
+                break  # a complex value's pullback is linear in ȳ over the reals only: keep it
+            values.append(value)
+            if traced:
+                seeds.append((out.slot, one_like(value)))
+        else:
+            return values, gather_gradients(plans, backprop(trace, seeds)), None
+    y, back = pullback_of(fname, trace, plans, outs)
+    return y, None, back
 
 
 def _traced(group, plan, active, state, shared, at_one):

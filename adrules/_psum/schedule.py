@@ -31,17 +31,20 @@ import executors
 from executors._tracebacks import warn
 from executors.base import add_note
 
-from .chunks import GROUP_SECONDS
-from .callables import code_of
+from ..callables import code_of, describe
 from .worker_rules import travelling_rules
 
-logger = logging.getLogger("adrules.schedule")
+logger = logging.getLogger("adrules.schedule")  # the name the README gives users
 
 MARGIN = 1.25  # parallel must be expected this many times faster than inline
 RETRY_CALLS = 32  # calls after which a site's measured parallel speed-up is measured again
 TASK_WORK = 10.0  # a task holds at least this many times the executor's per-task overhead
 BIG_RESULT = 2**20  # bytes: a chunk's result this big travels in a task of its own
 PRELOAD = ("adrules",)  # what starting worker processes import ahead of the first chunk
+
+#: a group's chunks traced on one tape hold up to this much work (CPU seconds): a group
+#: stops after the chunk that takes it past (its caller sends the rest again)
+GROUP_SECONDS = 1e-3
 
 INLINE, PARALLEL, ONE_FIRST = "inline", "parallel", "a group inline first"
 
@@ -404,24 +407,7 @@ def _seconds(s):
     return f"{s * 1e3:.3g} ms" if s >= 1e-3 else f"{s * 1e6:.3g} µs"
 
 
-def describe(f) -> str:
-    """``name (file:line)`` of a user's function, for log lines and messages.
-
-    >>> def loss(w):
-    ...     return w
-    >>> describe(loss).startswith("loss (")
-    True
-    """
-    code = getattr(f, "__code__", None)
-    if code is None:
-        code = getattr(getattr(type(f), "__call__", None), "__code__", None)
-    name = getattr(f, "__qualname__", None) or type(f).__qualname__
-    if code is None:
-        return name
-    return f"{name} ({os.path.basename(code.co_filename)}:{code.co_firstlineno})"
-
-
-_OWN_DIRS = tuple(os.path.dirname(str(m.__file__)) + os.sep for m in (executors, sys.modules[__package__]))
+_OWN_DIRS = tuple(os.path.dirname(str(m.__file__)) + os.sep for m in (executors, sys.modules["adrules"]))
 
 
 def _caller():

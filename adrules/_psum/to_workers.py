@@ -26,9 +26,9 @@ from typing import Any, Callable
 import numpy as np
 from executors.base import Executor, SerializationError
 
-from .pytrees import flatten, unflatten
-from .schedule import describe
-from .tracer import TracerError
+from ..callables import describe
+from ..pytrees import flatten, unflatten
+from ..tracer import TracerError
 
 _checked: set = set()
 _lock = threading.Lock()
