@@ -109,7 +109,12 @@ def _in_a_closure(api: str) -> Callable[[int], str]:
 
 def _points(fname: str, args: tuple[Any, ...]) -> tuple[list[TreeDef], tuple[Any, ...]]:
     """Each argument's structure, and the leaves of all of them as arrays, in order."""
-    refuse_underivable(fname, args, _in_a_closure(fname.partition("(")[0]))
+    api = fname.partition("(")[0]
+    hint = _in_a_closure(api)
+    if len(args) == 1 and isinstance(args[0], (int, np.integer)) and not isinstance(args[0], (bool, np.bool_)):
+        hint = lambda i: (f"{_in_a_closure(api)(i)}; or, if {args[0]!r} is autograd's argnum, "  # noqa: E731
+                          f"name it: {api}(f, argnum={args[0]!r})")
+    refuse_underivable(fname, args, hint)
     trees, points = [], []
     for i, arg in enumerate(args):
         leaves, tree = flatten(arg)
@@ -270,7 +275,8 @@ def jacobian(
     JAX: a function of ``f``'s arguments that returns the Jacobian with respect to the
     arguments ``argnums`` names (one array for an int, a tuple for a tuple; the other
     arguments and keyword arguments are passed along, as in ``grad``; ``argnum`` is
-    autograd's spelling). ``jacfwd`` and ``jacrev`` are this with ``mode`` set.
+    autograd's spelling, by keyword: ``jacobian(f, 1)`` is refused, 1 being a point with
+    no derivative). ``jacfwd`` and ``jacrev`` are this with ``mode`` set.
 
     >>> ad.jacobian(lambda x, k: k * x ** 2)(np.array([1.0, 2.0]), 3)
     array([[ 6.,  0.],
