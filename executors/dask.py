@@ -146,6 +146,7 @@ def _refuse_unguarded_script(kwargs: dict[str, Any]) -> None:
     where the script cannot be read (a notebook, ``python -c``, a thread's own stack) or
     the workers are not spawned (``processes=False``, the "fork" method)."""
     import ast
+    from types import FrameType
 
     import dask
 
@@ -154,7 +155,7 @@ def _refuse_unguarded_script(kwargs: dict[str, Any]) -> None:
     path = getattr(main, "__file__", None)
     if not kwargs.get("processes", True) or method == "fork" or not path or not str(path).endswith(".py"):
         return
-    frame = sys._getframe(1)
+    frame: FrameType | None = sys._getframe(1)
     while frame is not None and not (frame.f_globals is vars(main) and frame.f_code.co_name == "<module>"):
         frame = frame.f_back
     if frame is None:
