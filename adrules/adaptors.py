@@ -18,7 +18,7 @@ from typing import Any, Callable, Sequence
 
 from .api import check_callable, jvp, pullback
 from .derivatives import hvp, jacobian
-from .transforms import _argnums, _named, _prepare
+from .transforms import checked_argnums, named_transform, prepare_call
 
 __all__ = ["jacfwd", "jacrev", "hessian_vector_product", "make_jvp", "make_vjp"]
 
@@ -48,7 +48,7 @@ def jacrev(f: Callable[..., Any], argnums: int | Sequence[int] = 0) -> Callable[
 
 def _one_argument(api: str, f: Callable[..., Any], argnum: Any) -> int:
     check_callable(api, f)
-    nums = _argnums(api, argnum, None)
+    nums = checked_argnums(api, argnum, None)
     if not isinstance(nums, int):
         raise TypeError(f"{api}: argnum must be one int, got {argnum!r}; for several arguments, pass them "
                         f"as one tuple argument.")
@@ -70,10 +70,10 @@ def hessian_vector_product(f: Callable[..., Any], argnum: int = 0) -> Callable[.
         if len(args) < 2:
             raise TypeError(f"hessian_vector_product({getattr(f, '__name__', 'f')}): call it with f's "
                             f"arguments and then the vector: hessian_vector_product(f)(x, v).")
-        partial, (x,), _ = _prepare("hessian_vector_product", f, num, False, args[:-1], kwargs)
+        partial, (x,), _ = prepare_call("hessian_vector_product", f, num, False, args[:-1], kwargs)
         return hvp(partial, x, args[-1])
 
-    return _named(hessian_vector_product_f, "hessian_vector_product", f, num)
+    return named_transform(hessian_vector_product_f, "hessian_vector_product", f, num)
 
 
 def make_jvp(f: Callable[..., Any], argnum: int = 0) -> Callable[..., Any]:
@@ -87,10 +87,10 @@ def make_jvp(f: Callable[..., Any], argnum: int = 0) -> Callable[..., Any]:
     num = _one_argument("make_jvp", f, argnum)
 
     def make_jvp_f(*args: Any, **kwargs: Any) -> Callable[[Any], Any]:
-        partial, (x,), _ = _prepare("make_jvp", f, num, False, args, kwargs)
+        partial, (x,), _ = prepare_call("make_jvp", f, num, False, args, kwargs)
         return lambda v: jvp(partial, (x,), (v,))
 
-    return _named(make_jvp_f, "make_jvp", f, num)
+    return named_transform(make_jvp_f, "make_jvp", f, num)
 
 
 def make_vjp(f: Callable[..., Any], argnum: int = 0) -> Callable[..., Any]:
@@ -106,8 +106,8 @@ def make_vjp(f: Callable[..., Any], argnum: int = 0) -> Callable[..., Any]:
     num = _one_argument("make_vjp", f, argnum)
 
     def make_vjp_f(*args: Any, **kwargs: Any) -> tuple[Callable[[Any], Any], Any]:
-        partial, (x,), _ = _prepare("make_vjp", f, num, False, args, kwargs)
+        partial, (x,), _ = prepare_call("make_vjp", f, num, False, args, kwargs)
         y, back = pullback(partial, x)
         return (lambda g: back(g)[0]), y
 
-    return _named(make_vjp_f, "make_vjp", f, num)
+    return named_transform(make_vjp_f, "make_vjp", f, num)

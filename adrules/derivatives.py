@@ -30,7 +30,7 @@ from .pytrees import LEAF, PyTree, TreeDef, flatten, tangent_leaves, treedef_fie
 from .schedule import each, run, work_key
 from .tangents import Tangent, is_float_value, is_zero
 from .tracer import SECOND_ORDER, NoFruleError, NoRuleError, Traced, TracerError, in_place_writes_explained
-from .transforms import _argnums, _named, _Partial, _prepare
+from .transforms import PartialCall, checked_argnums, named_transform, prepare_call
 
 #: What ``jacobian``, ``hessian`` and ``hvp`` differentiate at: a float array or a number.
 FloatArg = Union[float, np.floating[Any], np.integer[Any], NDArray[np.floating[Any]]]
@@ -156,7 +156,7 @@ def _pieces(fn: Callable[..., Any], chunks: list[range], fn_args: tuple[Any, ...
     by ``f``, and they cannot leave this thread."""
     if _state.STATE.active:
         return [fn(chunk, *fn_args) for chunk in chunks]
-    while isinstance(f, (_OnLeaves, _OneArray, _Raveled, _Partial)):  # the user's function names the work
+    while isinstance(f, (_OnLeaves, _OneArray, _Raveled, PartialCall)):  # the user's function names the work
         f = f.f
     return run(executors.resolve(executor), each(fn), chunks, fn_args, key=work_key(f),
                dispatch=executors.resolve_dispatch(), label=label, about=f)
@@ -612,18 +612,18 @@ def _as_transform(api: str, derivative: Callable[..., Any], f: Callable[..., Any
     """``api(f, argnums=...)`` given no point: the function autograd's and JAX's ``api(f)``
     returns, ``derivative`` with respect to the arguments ``argnums`` names, as ``grad``
     takes them (one result for an int, a tuple for a tuple)."""
-    nums = _argnums(api, 0 if argnums is None else argnums, argnum)
+    nums = checked_argnums(api, 0 if argnums is None else argnums, argnum)
 
     def derivative_f(*args: Any, **kwargs: Any) -> Any:
         if not args:
             raise TypeError(f"{api}({getattr(f, '__name__', 'f')}) returns a function: call it with "
                             f"the point, {api}(f)(x), or write {api}(f, x).")
-        partial, moving, _ = _prepare(api, f, nums, False, args, kwargs)
+        partial, moving, _ = prepare_call(api, f, nums, False, args, kwargs)
         out = derivative(partial, *moving, **options)
         # jacobian(f, x) is a tuple of one per argument; hessian(f, x) the array itself
         return out[0] if isinstance(nums, int) and derivative is jacobian else out
 
-    return _named(derivative_f, api, f, nums)
+    return named_transform(derivative_f, api, f, nums)
 
 
 def _no_argnums(fname: str, argnums: Any, argnum: Any) -> None:

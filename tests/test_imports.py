@@ -32,7 +32,7 @@ LAYERS = {
         ["adrules.api"],
         ["adrules.testing", "adrules.schedule", "adrules.to_workers", "adrules.chunks", "adrules.transforms"],
         ["adrules.parallel", "adrules.derivatives"],
-        ["adrules.rules.*", "adrules.coverage"],
+        ["adrules.rules.*", "adrules.coverage", "adrules.adaptors"],
         ["adrules"],
     ],
 }
