@@ -174,7 +174,8 @@ def value_and_grad(f: Callable[..., Any], argnums: int | Sequence[int] = 0, has_
 
 def grad(f: Callable[..., Any], argnums: int | Sequence[int] = 0, has_aux: bool = False, *,
          argnum: int | Sequence[int] | None = None) -> Callable[..., Any]:
-    """A function that returns the gradient of scalar ``f`` with respect to the positional
+    """A function that returns the gradient of scalar ``f`` (or of its one element, for an
+    output of shape ``(1,)``, as autograd takes it) with respect to the positional
     arguments ``argnums`` names (by default the first): one gradient for an int, a tuple
     of them for a tuple, each shaped like its argument (containers come back as the same
     container). With ``has_aux=True``, ``f`` returns ``(value, aux)`` and the function
