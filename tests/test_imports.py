@@ -41,6 +41,7 @@ LAYERS = {
         ["adrules._psum"],
         # jacobian and hessian run their columns through psum's schedule
         ["adrules.derivatives"],
+        ["adrules.adaptors"],
         ["adrules"],
     ],
 }
