@@ -15,6 +15,7 @@ from . import testing  # noqa: F401
 from ._psum.parallel import pmap, psum
 from .derivatives import hessian, hvp, jacobian
 from .transforms import elementwise_grad, grad, value_and_grad
+from .adaptors import hessian_vector_product, jacfwd, jacrev, make_jvp, make_vjp
 from . import _state
 from executors import _abandon
 
@@ -28,5 +29,6 @@ __all__ = [
     "NoTangent", "ZeroTangent", "Tangent", "Thunk", "InplaceableThunk", "unthunk", "ProjectTo",
     "register_node", "testing", "psum", "pmap", "jacobian", "hessian", "hvp",
     "grad", "value_and_grad", "elementwise_grad",
+    "jacfwd", "jacrev", "hessian_vector_product", "make_jvp", "make_vjp",
 ]
 __version__ = "0.1.0"

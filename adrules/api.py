@@ -314,7 +314,8 @@ def named_value_and_gradient(fname: DerivativeName, f: Callable[..., Any],
     trace, plans, out = traced_call(fname, f, args)
     if type(out) is Traced and out._trace is trace:
         value = out.value
-        if getattr(value, "shape", ()) != ():
+        shape = getattr(value, "shape", ())
+        if shape != () and value.size != 1:  # one element, (1,) or (1, 1): its gradient, as autograd's
             raise TracerError(
                 f"{fname}: f returned an array of shape {np.shape(value)}, but {fname.api} needs "
                 f"a scalar. Reduce it (np.sum, np.mean), or use adrules.pullback / adrules.jacobian.")
@@ -323,12 +324,12 @@ def named_value_and_gradient(fname: DerivativeName, f: Callable[..., Any],
                 f"{fname}: f returned a complex number, but {fname.api} needs a real scalar: return "
                 f"a real loss (np.real(z), np.abs(z) ** 2), or differentiate the complex output with "
                 f"adrules.pullback(f, x) and a complex cotangent, or adrules.jacobian.")
-        cot = backprop(trace, [(out.slot, one_like(value))])
+        cot = backprop(trace, [(out.slot, one_like(value) if shape == () else np.ones_like(value))])
     else:
         value = out
         if out is None:  # a zero gradient would hide it
             raise TracerError(f"{fname}: f returned None; is its return statement missing?")
-        if isinstance(out, (dict, list, tuple, str)) or np.shape(out) != ():
+        if isinstance(out, (dict, list, tuple, str)) or np.size(out) != 1:
             shape = "" if isinstance(out, (dict, list, tuple, str)) else f" of shape {np.shape(out)}"
             raise TracerError(
                 f"{fname}: f must return a scalar, got {type(out).__name__}{shape}; use "

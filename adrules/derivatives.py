@@ -16,7 +16,7 @@ order, and are assembled with NumPy calls the outer differentiation records.
 from __future__ import annotations
 
 import contextlib
-from typing import Any, Callable, Literal, Union, overload
+from typing import Any, Callable, Literal, Sequence, Union, overload
 
 import numpy as np
 from numpy.typing import NDArray
@@ -30,6 +30,7 @@ from .pytrees import LEAF, PyTree, TreeDef, flatten, tangent_leaves, treedef_fie
 from ._psum.schedule import each, run, work_key
 from .tangents import Tangent, is_float_value, is_zero
 from .tracer import SECOND_ORDER, NoFruleError, NoRuleError, Traced, TracerError, in_place_writes_explained
+from .transforms import PartialCall, checked_argnums, named_transform, prepare_call
 
 #: What ``jacobian``, ``hessian`` and ``hvp`` differentiate at: a float array or a number.
 FloatArg = Union[float, np.floating[Any], np.integer[Any], NDArray[np.floating[Any]]]
@@ -108,7 +109,12 @@ def _in_a_closure(api: str) -> Callable[[int], str]:
 
 def _points(fname: str, args: tuple[Any, ...]) -> tuple[list[TreeDef], tuple[Any, ...]]:
     """Each argument's structure, and the leaves of all of them as arrays, in order."""
-    refuse_underivable(fname, args, _in_a_closure(fname.partition("(")[0]))
+    api = fname.partition("(")[0]
+    hint = _in_a_closure(api)
+    if len(args) == 1 and isinstance(args[0], (int, np.integer)) and not isinstance(args[0], (bool, np.bool_)):
+        hint = lambda i: (f"{_in_a_closure(api)(i)}; or, if {args[0]!r} is autograd's argnum, "  # noqa: E731
+                          f"name it: {api}(f, argnum={args[0]!r})")
+    refuse_underivable(fname, args, hint)
     trees, points = [], []
     for i, arg in enumerate(args):
         leaves, tree = flatten(arg)
@@ -150,7 +156,7 @@ def _pieces(fn: Callable[..., Any], chunks: list[range], fn_args: tuple[Any, ...
     by ``f``, and they cannot leave this thread."""
     if _state.STATE.active:
         return [fn(chunk, *fn_args) for chunk in chunks]
-    while isinstance(f, (_OnLeaves, _OneArray, _Raveled)):  # the user's function names the work
+    while isinstance(f, (_OnLeaves, _OneArray, _Raveled, PartialCall)):  # the user's function names the work
         f = f.f
     return run(executors.resolve(executor), each(fn), chunks, fn_args, key=work_key(f),
                dispatch=executors.resolve_dispatch(), label=label, about=f)
@@ -204,13 +210,20 @@ def _of_sequences(tree: TreeDef) -> bool:
 
 
 @overload
-def jacobian(f: Callable[..., Any], *args: FloatArg, mode: Literal["fwd", "rev"] | None = None,
+def jacobian(f: Callable[..., Any], /, *, argnums: int | Sequence[int] | None = None,
+             argnum: int | Sequence[int] | None = None, mode: Literal["fwd", "rev"] | None = None,
+             executor: executors.Executor | str | None = None,
+             chunk_size: int | None = None) -> Callable[..., Any]: ...
+
+
+@overload
+def jacobian(f: Callable[..., Any], x: FloatArg, /, *args: FloatArg, mode: Literal["fwd", "rev"] | None = None,
              executor: executors.Executor | str | None = None,
              chunk_size: int | None = None) -> tuple[NDArray[np.floating], ...]: ...
 
 
 @overload
-def jacobian(f: Callable[..., Any], *args: PyTree, mode: Literal["fwd", "rev"] | None = None,
+def jacobian(f: Callable[..., Any], x: PyTree, /, *args: PyTree, mode: Literal["fwd", "rev"] | None = None,
              executor: executors.Executor | str | None = None,
              chunk_size: int | None = None) -> tuple[Any, ...]: ...
 
@@ -218,10 +231,12 @@ def jacobian(f: Callable[..., Any], *args: PyTree, mode: Literal["fwd", "rev"] |
 def jacobian(
     f: Callable[..., Any],
     *args: Any,  # the overloads above say what users pass
+    argnums: int | Sequence[int] | None = None,
+    argnum: int | Sequence[int] | None = None,
     mode: Literal["fwd", "rev"] | None = None,
     executor: executors.Executor | str | None = None,
     chunk_size: int | None = None,
-) -> tuple[Any, ...]:
+) -> Any:
     """Jacobians of ``f`` with respect to each argument: shape ``y.shape + x.shape``.
 
     ``mode`` is ``"fwd"`` (one jvp per input element), ``"rev"`` (one pullback per
@@ -255,9 +270,24 @@ def jacobian(
     >>> ad.jacobian(lambda x: ad.jacobian(lambda u: u[0] * u[1] ** 3, x)[0], np.array([2.0, 1.0]))[0]
     array([[ 0.,  3.],
            [ 3., 12.]])
+
+    Given only the function, ``jacobian(f, argnums=0)`` is the transform of autograd and
+    JAX: a function of ``f``'s arguments that returns the Jacobian with respect to the
+    arguments ``argnums`` names (one array for an int, a tuple for a tuple; the other
+    arguments and keyword arguments are passed along, as in ``grad``; ``argnum`` is
+    autograd's spelling, by keyword: ``jacobian(f, 1)`` is refused, 1 being a point with
+    no derivative). ``jacfwd`` and ``jacrev`` are this with ``mode`` set.
+
+    >>> ad.jacobian(lambda x, k: k * x ** 2)(np.array([1.0, 2.0]), 3)
+    array([[ 6.,  0.],
+           [ 0., 12.]])
     """
     check_callable("jacobian", f)
+    if not args:
+        return _as_transform("jacobian", jacobian, f, argnums, argnum,
+                             {"mode": mode, "executor": executor, "chunk_size": chunk_size})
     fname = f"jacobian({getattr(f, '__name__', 'f')})"
+    _no_argnums(fname, argnums, argnum)
     trees, points = _points(fname, args)
     if any(tree.kind is not None for tree in trees):  # the array Jacobians of its leaves, rebuilt
         f = _OnLeaves(f, trees)
@@ -406,6 +436,12 @@ class _grads_of:
 
 
 @overload
+def hessian(f: Callable[..., Any], /, *, argnums: int | Sequence[int] | None = None,
+            argnum: int | Sequence[int] | None = None, executor: executors.Executor | str | None = None,
+            chunk_size: int | None = None) -> Callable[..., Any]: ...
+
+
+@overload
 def hessian(f: Callable[..., Any], x: FloatArg, /, *, executor: executors.Executor | str | None = None,
             chunk_size: int | None = None) -> NDArray[np.floating]: ...
 
@@ -424,6 +460,8 @@ def hessian(f: Callable[..., Any], x: PyTree, /, *args: PyTree, executor: execut
 def hessian(
     f: Callable[..., Any],
     *args: Any,  # the overloads above say what users pass
+    argnums: int | Sequence[int] | None = None,
+    argnum: int | Sequence[int] | None = None,
     executor: executors.Executor | str | None = None,
     chunk_size: int | None = None,
 ) -> Any:
@@ -452,11 +490,21 @@ def hessian(
     >>> H = ad.hessian(lambda p: np.sum(p["w"] ** 2) * p["b"], {"w": np.array([1.0, 2.0]), "b": 3.0})
     >>> H["w"]["b"], H["b"]["b"]
     (array([2., 4.]), array(0.))
+
+    Given only the function, ``hessian(f, argnums=0)`` is the transform of autograd and
+    JAX: a function of ``f``'s arguments that returns the Hessian with respect to argument
+    ``argnums`` (the blocks for a tuple), the other arguments passed along.
+
+    >>> ad.hessian(lambda x, k: k * np.sum(x ** 3))(np.array([1.0, 2.0]), 2.0)
+    array([[12.,  0.],
+           [ 0., 24.]])
     """
     check_callable("hessian", f)
-    fname = f"hessian({getattr(f, '__name__', 'f')})"
     if not args:
-        raise TypeError(f"{fname}: give the point to differentiate at, hessian(f, x).")
+        return _as_transform("hessian", hessian, f, argnums, argnum,
+                             {"executor": executor, "chunk_size": chunk_size})
+    fname = f"hessian({getattr(f, '__name__', 'f')})"
+    _no_argnums(fname, argnums, argnum)
     trees, points = _points(fname, args)
     g = f if all(tree.kind is None for tree in trees) else _OnLeaves(f, trees)
     with _rules_differentiated(fname):
@@ -557,3 +605,30 @@ def _inner(g: Any, v_leaves: list[Any]) -> Any:
         if not is_zero(gl) and not is_zero(vl):  # vl: ZeroTangent() for a field Tangent(T, ...) left out
             total = total + np.sum(gl * vl)
     return total
+
+
+def _as_transform(api: str, derivative: Callable[..., Any], f: Callable[..., Any], argnums: Any, argnum: Any,
+                  options: dict[str, Any]) -> Callable[..., Any]:
+    """``api(f, argnums=...)`` given no point: the function autograd's and JAX's ``api(f)``
+    returns, ``derivative`` with respect to the arguments ``argnums`` names, as ``grad``
+    takes them (one result for an int, a tuple for a tuple)."""
+    nums = checked_argnums(api, 0 if argnums is None else argnums, argnum)
+
+    def derivative_f(*args: Any, **kwargs: Any) -> Any:
+        if not args:
+            raise TypeError(f"{api}({getattr(f, '__name__', 'f')}) returns a function: call it with "
+                            f"the point, {api}(f)(x), or write {api}(f, x).")
+        partial, moving, _ = prepare_call(api, f, nums, False, args, kwargs)
+        out = derivative(partial, *moving, **options)
+        # jacobian(f, x) is a tuple of one per argument; hessian(f, x) the array itself
+        return out[0] if isinstance(nums, int) and derivative is jacobian else out
+
+    return named_transform(derivative_f, api, f, nums)
+
+
+def _no_argnums(fname: str, argnums: Any, argnum: Any) -> None:
+    if argnums is not None or argnum is not None:
+        api = fname.partition("(")[0]
+        raise TypeError(f"{fname}: argnums is for the function form, {api}(f, argnums=1)(*args); "
+                        f"{api}(f, *args) differentiates every argument: capture the others in a "
+                        f"closure, {api}(lambda x: f(data, x), x).")

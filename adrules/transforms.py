@@ -24,9 +24,13 @@ from .tracer import Traced, TracerError, top_trace
 __all__ = ["grad", "value_and_grad", "elementwise_grad"]
 
 
-def _argnums(api: str, argnums: Any, argnum: Any) -> int | tuple[int, ...]:
+def checked_argnums(api: str, argnums: Any, argnum: Any) -> int | tuple[int, ...]:
     """``argnums`` checked: an int, or a tuple of distinct ints (a list is taken as one);
-    ``argnum`` is autograd's spelling of it."""
+    ``argnum`` is autograd's spelling of it.
+
+    >>> checked_argnums("grad", [0, 2], None), checked_argnums("grad", 0, 1)
+    ((0, 2), 1)
+    """
     if argnum is not None:
         if argnums != 0:
             raise TypeError(f"{api}: give argnums or argnum (autograd's spelling of it), not both.")
@@ -63,7 +67,7 @@ def _positions(api: str, argnums: int | tuple[int, ...], n: int) -> tuple[int, .
     return tuple(out)
 
 
-class _Partial:
+class PartialCall:
     """``f`` as a function of the arguments at ``positions`` alone, the others fixed;
     with ``has_aux``, it returns the first of f's pair and keeps the second, opened."""
 
@@ -93,8 +97,16 @@ class _Partial:
         return out[0]
 
 
-def _prepare(api: str, f: Callable[..., Any], argnums: int | tuple[int, ...], has_aux: bool,
-             args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[_Partial, tuple[Any, ...], DerivativeName]:
+def prepare_call(api: str, f: Callable[..., Any], argnums: int | tuple[int, ...], has_aux: bool,
+                 args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[PartialCall, tuple[Any, ...], DerivativeName]:
+    """A call ``f(*args, **kwargs)`` split for transform ``api``: ``f`` as a function of the
+    arguments ``argnums`` names alone, those arguments (each checked to carry a
+    derivative), and the name errors give.
+
+    >>> partial, moving, name = prepare_call("grad", lambda w, n: n * w, 0, False, (2.0, 3), {})
+    >>> partial(5.0), moving, str(name)
+    (15.0, (2.0,), 'grad(<lambda>)')
+    """
     positions = _positions(api, argnums, len(args))
     moving = tuple(args[i] for i in positions)
     fname = DerivativeName(api, f)
@@ -108,11 +120,17 @@ def _prepare(api: str, f: Callable[..., Any], argnums: int | tuple[int, ...], ha
         return f"if it is data, leave it out of argnums: {api}({name}, argnums={nums})"
 
     refuse_underivable(fname, moving, leave_out, positions)
-    return _Partial(api, f, args, kwargs, positions, has_aux), moving, fname
+    return PartialCall(api, f, args, kwargs, positions, has_aux), moving, fname
 
 
-def _named(fn: Callable[..., Any], kind: str, f: Callable[..., Any], argnums: Any) -> Callable[..., Any]:
-    # not functools.wraps: copying f's __dict__ would copy @primitive's marks onto fn
+def named_transform(fn: Callable[..., Any], kind: str, f: Callable[..., Any], argnums: Any) -> Callable[..., Any]:
+    """``fn``, the transform ``kind`` of ``f``, named after both (not functools.wraps:
+    copying f's __dict__ would copy @primitive's marks onto fn).
+
+    >>> def loss(w): return w
+    >>> named_transform(lambda w: 1.0, "grad", loss, 0).__name__
+    'grad_loss'
+    """
     name = getattr(f, "__name__", "f")
     fn.__name__ = fn.__qualname__ = f"{kind}_{name}"
     fn.__doc__ = f"The {kind.replace('_', ' ')} of {name} with respect to positional argument(s) {argnums!r}."
@@ -142,21 +160,22 @@ def value_and_grad(f: Callable[..., Any], argnums: int | Sequence[int] = 0, has_
     (np.float64(6.0), 3, array([3., 3.]))
     """
     check_callable("value_and_grad", f, "f")
-    nums = _argnums("value_and_grad", argnums, argnum)
+    nums = checked_argnums("value_and_grad", argnums, argnum)
     _check_has_aux("value_and_grad", has_aux)
 
     def value_and_grad_f(*args: Any, **kwargs: Any) -> Any:
-        partial, moving, fname = _prepare("value_and_grad", f, nums, has_aux, args, kwargs)
+        partial, moving, fname = prepare_call("value_and_grad", f, nums, has_aux, args, kwargs)
         value, grads = named_value_and_gradient(fname, partial, moving)
         g = grads[0] if isinstance(nums, int) else grads
         return ((value, partial.aux), g) if has_aux else (value, g)
 
-    return _named(value_and_grad_f, "value_and_grad", f, nums)
+    return named_transform(value_and_grad_f, "value_and_grad", f, nums)
 
 
 def grad(f: Callable[..., Any], argnums: int | Sequence[int] = 0, has_aux: bool = False, *,
          argnum: int | Sequence[int] | None = None) -> Callable[..., Any]:
-    """A function that returns the gradient of scalar ``f`` with respect to the positional
+    """A function that returns the gradient of scalar ``f`` (or of its one element, for an
+    output of shape ``(1,)``, as autograd takes it) with respect to the positional
     arguments ``argnums`` names (by default the first): one gradient for an int, a tuple
     of them for a tuple, each shaped like its argument (containers come back as the same
     container). With ``has_aux=True``, ``f`` returns ``(value, aux)`` and the function
@@ -176,16 +195,16 @@ def grad(f: Callable[..., Any], argnums: int | Sequence[int] = 0, has_aux: bool 
     12.0
     """
     check_callable("grad", f, "f")
-    nums = _argnums("grad", argnums, argnum)
+    nums = checked_argnums("grad", argnums, argnum)
     _check_has_aux("grad", has_aux)
 
     def grad_f(*args: Any, **kwargs: Any) -> Any:
-        partial, moving, fname = _prepare("grad", f, nums, has_aux, args, kwargs)
+        partial, moving, fname = prepare_call("grad", f, nums, has_aux, args, kwargs)
         grads = named_value_and_gradient(fname, partial, moving)[1]
         g = grads[0] if isinstance(nums, int) else grads
         return (g, partial.aux) if has_aux else g
 
-    return _named(grad_f, "grad", f, nums)
+    return named_transform(grad_f, "grad", f, nums)
 
 
 def elementwise_grad(f: Callable[..., Any], argnum: int | Sequence[int] = 0) -> Callable[..., Any]:
@@ -198,10 +217,10 @@ def elementwise_grad(f: Callable[..., Any], argnum: int | Sequence[int] = 0) -> 
     array([ 1., -1.])
     """
     check_callable("elementwise_grad", f, "f")
-    nums = _argnums("elementwise_grad", argnum, None)
+    nums = checked_argnums("elementwise_grad", argnum, None)
 
     def elementwise_grad_f(*args: Any, **kwargs: Any) -> Any:
-        partial, moving, fname = _prepare("elementwise_grad", f, nums, False, args, kwargs)
+        partial, moving, fname = prepare_call("elementwise_grad", f, nums, False, args, kwargs)
         y, back = named_pullback(fname, partial, moving)
         if type(y) is not Traced and not isinstance(y, (float, np.ndarray, np.floating)):
             raise TracerError(f"{fname}: f returned a {type(y).__name__}; elementwise_grad takes a function "
@@ -209,4 +228,4 @@ def elementwise_grad(f: Callable[..., Any], argnum: int | Sequence[int] = 0) -> 
         grads = back(np.ones(np.shape(y), dtype=getattr(y, "dtype", np.float64)))
         return grads[0] if isinstance(nums, int) else grads
 
-    return _named(elementwise_grad_f, "elementwise_grad", f, nums)
+    return named_transform(elementwise_grad_f, "elementwise_grad", f, nums)

@@ -138,6 +138,43 @@ def _local_cluster(kwargs: dict[str, Any], http_routes: bool, scratch: str) -> d
         return distributed.LocalCluster(**kwargs)
 
 
+def _refuse_unguarded_script(kwargs: dict[str, Any]) -> None:
+    """Raise, before any worker starts, when the cluster is started by the top-level code
+    of the script being run, outside ``if __name__ == "__main__":``. Each worker process
+    is spawned: it imports that script, which starts a cluster again, and the user got
+    hundreds of lines of tracebacks ending in "Nanny failed to start". Nothing is said
+    where the script cannot be read (a notebook, ``python -c``, a thread's own stack) or
+    the workers are not spawned (``processes=False``, the "fork" method)."""
+    import ast
+    from types import FrameType
+
+    import dask
+
+    method = dask.config.get("distributed.worker.multiprocessing-method", "spawn")
+    main = sys.modules.get("__main__")
+    path = getattr(main, "__file__", None)
+    if not kwargs.get("processes", True) or method == "fork" or not path or not str(path).endswith(".py"):
+        return
+    frame: FrameType | None = sys._getframe(1)
+    while frame is not None and not (frame.f_globals is vars(main) and frame.f_code.co_name == "<module>"):
+        frame = frame.f_back
+    if frame is None:
+        return
+    try:
+        with open(path, encoding="utf-8") as file:
+            tree = ast.parse(file.read())
+    except (OSError, SyntaxError, ValueError):
+        return
+    guards = [node for node in ast.walk(tree) if isinstance(node, ast.If)
+              and {"__name__", "__main__"} <= {getattr(n, "id", getattr(n, "value", None)) for n in ast.walk(node.test)}]
+    if not any(g.body[0].lineno <= frame.f_lineno <= (g.body[-1].end_lineno or g.lineno) for g in guards):
+        raise RuntimeError(
+            f'DaskExecutor: {os.path.basename(path)}, line {frame.f_lineno}, starts a Dask LocalCluster '
+            f'outside `if __name__ == "__main__":`. Each Dask worker process imports the script and would '
+            f'start a cluster of its own. Put the script\'s work under `if __name__ == "__main__":` '
+            f'(definitions may stay above it).')
+
+
 class _ExitBySigint:
     """Makes the interpreter end by SIGINT, as Python does on an uncaught Ctrl-C, once
     ``interrupted`` (Ctrl-C cut a close short at exit). An atexit callback cannot set the
@@ -305,6 +342,7 @@ class DaskExecutor(Executor):
         self._cluster = None
         self._own_client = False
         if client is None:
+            _refuse_unguarded_script(kwargs)
             scratch = tempfile.mkdtemp(prefix="executors-dask-")  # this user's only (0700)
             self._scratch = weakref.finalize(self, shutil.rmtree, scratch, True)
             self._cluster = _local_cluster(kwargs, http_routes=self._dashboard, scratch=scratch)

@@ -188,8 +188,9 @@ def test_hessian_of_one_argument_stays_an_array_and_nests():
 
 
 def test_hessian_without_a_point():
-    with pytest.raises(TypeError, match=r"hessian\(quartic\): give the point to differentiate at"):
-        ad.hessian(quartic)
+    """hessian(f) is autograd's and JAX's transform; called with no point, it says how to call it."""
+    with pytest.raises(TypeError, match=r"hessian\(quartic\) returns a function: call it with the point"):
+        ad.hessian(quartic)()
 
 
 def _logsumexp_with_an_rrule_only():

@@ -41,6 +41,7 @@ LAYERS = {
         ["adrules._psum"],
         # jacobian and hessian run their columns through psum's schedule
         ["adrules.derivatives"],
+        ["adrules.adaptors"],
         ["adrules"],
     ],
 }
@@ -48,7 +49,7 @@ LAYERS = {
 #: psum's package, and the modules outside it that may import it (``adrules`` exports
 #: ``psum`` and ``pmap``; ``derivatives`` maps its columns with ``schedule.run``)
 PSUM = "adrules._psum"
-PSUM_USERS = {"adrules", "adrules.derivatives"}
+PSUM_USERS = {"adrules", "adrules.derivatives", "adrules.adaptors"}  # and above them
 #: the parallel sum's modules: every one of them lives in PSUM's folder
 PSUM_MODULES = {"parallel", "chunks", "schedule", "to_workers", "worker_rules"}
 
