@@ -244,3 +244,21 @@ def test_complex_tangent_for_a_real_input_in_jvp():
 def test_complex_v_for_a_real_point_in_hvp():
     with pytest.raises(TypeError, match=r"hvp.*v is complex but x is real"):
         ad.hvp(lambda x: np.sum(x ** 3), X, 1j * np.ones(3))
+
+
+@ad.primitive
+def square_rrule_only(z):
+    return z * z
+
+
+@ad.rrule.register(square_rrule_only, complex=True)
+def _square_rrule_only_rrule(z):
+    return z * z, lambda g: (ad.NoTangent(), np.conj(2 * z) * g)
+
+
+def test_hvp_reverse_over_reverse_for_an_rrule_only_primitive():
+    f = lambda z: np.sum(np.abs(square_rrule_only(z)) ** 2)  # noqa: E731  (|z|^4)
+    v = np.array([1 - 0.5j, 0.2j, -0.3 + 1j])
+    gradient = lambda z: 4 * np.abs(z) ** 2 * z  # noqa: E731  ∂/∂x + i ∂/∂y of (x² + y²)²
+    np.testing.assert_allclose(fd_cotangent(f, Z), gradient(Z), rtol=1e-6)
+    np.testing.assert_allclose(ad.hvp(f, Z, v), fd_directional(gradient, Z, v), rtol=1e-6)
