@@ -341,6 +341,13 @@ _MISSING_CONJ = (
     "partial f'(z), or ∂f/∂x - i ∂f/∂y for a real-valued f (it is conjugated for you).")
 
 
+_CONJ_IN_FRULE = (
+    "A conjugate too many or too few? The conjugate of the frule's tangent along conj(ż) agrees "
+    "with finite differences. An frule multiplies by the derivative itself, with no conjugate: "
+    "ẏ = f'(z) * ż for holomorphic f; for a real-valued f of z = x + iy, ẏ = Re((∂f/∂x - i ∂f/∂y) "
+    "* ż), the partial ad.scalar_rule(..., complex=True) takes.")
+
+
 def _holds_complex(tree):
     return any(np.iscomplexobj(x) for x in flatten(tree)[0] if _is_number_like(unthunk(x)))
 
@@ -477,6 +484,16 @@ def check_frule(f: Callable[..., Any], *args: Any, fkwargs: dict[str, Any] | Non
         moving = [i for i, t in enumerate(tangents) if not isinstance(t, NoTangent)]
         culprit = _wrong_argument(label, lambda t: _output_tangent(f, args, t, fkwargs),
                                   fn, before, tangents, moving, y, rtol, atol)
+        if _holds_complex((args, _to_plain(y))):
+            # ẏ = conj(f'(z)) * ż where f'(z) * ż is due: the conjugate of the tangent along conj(ż) is then right
+            conjugated = _conj_tree(_output_tangent(f, args, [_conj_tree(t) for t in tangents], fkwargs))
+            try:
+                _agreeing(lambda fd: _compare_tangent(label, "", conjugated, fd, y, rtol, atol),
+                          _fd_jvp(fn, before, tangents), _steps(*_moved(before, tangents)))
+            except AssertionError:
+                pass
+            else:
+                raise AssertionError(f"{culprit or wrong}\n  {_CONJ_IN_FRULE}") from wrong
         if culprit is None:
             raise
         raise culprit from wrong
