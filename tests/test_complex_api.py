@@ -262,3 +262,23 @@ def test_hvp_reverse_over_reverse_for_an_rrule_only_primitive():
     gradient = lambda z: 4 * np.abs(z) ** 2 * z  # noqa: E731  ∂/∂x + i ∂/∂y of (x² + y²)²
     np.testing.assert_allclose(fd_cotangent(f, Z), gradient(Z), rtol=1e-6)
     np.testing.assert_allclose(ad.hvp(f, Z, v), fd_directional(gradient, Z, v), rtol=1e-6)
+
+
+@pytest.mark.parametrize("f, arg, mode", [
+    (lambda z: np.abs(z) ** 2 * np.real(z[::-1]), Z, "fwd"),
+    (lambda z: np.abs(z) ** 2 * np.real(z[::-1]), Z, "rev"),
+    (lambda x: np.exp(1j * x) * x[::-1], X, "rev"),
+], ids=["real-of-complex-fwd", "real-of-complex-rev", "complex-of-real-rev"])
+def test_complex_jacobian_is_bitwise_the_same_on_threads(f, arg, mode):
+    serial = ad.jacobian(f, arg, mode=mode, executor="serial")[0]
+    threads = ad.jacobian(f, arg, mode=mode, executor="threads", chunk_size=1)[0]
+    assert serial.dtype == threads.dtype == np.complex128 and np.array_equal(serial, threads)
+
+
+def test_jacobian_at_a_container_with_complex_leaves():
+    p = {"z": Z, "w": 2.0}
+    f = lambda p: np.abs(p["z"]) ** 2 * p["w"]  # noqa: E731
+    (J,) = ad.jacobian(f, p)
+    expected_z = np.stack([fd_cotangent(lambda z, k=k: f({"z": z, "w": 2.0})[k], Z) for k in range(3)])
+    np.testing.assert_allclose(J["z"], expected_z, rtol=1e-6, atol=1e-9)
+    np.testing.assert_allclose(J["w"], np.abs(Z) ** 2, rtol=1e-12)
