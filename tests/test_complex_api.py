@@ -282,3 +282,14 @@ def test_jacobian_at_a_container_with_complex_leaves():
     expected_z = np.stack([fd_cotangent(lambda z, k=k: f({"z": z, "w": 2.0})[k], Z) for k in range(3)])
     np.testing.assert_allclose(J["z"], expected_z, rtol=1e-6, atol=1e-9)
     np.testing.assert_allclose(J["w"], np.abs(Z) ** 2, rtol=1e-12)
+
+
+@pytest.mark.parametrize("f", [np.abs, np.angle, lambda z: np.abs(z) ** 3, lambda z: np.imag(z) * np.abs(z)],
+                         ids=["abs", "angle", "abs-cubed", "imag-times-abs"])
+def test_python_complex_scalar_point(f):
+    z = 0.6 - 0.8j  # a Python complex: the rules read its dtype as they read an array's
+    expected = fd_cotangent(lambda w: f(w[()]), np.asarray(z))
+    assert ad.gradient(f, z)[0] == pytest.approx(complex(expected), rel=1e-6)
+    assert ad.grad(f)(z) == pytest.approx(complex(expected), rel=1e-6)
+    v = 0.3 + 0.4j
+    assert ad.jvp(f, (z,), (v,))[1] == pytest.approx(np.real(fd_directional(f, z, v)), rel=1e-6)
