@@ -862,3 +862,12 @@ def test_check_grads_complex(f, args):
 def test_check_grads_catches_a_forgotten_conj_through_the_tracer():
     with pytest.raises(AssertionError, match="reverse mode"):
         check_grads(lambda z: np.sum(np.abs(zcube_no_conj(z)) ** 2), Z, modes=("rev",), order=1)
+
+
+def test_big_complex_arguments_are_checked_along_random_complex_directions():
+    rng = np.random.default_rng(1)
+    z = rng.normal(size=100) + 1j * rng.normal(size=100)  # beyond the elementwise check's size
+    check_rrule(zcube, z)
+    check_frule(zcube, z)
+    with pytest.raises(AssertionError, match="(?s)random direction.*missing conjugate"):
+        check_rrule(zcube_no_conj, z)
