@@ -640,7 +640,8 @@ def _check_grads(f, args, modes, order, rtol, atol, seed, name, level):
         ybar = _random_tangent(_to_plain(y), rng)
         grads = back(ybar)
         plain = _to_plain(y)
-        scalar = type(plain) is float or (isinstance(plain, (np.ndarray, np.generic)) and plain.ndim == 0)
+        scalar = type(plain) is float or (isinstance(plain, (np.ndarray, np.generic)) and plain.ndim == 0
+                                          and not np.iscomplexobj(plain))
         for i, g in enumerate(grads):
             if any(_is_float_leaf(x) for x in flatten(args[i])[0]):
                 what = (f"the gradient of argument {i} (times ȳ = {float(ybar):.6g})" if scalar else

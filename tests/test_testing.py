@@ -854,7 +854,10 @@ def test_check_frule_catches_a_conjugated_tangent():
     (lambda x: np.sum(np.imag(np.exp(1j * x))), (X,)),  # real input, complex intermediates
     (lambda z, x: np.real(np.sum(z * x)), (Z, X[:2])),
     (lambda z: np.sum(np.abs(z) ** 2), (Z.astype(np.complex64),)),
-], ids=["real-of-complex", "holomorphic", "complex-intermediate", "mixed", "complex64"])
+    (lambda z: np.sum(np.exp(z)), (Z,)),            # a complex scalar output
+    (lambda z: np.exp(z) * np.abs(z), (0.3 + 0.2j,)),  # a Python complex point
+], ids=["real-of-complex", "holomorphic", "complex-intermediate", "mixed", "complex64", "complex-scalar-out",
+        "python-complex"])
 def test_check_grads_complex(f, args):
     check_grads(f, *args, order=2)
 
