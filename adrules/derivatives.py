@@ -249,7 +249,7 @@ def jacobian(
     ``mode`` is ``"fwd"`` (one jvp per input element), ``"rev"`` (one pullback per
     output element) or None to pick the cheaper by input and output size.
 
-    Every argument is differentiated, so each must be a float array or number, or a
+    Every argument is differentiated, so each must be a float (or complex) array or number, or a
     container of them: an integer or boolean (array) raises a TypeError; data and flags go
     in a closure, ``jacobian(lambda x: f(x, data), x)``.
 
