@@ -156,6 +156,8 @@ def test_hvp_is_the_derivative_of_the_gradient():
     (hxx, hxy), (hyx, hyy) = ad.hessian(lambda x, y: loss(x + 1j * y), Z.real, Z.imag)
     packed = hxx @ v.real + hxy @ v.imag + 1j * (hyx @ v.real + hyy @ v.imag)
     np.testing.assert_allclose(ad.hvp(loss, Z, v), packed, rtol=1e-10)
+    # along a real direction: the derivative of the gradient as z moves along the real axis
+    np.testing.assert_allclose(ad.hvp(loss, Z, v.real), fd_directional(gradient, Z, v.real), rtol=1e-5)
 
 
 def test_hvp_in_a_container():
