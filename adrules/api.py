@@ -135,10 +135,16 @@ def _box_args(fname: object, args: tuple[Any, ...], trace: Trace) -> tuple[list[
                 new.append(Traced(leaf, trace))  # plain floats and float arrays: nothing to check
                 continue
             where = f"argument {i}" if tdef is LEAF else f"leaf {j} of argument {i}"
-            new.append(trace.leaf(leaf) if leaf_is_differentiable(leaf, fname, where) else leaf)
+            new.append(trace.leaf(_numpy_complex(leaf)) if leaf_is_differentiable(leaf, fname, where) else leaf)
         boxed.append(new[0] if tdef is LEAF else unflatten(tdef, new))
         plans.append((tdef, leaves, [b.slot if type(b) is Traced and b is not leaf else -1 for b in new]))
     return boxed, plans
+
+
+def _numpy_complex(leaf: Any) -> Any:
+    """A Python complex as np.complex128, whose dtype the rules read to tell a complex
+    value from a real one (np.sign of a Python complex is not abs's partial)."""
+    return np.complex128(leaf) if type(leaf) is complex else leaf
 
 
 #: Top-level arguments that are options, not points: passed along, their gradient NoTangent().
@@ -508,7 +514,7 @@ def named_jvp(fname: DerivativeName, f: Callable[..., Any], primals: Iterable[Py
                     raise TypeError(f"{fname}: the tangent of {where} is complex, but the primal is "
                                     f"real: a real point moves along real directions. Pass a complex "
                                     f"primal (x.astype(complex)) to move it off the real line.")
-                new.append(trace.leaf(leaf, tl))
+                new.append(trace.leaf(_numpy_complex(leaf), tl))
             else:
                 new.append(leaf)
         boxed.append(new[0] if tdef is LEAF else unflatten(tdef, new))
