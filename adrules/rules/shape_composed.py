@@ -95,8 +95,14 @@ def full_like(a, fill_value, dtype=None, order="K", subok=True, shape=None, **kw
 
 
 def geomspace(start, stop, num=50, endpoint=True, dtype=None, axis=0):
-    sign = np.sign(start)  # NumPy's geomspace keeps the sign of start (start and stop share it)
-    y = sign * np.exp(linspace(np.log(np.abs(start)), np.log(np.abs(stop)), num, endpoint, axis=axis))
+    if np.iscomplexobj(start) or np.iscomplexobj(stop):
+        # NumPy turns start onto the positive real axis, takes the principal logs, turns back;
+        # start's direction moves with start, so it is computed from it (np.sign has no derivative)
+        sign = start / np.abs(start)
+        lo, hi = np.log(np.abs(start)), np.log(stop / sign)
+    else:  # start and stop share their sign
+        sign, lo, hi = np.sign(start), np.log(np.abs(start)), np.log(np.abs(stop))
+    y = sign * np.exp(linspace(lo, hi, num, endpoint, axis=axis))
     return y if dtype is None else ops.astype(y, dtype)
 
 
