@@ -142,6 +142,8 @@ def insert(arr, obj, values, axis=None):
     # (values broadcast and moved the way NumPy moves them); -1 marks the other source
     if axis is None:
         arr, axis = np.ravel(arr), 0
+    if np.iscomplexobj(values) and not np.iscomplexobj(arr):  # NumPy casts values to arr's dtype
+        values = ops.astype(np.real(values), np.result_type(arr))
     from_arr = np.insert(np.reshape(np.arange(np.size(arr)), np.shape(arr)), obj, np.full(np.shape(values), -1), axis)
     from_values = np.insert(np.full(np.shape(arr), -1), obj,
                             np.reshape(np.arange(np.size(values)), np.shape(values)), axis)
