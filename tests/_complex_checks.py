@@ -231,3 +231,33 @@ def check_hvp(loss, z, seed=2, rtol=1e-5, atol=1e-6):
     want = _stencil(lambda t: ad.gradient(loss, z + t * v)[0], _H)
     np.testing.assert_allclose(hv, want, rtol=rtol, atol=atol)
 
+
+
+def complex_args(args, seed=0):
+    """``args`` with every float array (in lists too) made complex (``complexify``); exact
+    zeros stay zero and NaNs NaN, so cases built around them keep their point."""
+    rng = np.random.default_rng(seed)
+
+    def one(a):
+        if isinstance(a, list):
+            return [one(e) for e in a]
+        if isinstance(a, np.ndarray) and a.dtype.kind == "f":
+            z = complexify(a, rng)
+            return np.where(a == 0, 0, z).astype(z.dtype)
+        return a
+
+    return tuple(one(a) for a in args)
+
+
+def real_loss(f, *rest, seed=5, **kwargs):
+    """A real loss of ``f(z, *rest)`` mixing a non-holomorphic and a holomorphic part:
+    ``sum(|y|**2) + Re(sum(c * y))`` over every output ``y`` (a list of outputs too)."""
+    def loss(z):
+        out = f(z, *rest, **kwargs)
+        total = 0.0
+        for k, y in enumerate(out if isinstance(out, (list, tuple)) else [out]):
+            c = complexify(np.ones(np.shape(y)), np.random.default_rng(seed + k))
+            total = total + np.sum(np.real(y * np.conj(y))) + np.sum(np.real(c * y))
+        return total
+
+    return loss
