@@ -235,3 +235,34 @@ def test_unflagged_rules_refuse_in_the_tracer_too():
                     lambda g: ad.jvp(lambda v: g(v), (z,), (z,))):
             with pytest.raises(ComplexRuleError, match=function_name(f).rpartition(".")[2]):
                 run(f)
+
+
+# ---- functions that call the user's functions (traced through, not rules) ----------------------------
+HIGHER_ORDER = {
+    "piecewise": lambda v: np.piecewise(v, [np.real(v) > 1.0], [lambda u: u ** 2, lambda u: np.exp(u)]),
+    "piecewise-real-of-complex": lambda v: np.piecewise(np.real(v), [np.real(v) > 1.0],
+                                                        [lambda u: u * (1 + 2j), 0.5]),  # NumPy drops imag
+    "apply_along_axis": lambda v: np.apply_along_axis(lambda r: np.cumprod(r) * r[0], 1, v),
+    "apply_over_axes": lambda v: np.apply_over_axes(np.sum, v * v, [0, 1]),
+}
+
+
+@pytest.mark.parametrize("name", list(HIGHER_ORDER))
+def test_functions_calling_user_functions_at_complex_values(name):
+    f = HIGHER_ORDER[name]
+    z = Z(2, 3)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", np.exceptions.ComplexWarning)
+        loss = checks.real_loss(f)
+        checks.check_gradient(loss, z)
+        checks.check_hvp(loss, z)
+
+
+def test_histograms_refuse_complex_values():
+    """NumPy bins complex values by their real parts (with a warning); the histogram rules are
+    written for real values and refuse, naming the function."""
+    z = Z(6)
+    with pytest.raises(ComplexRuleError, match="histogram"):
+        ad.gradient(lambda v: np.sum(np.histogram(v, 3, weights=np.abs(v))[0]), z)
+    with pytest.raises(ComplexRuleError, match="histogram"):
+        ad.jvp(lambda v: np.histogram(R(6), 3, weights=v)[0], (z,), (z,))

@@ -320,3 +320,21 @@ def test_real_weights_get_real_cotangents_from_a_complex_average():
     assert gz.dtype == np.complex128 and gw.dtype == np.float64
     checks = _complex_checks()
     np.testing.assert_allclose(gw, checks.grad_fd(lambda v: np.abs(np.sum(np.average(z, 1, v))), w), rtol=1e-6)
+
+
+def test_complex_values_reduced_in_a_real_dtype():
+    """NumPy drops the imaginary parts when complex values are summed in a real dtype: the sum
+    rules follow (a real cotangent, the real part of a tangent); products and moments refuse."""
+    z = _complex(M)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", np.exceptions.ComplexWarning)
+        for f in (np.sum, np.mean, np.nansum, np.cumsum):
+            (g,) = ad.gradient(lambda v: np.sum(f(v, None, np.float64) ** 2), z)
+            np.testing.assert_allclose(g, _complex_checks().grad_fd(lambda v: np.sum(f(v, None, np.float64) ** 2), z))
+            _, dy = ad.jvp(lambda v: f(v, None, np.float64), (z,), (1j * np.ones_like(z),))
+            assert np.isrealobj(dy) and np.all(dy == 0)
+        for f in (np.prod, np.cumprod, np.var, np.std):
+            with pytest.raises(ad.registry.ComplexRuleError, match=f"{f.__name__}.*np.real"):
+                ad.gradient(lambda v: np.sum(f(v, None, np.float64)), z)
+            with pytest.raises(ad.registry.ComplexRuleError, match=f.__name__):
+                ad.jvp(lambda v: f(v, None, np.float64), (z,), (z,))

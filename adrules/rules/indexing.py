@@ -10,6 +10,10 @@ the gather (the windows) as their pullback, so second derivatives trace through 
 
 Optional trailing arguments (``axis``, ``mode``, ``UPLO``...) follow ``_utils.py``: rules
 take NumPy's own parameters and ``numpy_rrule`` fits each pullback to the call.
+
+Gathers and scatters are linear with real coefficients: right for complex values as they
+are (``complex=True``). ``sort`` orders values, which complex numbers do not have (NumPy
+orders them lexicographically), and ``bincount`` takes real weights only: both refuse.
 """
 
 import numpy as np

@@ -7,6 +7,10 @@ only NumPy functions that have rules themselves, so they are traced again for
 higher derivatives.
 
 Rules follow the convention of ``_utils.py`` for optional trailing arguments.
+
+Moving elements is linear with real coefficients, so every rule here is right for
+complex values as it stands (``complex=True``): nothing to conjugate. A real array joined
+with a complex one gets the real part of its cotangent (projection).
 """
 
 import numpy as np

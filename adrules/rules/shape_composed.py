@@ -7,6 +7,10 @@
 rules (flip, transpose, concatenate, take...), registered with ``composite_rule``.
 The extra ``pad`` modes extend the existing ``pad`` rule: each is one ``np.take`` along
 each axis with the index map the mode describes.
+
+Complex values go through the rules each implementation calls (each checks itself); where
+NumPy treats them apart (``geomspace`` rotates ``start`` onto the positive reals, ``insert``
+casts values to the array's dtype), the implementation does the same.
 """
 
 import numpy as np

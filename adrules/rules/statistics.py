@@ -9,6 +9,10 @@ calls that have rules, registered with ``composite_rule``.
 
 Zero spread: ``nanstd`` of a constant lane has derivative 0 (the minimum-norm
 subgradient of the convex function std), the same in both modes, like ``np.std``.
+
+Complex values: ``nanvar``/``nanstd`` are real (``|z - mean|**2``) and ``cov`` is
+``X X^H``, as NumPy's; the order statistics and ``ptp`` compare, and refuse complex values
+through the rules they are made of (``sort``, ``max``).
 """
 
 import numpy as np
