@@ -280,3 +280,31 @@ def test_sign_of_complex_values_is_not_silently_constant():
     except ComplexRuleError:
         return
     np.testing.assert_allclose(g, checks.grad_fd(loss, z), rtol=1e-6, atol=1e-7)
+
+
+def test_the_checks_catch_a_pullback_that_forgets_the_conjugate():
+    """The finite-difference checks this sweep relies on fail a holomorphic rule whose
+    pullback multiplies by f'(z) instead of conj(f'(z)), and pass the right one."""
+    @ad.primitive
+    def cube(z):
+        return z ** 3
+
+    def rules(conj):
+        @ad.rrule.register(cube, complex=True)
+        def cube_rrule(z):
+            d = 3 * z ** 2
+            return z ** 3, lambda g: (ad.NoTangent(), g * (np.conj(d) if conj else d))
+
+        @ad.frule.register(cube, complex=True)
+        def cube_frule(tangents, z):
+            return z ** 3, 3 * z ** 2 * tangents[1]
+
+    try:
+        rules(conj=False)
+        with pytest.raises(AssertionError, match="cotangent"):
+            checks.check_rrule(cube, Z(3))
+        rules(conj=True)
+        checks.check_both(cube, Z(3))
+    finally:
+        registry.rrule.rules.pop(cube, None)
+        registry.frule.rules.pop(cube, None)
