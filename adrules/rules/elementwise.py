@@ -31,7 +31,7 @@ def _sinc_partial(x, y):
 # ---- angles and sinc -------------------------------------------------------------------
 scalar_rule(np.degrees, lambda x, y: 180.0 / np.pi)
 scalar_rule(np.radians, lambda x, y: np.pi / 180.0)
-scalar_rule(np.sinc, _sinc_partial)
+scalar_rule(np.sinc, _sinc_partial, complex=True)  # sin(πz)/(πz) is holomorphic: the same formula
 
 
 # ---- phase unwrapping: the multiples of the period it adds are locally constant -------------
