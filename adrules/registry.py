@@ -91,7 +91,8 @@ class RuleEntry:
 
     ``complex`` says the rule was written and tested for complex values: the tracer
     refuses to run one that was not on a complex argument or output, whose formula may be
-    right only for real numbers. Non-differentiable entries need no such promise.
+    right only for real numbers. Non-differentiable entries make it unless told otherwise
+    (``np.sign``, constant on the real line, is ``z / |z|`` for complex ``z``).
     """
 
     __slots__ = ("fn", "kind", "config", "partials", "name", "unread", "reads_y", "drop_arity", "complex")
@@ -107,7 +108,7 @@ class RuleEntry:
         complex: bool = False,
     ) -> None:
         self.fn, self.kind, self.config, self.partials, self.name = fn, kind, config, partials, name
-        self.complex = complex or kind is NONDIFF
+        self.complex = complex
         reads = [any(r) for r in zip(*(_parameters_read(d, len(partials) + 1) for d in partials))]
         self.unread = tuple(i for i, r in enumerate(reads[:-1]) if not r)
         self.reads_y = bool(reads[-1]) if reads else True
@@ -439,10 +440,10 @@ def call_rrule(entry: RuleEntry, config: Any, f: Callable[..., Any],
             y, pullback = call_rrule(entry, config, f, args, kwargs)
             return y, _first_slots(pullback, n + 1)
     kind = entry.kind
-    if kind is NONDIFF:
-        return f(*args, **kwargs), _nondiff_pullback(len(args))
     if not entry.complex and holds_complex(args):
         raise complex_refused(entry, "rrule", "argument")
+    if kind is NONDIFF:
+        return f(*args, **kwargs), _nondiff_pullback(len(args))
     if kind is SCALAR:
         out = scalar_rrule(f, entry.partials, args, kwargs)
     else:
@@ -502,10 +503,10 @@ def call_frule(entry: RuleEntry, config: Any, tangents: Sequence[Any],
         if len(tangents) <= len(args):  # arguments moved from keywords: constants
             tangents = (*tangents, *(ZeroTangent(),) * (len(args) + 1 - len(tangents)))
     kind = entry.kind
-    if kind is NONDIFF:
-        return f(*args, **kwargs), NoTangent()
     if not entry.complex and holds_complex(args):
         raise complex_refused(entry, "frule", "argument")
+    if kind is NONDIFF:
+        return f(*args, **kwargs), NoTangent()
     if kind is SCALAR:
         out = scalar_frule(f, entry.partials, tangents[1:], args, kwargs)
     else:
@@ -608,8 +609,11 @@ def scalar_rule_misfit(entry: RuleEntry, n_args: int, exc: BaseException) -> Typ
         f"{type(exc).__name__}: {exc}")
 
 
-def non_differentiable(*fs: Callable[..., Any]) -> None:
+def non_differentiable(*fs: Callable[..., Any], complex: bool = True) -> None:
     """Mark functions whose outputs carry no tangent (argmax, floor, comparisons...).
+
+    ``complex=False``: only for real arguments; a complex one raises an error (``np.sign``,
+    piecewise constant on the real line, is ``z / |z|`` off it).
 
     >>> import numpy as np, adrules as ad
     >>> ad.non_differentiable(np.argsort)
@@ -620,7 +624,7 @@ def non_differentiable(*fs: Callable[..., Any]) -> None:
         raise TypeError("non_differentiable() was given no functions: non_differentiable(np.argmax, ...).")
     for f in fs:
         _check_key(f, "non_differentiable")
-        entry = RuleEntry(None, NONDIFF, name=function_name(f))
+        entry = RuleEntry(None, NONDIFF, name=function_name(f), complex=complex)
         rrule.rules[f] = entry
         frule.rules[f] = entry
         USER_REGISTRATIONS.note(f, sys._getframe(1))

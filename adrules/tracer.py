@@ -751,6 +751,8 @@ def record(f, entry, top, values, marks, kwargs):
         top.nodes.append((entry, out.slot, marks, values, None, y))
         return out
     if kind is NONDIFF:  # outputs carry no tangent: nothing to record
+        if not entry.complex and holds_complex(values):
+            raise complex_refused(entry, "frule" if top.forward else "rrule", "argument")
         return f(*values, **kwargs)
     if entry.config:  # a higher-order rule: functions it receives may carry traced state
         _lift_callables(values, marks, top)

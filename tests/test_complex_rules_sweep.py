@@ -277,11 +277,9 @@ def test_histograms_refuse_complex_values():
         ad.jvp(lambda v: np.histogram(R(6), 3, weights=v)[0], (z,), (z,))
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "np.sign is registered non-differentiable, and non-differentiable entries skip the complex "
-    "check (registry.RuleEntry forces complex=True): NumPy 2's sign of complex z is z/|z|, whose "
-    "derivative is not zero. A change in the core: let such an entry refuse complex values."))
 def test_sign_of_complex_values_is_not_silently_constant():
+    """np.sign is non-differentiable on the real line, but NumPy 2's sign of complex z is
+    z/|z|, whose derivative is not zero: refused (or, some day, right)."""
     z = Z(3)
     loss = checks.real_loss(np.sign)
     try:
