@@ -15,14 +15,6 @@ from adrules.registry import ComplexRuleError
 
 CHUNK = 2
 
-# Second order through psum traces the first-order reduction (np.reshape, np.concatenate of
-# the element cotangents, np.sum's np.broadcast_to), whose complex rules are another
-# part of this work; strict, so the mark must go when they land.
-needs_complex_shape_rules = pytest.mark.xfail(
-    raises=ComplexRuleError, strict=True,
-    reason="np.reshape, np.broadcast_to and np.concatenate are not yet flagged complex=True")
-
-
 @pytest.fixture(autouse=True)
 def always_dispatch(monkeypatch):
     """Tiny test work would otherwise run inline; send every chunk to the executor."""
@@ -145,7 +137,6 @@ def test_jvp_along_complex_directions_matches_finite_differences(name):
     np.testing.assert_allclose(dy, fd_directional(L, (xs, z), v), rtol=1e-6, atol=1e-6)
 
 
-@needs_complex_shape_rules
 @pytest.mark.parametrize("name", sorted(PROGRAMS))
 def test_hvp_along_complex_directions_matches_finite_differences_of_the_gradient(name):
     # L as a function of (Re, Im) of its inputs: the hvp along v is the derivative of the
@@ -199,7 +190,6 @@ def test_bitwise_identical_on_every_backend(name, pools):
     _assert_same_bits(name, pools)
 
 
-@needs_complex_shape_rules
 @pytest.mark.parametrize("name", sorted(PROGRAMS))
 def test_hvp_bitwise_identical_on_every_backend(name, pools):
     _assert_same_bits(name, pools, order=2)
@@ -232,7 +222,6 @@ def test_complex64_gradients_keep_their_dtype_and_bits(name, pools):
     assert serial["jvp"][1].dtype == np.float32
 
 
-@needs_complex_shape_rules
 def test_complex64_hvp_keeps_its_dtype_and_bits(pools):
     serial = _assert_same_bits("complex psum", pools, np.complex64, order=2)
     assert [h.dtype for h in serial["hvp"]] == [np.complex64, np.complex64]
