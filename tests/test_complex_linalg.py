@@ -298,3 +298,41 @@ def test_second_order_of_a_product_chain():
         return
     _, hv = ad.jvp(lambda a: ad.gradient(loss, a)[0], (a,), (v,))
     np.testing.assert_allclose(hv, fd, rtol=1e-5, atol=1e-6)
+
+
+# ---- scipy.linalg ----------------------------------------------------------------------------
+def _triangular(lower):
+    a = C(3, 3) + 3 * np.eye(3)
+    return np.tril(a) if lower else np.triu(a)
+
+
+@pytest.mark.parametrize("trans", [0, 1, 2])
+@pytest.mark.parametrize("lower", [True, False])
+def test_scipy_solve_triangular(trans, lower):
+    sl = pytest.importorskip("scipy.linalg")
+    a = _triangular(lower) + np.triu(C(3, 3), 1) if lower else _triangular(lower)  # the other triangle unread
+    check(lambda a, b: sl.solve_triangular(a, b, trans=trans, lower=lower), a, C(3))
+    check(lambda a, b: sl.solve_triangular(a, b, trans=trans, lower=lower, unit_diagonal=True), a, C(3, 2))
+    check(lambda a, b: sl.solve_triangular(a, b, trans=trans, lower=lower), R(3, 3) + 3 * np.eye(3), C(3))
+
+
+def test_scipy_solves_and_matrix_functions():
+    sl = pytest.importorskip("scipy.linalg")
+    a = C(3, 3) + 3 * np.eye(3)
+    check(lambda b: sl.solve_banded((1, 1), np.array([[0, 1 + 1j, 2], [4, 5j, 6], [1, 2 - 1j, 0]]), b), C(3))
+    check(lambda ab, b: sl.solve_banded((1, 0), ab, b), np.array([[4 + 1j, 5, 6], [1j, 2, 0]]), C(3, 2))
+    check(sl.solve_sylvester, a, C(3, 3) + 3 * np.eye(3), C(3, 3))
+    check(sl.sqrtm, hermitian(3) + 0.3 * C(3, 3))
+    check(sl.expm, 0.5 * C(3, 3))
+    check(sl.expm, 0.5 * C(2, 3, 3))
+
+
+def test_scipy_cholesky_family():
+    sl = pytest.importorskip("scipy.linalg")
+    a = np.conj(_hermitian_in(hermitian(3)).T)  # SciPy reads the upper triangle by default
+    by_triangle = [np.tril, np.triu, np.swapaxes]
+    check_through(by_triangle, sl.cholesky, a)
+    check_through(by_triangle, lambda a: sl.cholesky(a, lower=True), np.conj(a.T))
+    factor = sl.cholesky(hermitian(3))
+    check(lambda c, b: sl.cho_solve((c, False), b), factor, C(3))
+    check(lambda c, b: sl.cho_solve((c, True), b), np.conj(factor.T), C(3, 2))
