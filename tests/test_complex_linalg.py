@@ -282,18 +282,28 @@ def test_pinv_and_lstsq():
     check(lambda a, b: np.linalg.lstsq(a, b)[0], R(4, 2), C(4, 2))
 
 
-def test_second_order_of_a_product_chain():
+_B = C(3, 3)
+SECOND_ORDER = {
+    "inv of a product": lambda a: (np.real(np.sum(np.conj(_B) * np.linalg.inv(a @ a + 3 * np.eye(3))))
+                                   + np.linalg.norm(a) ** 2),
+    "det": lambda a: np.abs(np.linalg.det(a)) ** 2,
+    "slogdet": lambda a: np.linalg.slogdet(a)[1] + np.real(np.linalg.slogdet(a)[0]),
+    "eig": lambda a: np.sum(np.abs(np.linalg.eig(a)[1]) ** 2 * np.real(_B)) + np.real(np.sum(np.linalg.eigvals(a))),
+    "svd": lambda a: np.real(np.sum(np.conj(_B) * (np.linalg.svd(a, full_matrices=False)[0]
+                                                   @ np.linalg.svd(a, full_matrices=False)[2]))),
+    "qr": lambda a: np.real(np.sum(np.conj(_B) * np.linalg.qr(a)[0])) + np.sum(np.abs(np.linalg.qr(a)[1]) ** 2),
+    "nuclear norm": lambda a: np.linalg.norm(a, "nuc"),
+}
+
+
+@pytest.mark.parametrize("name", list(SECOND_ORDER))
+def test_second_order(name):
     """The pullbacks are written in calls with complex rules: a Hessian-vector product of a
     real loss of complex matrices, as one of (Re a, Im a), against differences of gradients."""
-    b = C(3, 3)
-
-    def loss(a):
-        return np.real(np.sum(np.conj(b) * np.linalg.inv(a @ a + 3 * np.eye(3)))) + np.linalg.norm(a) ** 2
-
-    a, v = C(3, 3), C(3, 3)
+    loss, a, v = SECOND_ORDER[name], C(3, 3), C(3, 3)
     fd = (ad.gradient(loss, a + H * v)[0] - ad.gradient(loss, a - H * v)[0]) / (2 * H)
-    if not (frule.lookup(np.swapaxes).complex and rrule.lookup(np.swapaxes).complex):
-        with pytest.raises(ComplexRuleError, match="swapaxes"):  # conjugate transposes in the pullbacks
+    if not all(frule.lookup(f).complex and rrule.lookup(f).complex for f in (np.swapaxes, np.diagonal)):
+        with pytest.raises(ComplexRuleError):  # conjugate transposes in the pullbacks
             ad.jvp(lambda a: ad.gradient(loss, a)[0], (a,), (v,))
         return
     _, hv = ad.jvp(lambda a: ad.gradient(loss, a)[0], (a,), (v,))

@@ -63,7 +63,9 @@ def _herm(x):
 
 def _indexable(g):
     """A Python-number cotangent (``back(1.0)``) as a NumPy scalar, which takes ``g[..., None]``."""
-    return np.float64(g) if type(g) in (int, float) else g
+    if type(g) in (int, float):
+        return np.float64(g)
+    return np.complex128(g) if type(g) is complex else g
 
 
 def _bilinear_tangent(f, a, b, da, db, *args):
