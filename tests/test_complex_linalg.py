@@ -139,6 +139,17 @@ def test_matrix_powers_and_chains():
     check(lambda x, y: np.matvec(x, y), C(2, 3), C(3))
 
 
+def test_numpy2_linalg_names():
+    check(lambda x: np.linalg.vector_norm(x, axis=0, ord=3), C(3))
+    check_through([np.ravel], lambda x: np.linalg.vector_norm(x), C(2, 3))
+    check(lambda x: np.linalg.matrix_norm(x, ord="nuc"), C(3, 3))
+    check(lambda x: np.linalg.svdvals(x), C(3, 2))
+    check_through([np.swapaxes], lambda x: np.linalg.matrix_transpose(x), C(2, 3))
+    check_through([np.trace], lambda x: np.linalg.trace(x @ x), C(3, 3))
+    check_through([np.diagonal], lambda x: np.linalg.diagonal(x), C(3, 3))
+    check_through([np.diagonal], lambda x, y: np.einsum("ii,ij->j", x, y), C(3, 3), C(3, 2))
+
+
 # ---- inverses, solves, determinants ---------------------------------------------------
 def well_conditioned(n, *batch):
     return C(*batch, n, n) + 3.0 * np.eye(n)
