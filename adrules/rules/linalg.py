@@ -456,12 +456,12 @@ def _cofactors_by_svd(a):
         r0, r1, r2 = a[..., 0, :], a[..., 1, :], a[..., 2, :]
         return np.stack([np.cross(r1, r2), np.cross(r2, r0), np.cross(r0, r1)], -2)
     # larger: the SVD's, whose second derivatives are NaN where singular values repeat
-    u, s, vh = np.linalg.svd(a)  # det(a) a⁻ᵀ = det(u) det(vh) conj(u) diag(∏ s / s_i) conj(vh)
-    u, vh = _conj(u), _conj(vh)
+    u, s, vh = np.linalg.svd(a)
+    sign = np.linalg.det(u) * np.linalg.det(vh)  # ±1; a phase for complex a
+    u, vh = _conj(u), _conj(vh)  # det(a) a⁻ᵀ = sign conj(u) diag(∏_{j≠i} s_j) conj(vh)
     ones = np.ones_like(s[..., :1])
     before = np.cumprod(np.concatenate([ones, s[..., :-1]], axis=-1), axis=-1)  # ∏_{j<i}
     after = np.flip(np.cumprod(np.flip(np.concatenate([s[..., 1:], ones], axis=-1), -1), -1), -1)
-    sign = np.conj(np.linalg.det(u) * np.linalg.det(vh)) if _is_complex(u) else np.linalg.det(u) * np.linalg.det(vh)
     return sign[..., None, None] * (u * (before * after)[..., None, :]) @ vh
 
 
@@ -599,8 +599,8 @@ def eigvalsh_frule(tangents, a, UPLO="L"):
 # a = v diag(w) v⁻¹, eigenvalues and eigenvectors complex (real when all the eigenvalues
 # of a real matrix are). NumPy scales each eigenvector to norm 1 and picks its phase: the
 # derivative here keeps the norm (Re vᵢᴴ dvᵢ = 0) and leaves the phase where the formula
-# puts it, so a loss of the eigenvectors must not depend on their phases (|v|², v_i v_jᴴ
-# between one eigenvector's entries, v diag(f(w)) v⁻¹ do), as in JAX.
+# puts it, so a loss of the eigenvectors must not depend on their phases (|v|²,
+# v[j, i] conj(v[k, i]) within eigenvector i, v diag(f(w)) v⁻¹ do), as in JAX.
 def _eig_tangents(w, v, da):
     x = np.linalg.solve(v, da @ v)  # v⁻¹ da v
     du = v @ (_inverse_gaps(w) * x)
