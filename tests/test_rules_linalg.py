@@ -99,6 +99,10 @@ RULES = [
     case(np.linalg.det, well_conditioned(3, 2)),
     case(np.linalg.slogdet, well_conditioned(3)),
     case(np.linalg.slogdet, -well_conditioned(3, 2)),
+    # eig of real matrices with real, distinct eigenvalues: unit eigenvectors, their sign the
+    # only gauge, so none left locally (complex ones: tests/test_complex_linalg.py)
+    case(np.linalg.eig, np.diag([1.0, 2.5, 4.0]) + 0.3 * R(3, 3)),
+    case(np.linalg.eigvals, np.diag([1.0, 2.5, 4.0]) + 0.3 * R(2, 3, 3)),
     # qr and svd (no gauge left in numpy's outputs locally)
     case(np.linalg.qr, R(3, 3)),
     case(np.linalg.qr, R(4, 3)),
