@@ -180,8 +180,9 @@ def test_determinants():
 
 # ---- Hermitian factorizations ---------------------------------------------------------
 def _hermitian_in(a):
-    """a, with the other triangle anything: cholesky and eigh read one triangle only."""
-    return a + np.triu(C(*a.shape), 1)
+    """a, with the other triangle and the diagonal's imaginary part anything: cholesky and
+    eigh read one triangle, and the real part of its diagonal, only (as LAPACK)."""
+    return a + np.triu(C(*a.shape), 1) + 1j * np.diag(R(a.shape[-1]))
 
 
 def test_cholesky():
