@@ -355,6 +355,8 @@ def test_scipy_cholesky_family():
     by_triangle = [np.tril, np.triu, np.swapaxes]
     check_through(by_triangle, sl.cholesky, a)
     check_through(by_triangle, lambda a: sl.cholesky(a, lower=True), np.conj(a.T))
+    check_through(by_triangle, lambda a: sl.cho_factor(a)[0], a)
+    check_through(by_triangle, lambda a, b: sl.cho_solve(sl.cho_factor(a, lower=True), b), np.conj(a.T), C(3))
     factor = sl.cholesky(hermitian(3))
     check(lambda c, b: sl.cho_solve((c, False), b), factor, C(3))
     check(lambda c, b: sl.cho_solve((c, True), b), np.conj(factor.T), C(3, 2))
