@@ -9,7 +9,10 @@ form it does.
   compositions of matmul, inv, solve, pinv, norm and svd.
 * ``eigh`` / ``eigvalsh`` honour ``UPLO``, and ``cholesky`` its ``upper``: they read one
   triangle, so the gradient lies in that triangle (off-diagonal entries count twice, the
-  other triangle gets zero), as finite differences of NumPy's functions give.
+  other triangle gets zero), as finite differences of NumPy's functions give; of a complex
+  matrix they read the diagonal's real part only, as LAPACK does.
+* Complex values: ``pinv``'s formula with conjugate transposes; ``vecdot`` and ``vecmat``
+  conjugate their first argument, as NumPy's do; ``lstsq``'s residuals are real.
 * ``einsum`` in the interleaved form ``einsum(a, [0, 1], b, [1, 2])`` and with an index
   repeated inside one operand (``'ii->i'``): rewritten into the string form, taking the
   repeated index's diagonal first.
