@@ -1,8 +1,8 @@
 """The coverage table: which public NumPy and SciPy functions have derivative rules.
 
-``python -m adrules.coverage`` walks ``numpy``, ``numpy.linalg``, every ufunc (and its
-``reduce``/``accumulate``/``outer``) and, when SciPy is installed, ``scipy.special``,
-``scipy.linalg``, ``scipy.signal``, ``scipy.integrate`` and the ``scipy.stats``
+``python -m adrules.coverage`` walks ``numpy``, ``numpy.linalg``, ``numpy.fft``, every ufunc
+(and its ``reduce``/``accumulate``/``outer``) and, when SciPy is installed, ``scipy.special``,
+``scipy.linalg``, ``scipy.signal``, ``scipy.integrate``, ``scipy.fft`` and the ``scipy.stats``
 distributions that have rules, looks each function up in the rule registries and writes
 ``docs/coverage.md``: for each function rrule + frule, non-differentiable, or not
 supported with the reason. It also checks the target: every function HIPS autograd
@@ -44,6 +44,8 @@ AUTOGRAD = {
         "std subtract sum swapaxes tan tanh tensordot tile trace transpose tril triu true_divide var "
         "vsplit where").split(),
     "numpy.linalg": "cholesky det eig eigh inv norm pinv slogdet solve svd".split(),
+    "numpy.fft": ("fft fft2 fftn fftshift ifft ifft2 ifftn ifftshift irfft irfft2 irfftn rfft rfft2 "
+                  "rfftn").split(),
     "scipy.special": (
         "beta betainc betaln digamma erf erfc erfcinv erfinv expit gamma gammainc gammaincc gammaln "
         "gammasgn i0 i1 iv ive j0 j1 jn logit logsumexp multigammaln polygamma psi rgamma y0 y1 "
@@ -178,10 +180,12 @@ def _public(module):
 
 
 def _namespaces():
+    import numpy.fft
     import numpy.linalg
 
-    spaces = [("numpy", np), ("numpy.linalg", numpy.linalg)]
+    spaces = [("numpy", np), ("numpy.linalg", numpy.linalg), ("numpy.fft", numpy.fft)]
     try:
+        import scipy.fft
         import scipy.integrate
         import scipy.linalg
         import scipy.signal
@@ -190,7 +194,8 @@ def _namespaces():
     except ImportError:
         return spaces
     return spaces + [("scipy.special", scipy.special), ("scipy.linalg", scipy.linalg),
-                     ("scipy.signal", scipy.signal), ("scipy.integrate", scipy.integrate)]
+                     ("scipy.signal", scipy.signal), ("scipy.integrate", scipy.integrate),
+                     ("scipy.fft", scipy.fft)]
 
 
 def _stats_note(name, method, shapes):
@@ -309,7 +314,7 @@ def render():
         "(with the reason).\n\n",
         "Summary: " + ", ".join(f"{v} {k}" for k, v in sorted(counts.items())) + ".\n\n",
         "## Target: what HIPS autograd differentiates\n\n",
-        f"{len(target)} functions of autograd.numpy, autograd.numpy.linalg and autograd.scipy's "
+        f"{len(target)} functions of autograd.numpy, autograd.numpy.linalg, autograd.numpy.fft and autograd.scipy's "
         f"special, stats, integrate, linalg and signal; {len(missing)} without both rules and without a reason "
         "(non-differentiable counts: autograd's derivative of a piecewise-constant function is zero).\n\n",
         _table(["function", "status", "note"], [(f"`{q}`", st, note) for q, st, note in target]),

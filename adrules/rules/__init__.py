@@ -16,3 +16,4 @@ load_with("scipy.stats", "adrules.rules.scipy_stats", "adrules.rules.scipy_stats
 load_with("scipy.linalg", "adrules.rules.scipy_linalg")
 load_with("scipy.signal", "adrules.rules.scipy_signal")
 load_with("scipy.integrate", "adrules.rules.scipy_integrate")
+load_with("scipy.fft", "adrules.rules.scipy_fft")

@@ -26,6 +26,8 @@ A real input gets the real part of its cotangent (projection).
 array([4., 8.])
 """
 
+import inspect
+
 import numpy as np
 
 from ..registry import frule, primitive, rrule
@@ -127,24 +129,30 @@ def _chain(shape, steps):
 #: the one-axis functions: (step, conjugated): hfft conjugates its input, ihfft its output
 ONE_AXIS = {"fft": ("fft", None), "ifft": ("ifft", None), "rfft": ("rfft", None),
             "irfft": ("irfft", None), "hfft": ("irfft", "input"), "ihfft": ("rfft", "output")}
-#: the n-dimensional functions: (the step along each axis but the last, the step along the last)
-MANY_AXES = {"fftn": ("fft", "fft"), "ifftn": ("ifft", "ifft"), "rfftn": ("fft", "rfft"),
-             "irfftn": ("ifft", "irfft"), "fft2": ("fft", "fft"), "ifft2": ("ifft", "ifft"),
-             "rfft2": ("fft", "rfft"), "irfft2": ("ifft", "irfft")}
+#: the n-dimensional functions: (the step along the last axis, conjugated); the other axes take
+#: fft after rfft, ifft before irfft (SciPy's hfftn is irfftn of the conjugate, as hfft)
+MANY_AXES = {"fftn": ("fft", None), "ifftn": ("ifft", None), "rfftn": ("rfft", None),
+             "irfftn": ("irfft", None), "fft2": ("fft", None), "ifft2": ("ifft", None),
+             "rfft2": ("rfft", None), "irfft2": ("irfft", None), "hfftn": ("irfft", "input"),
+             "hfft2": ("irfft", "input"), "ihfftn": ("rfft", "output"), "ihfft2": ("rfft", "output")}
 
 
-def one_axis_steps(name, shape, n, axis):
-    return [(ONE_AXIS[name][0], n, axis)]
+def _as_list(v):
+    return [v] if np.ndim(v) == 0 else list(v)  # SciPy takes one int for s and for axes
 
 
-def many_axes_steps(name, shape, s, axes):
-    """NumPy's ``_cook_nd_args`` and the order of its loops, as steps."""
-    others, last = MANY_AXES[name]
-    shapeless = s is None
-    if s is None:
-        s = list(shape) if axes is None else [shape[a] for a in axes]
-    s = list(s)
-    axes = list(range(-len(s), 0)) if axes is None else list(axes)
+def steps_of(name, shape, size, axes):
+    """The one-axis steps, in the order applied, of transform ``name`` with ``n`` or ``s``
+    (``size``) and ``axis`` or ``axes``: NumPy's ``_cook_nd_args`` (SciPy's
+    ``_init_nd_shape_and_axes`` agrees on the calls both accept) and the order of its loops."""
+    if name in ONE_AXIS:
+        return [(ONE_AXIS[name][0], size, axes)]
+    last = MANY_AXES[name][0]
+    if axes is not None:
+        axes = _as_list(axes)
+    shapeless = size is None
+    s = (list(shape) if axes is None else [shape[a] for a in axes]) if shapeless else _as_list(size)
+    axes = list(range(-len(s), 0)) if axes is None else axes
     if last == "irfft" and shapeless and axes:
         s[-1] = 2 * (shape[axes[-1]] - 1)
     s = [shape[a] if k == -1 else k for k, a in zip(s, axes)]
@@ -154,12 +162,13 @@ def many_axes_steps(name, shape, s, axes):
         return [("rfft", s[-1], axes[-1])] + [("fft", s[i], axes[i]) for i in range(len(axes) - 2, -1, -1)]
     if last == "irfft":  # ifft along all but the last axis in order, then irfft
         return [("ifft", s[i], axes[i]) for i in range(len(axes) - 1)] + [("irfft", s[-1], axes[-1])]
-    return [(others, s[i], axes[i]) for i in range(len(axes) - 1, -1, -1)]
+    return [(last, s[i], axes[i]) for i in range(len(axes) - 1, -1, -1)]
 
 
-def transform_pullback_of(shape, steps, norm, conjugated):
-    """The pullback of the transform made of ``steps`` on an input of ``shape``."""
-    chain = _chain(shape, steps)
+def transform_pullback_of(name, shape, size, axes, norm):
+    """The pullback of transform ``name`` of an input of ``shape``: the steps' adjoints."""
+    chain = _chain(shape, steps_of(name, shape, size, axes))
+    conjugated = (ONE_AXIS.get(name) or MANY_AXES[name])[1]
     if conjugated is not None:
         norm = _SWAPPED_NORM[norm]
 
@@ -175,29 +184,43 @@ def transform_pullback_of(shape, steps, norm, conjugated):
     return fft_pullback
 
 
-def _refuse_out(f, out):
-    if out is not None:
+def _without_out(f, options):
+    if options and options[0] is not None:
         raise NotImplementedError(f"numpy.fft.{f.__name__}(..., out=...) has no derivative rule: the "
                                   f"result would be written into an array the tape cannot follow; "
                                   f"drop out= and use the returned array.")
+    return options
 
 
-def _register(f, name):
-    one_axis = name in ONE_AXIS
-    steps_of = one_axis_steps if one_axis else many_axes_steps
-    conjugated = ONE_AXIS[name][1] if one_axis else None
-    default_axes = -1 if one_axis else (-2, -1) if name.endswith("2") else None
+def register_transform(f, name, primal_options=_without_out):
+    """Register the rrule and frule of transform ``f`` (``name``, one of ``ONE_AXIS`` or
+    ``MANY_AXES``), called as ``f(a, n or s, axis or axes, norm, *options)`` with the names and
+    defaults of ``f``'s signature (keywords reach a primitive's rule as keywords);
+    ``primal_options(f, options)`` gives the options to compute the value with, or raises for
+    those that have no derivative. The frule transforms the tangent with the same ``n``/``s``,
+    axes and norm, and no other option."""
+    signature = inspect.signature(f)
+    defaults = [p.default for p in signature.parameters.values() if p.kind is p.POSITIONAL_OR_KEYWORD]
 
-    def fft_rrule(a, size=None, axes=default_axes, norm=None, out=None):
-        _refuse_out(f, out)
-        y = f(a, size, axes, norm)
-        return y, transform_pullback_of(np.shape(a), steps_of(name, np.shape(a), size, axes), norm,
-                                        conjugated)
+    def arguments(args, keywords):
+        if keywords:
+            bound = signature.bind(*args, **keywords)
+            bound.apply_defaults()
+            args, keywords = bound.args, bound.kwargs
+        else:
+            args = (*args, *defaults[len(args):])
+        return args[0], args[1], args[2], args[3], primal_options(f, args[4:]), keywords
 
-    def fft_frule(tangents, a, size=None, axes=default_axes, norm=None, out=None):
-        _refuse_out(f, out)
+    def fft_rrule(*args, **keywords):
+        a, size, axes, norm, options, keywords = arguments(args, keywords)
+        y = f(a, size, axes, norm, *options, **keywords)
+        return y, transform_pullback_of(name, np.shape(a), size, axes, norm)
+
+    def fft_frule(tangents, *args, **keywords):
+        a, size, axes, norm, options, keywords = arguments(args, keywords)
+        y = f(a, size, axes, norm, *options, **keywords)
         da = tangent_at(tangents, 0)
-        return f(a, size, axes, norm), (ZeroTangent() if is_zero(da) else f(da, size, axes, norm))
+        return y, (ZeroTangent() if is_zero(da) else f(da, size, axes, norm))
 
     fft_rrule.__name__ = fft_rrule.__qualname__ = f"{name}_rrule"
     fft_frule.__name__ = fft_frule.__qualname__ = f"{name}_frule"
@@ -206,11 +229,14 @@ def _register(f, name):
 
 
 for _name in (*ONE_AXIS, *MANY_AXES):
-    _register(getattr(np.fft, _name), _name)
+    if hasattr(np.fft, _name):
+        register_transform(getattr(np.fft, _name), _name)
 
 
 # ---- shifts: permutations, each the other's adjoint -----------------------------------------------
-def _shift_rules(shift, unshift):
+def register_shifts(shift, unshift):
+    """Register the rrule and frule of ``shift`` (``fftshift`` or ``ifftshift``), whose adjoint
+    is ``unshift``, the other."""
     @numpy_rrule(shift, complex=True)
     def shift_rrule(x, axes=None):
         def shift_pullback(g):
@@ -224,5 +250,5 @@ def _shift_rules(shift, unshift):
         return shift(x, axes), (ZeroTangent() if is_zero(dx) else shift(dx, axes))
 
 
-_shift_rules(np.fft.fftshift, np.fft.ifftshift)
-_shift_rules(np.fft.ifftshift, np.fft.fftshift)
+register_shifts(np.fft.fftshift, np.fft.ifftshift)
+register_shifts(np.fft.ifftshift, np.fft.fftshift)
