@@ -119,9 +119,9 @@ NOTES.update({
     "scipy.linalg.cho_solve": "w.r.t. the factor's triangle and b",
     "scipy.linalg.sqrtm": "real matrices",
     "scipy.linalg.expm": "real matrices, stacks of them",
-    "scipy.signal.convolve": "SciPy's convolve: modes full, valid, same; any method; real inputs (autograd's "
+    "scipy.signal.convolve": "SciPy's convolve: modes full, valid, same; any method (autograd's "
                              "own convolve(A, B, axes, dot_axes) has no SciPy counterpart)",
-    "scipy.signal.correlate": "modes full, valid, same; any method; real inputs",
+    "scipy.signal.correlate": "modes full, valid, same; any method",
     "scipy.signal.fftconvolve": "axes=None",
     "scipy.signal.convolve2d": "boundary='fill', fillvalue=0",
     "scipy.signal.correlate2d": "boundary='fill', fillvalue=0",
