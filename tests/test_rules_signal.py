@@ -168,3 +168,25 @@ def test_convolve_and_correlate_complex_second_order(name, mode):
 ], ids=["diff", "trapezoid", "interp", "polyval-p", "polyval-x", "polyder", "polymul"])
 def test_composites_on_complex_values(f, shape):
     fd.check_both_modes(f, fd.random_like(shape, True, seed=4), h=1e-4, atol=1e-8)
+
+
+def test_poly_of_conjugate_pairs_is_real_as_numpys():
+    from adrules.rules import signal
+
+    roots = np.array([0.5 + 0.3j, 0.5 - 0.3j, -0.2 + 0.0j])
+    assert not np.iscomplexobj(signal.poly(roots))
+    np.testing.assert_allclose(signal.poly(roots), np.poly(roots), rtol=1e-12)
+    assert np.iscomplexobj(signal.poly(roots[:2] + 0.1j))
+    ybar = np.array([0.3, -1.0, 0.5, 2.0])
+    try:  # np.concatenate's rule takes complex values or refuses them
+        y, back = ad.pullback(np.poly, roots)
+    except ad.registry.ComplexRuleError as e:
+        assert "numpy." in str(e)
+        return
+    expected = fd.fd_gradient(lambda w: np.sum(ybar * np.real(np.poly(w))), roots, 1e-6)
+    np.testing.assert_allclose(back(ybar)[0], expected, atol=1e-8)
+
+
+def test_interp_of_complex_x_or_xp_is_refused_as_numpy_does():
+    with pytest.raises(TypeError, match=r"numpy\.interp: x and xp must be real"):
+        ad.gradient(lambda x: np.abs(np.interp(x * (1 + 1j), np.array([0.0, 1.0]), np.array([1.0, 2.0]))), 0.5)

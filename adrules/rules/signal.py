@@ -8,7 +8,7 @@ differentiable: ``interp`` w.r.t. ``x``, ``xp`` and ``fp``, ``gradient`` and
 ``polyadd``, ``polysub``, ``polymul``, ``polyder``, ``polyint``, ``vander``, ``poly``,
 ``polyfit``) are 1-d coefficient arrays, highest power first. ``polyfit`` is NumPy's
 algorithm with the least-squares solve through ``pinv`` (at constant rank), w.r.t. ``x``,
-``y`` and ``w``; ``poly`` multiplies out real roots.
+``y`` and ``w``; ``poly`` multiplies out the roots.
 
 ``np.convolve`` has a rule of its own: bilinear, its pullback is NumPy's ``correlate`` (which
 conjugates its second argument: right for complex values too) and its frule two convolutions;
@@ -22,6 +22,7 @@ import numpy as np
 
 from .. import ops
 from ..registry import frule, primitive, rrule
+from ..tracer import primal_value
 from ..tangents import NoTangent, Thunk, ZeroTangent, is_zero
 from ._compose import composite_rule
 from ._utils import numpy_frule, numpy_rrule, tangent_at
@@ -140,6 +141,9 @@ def trapezoid(y, x=None, dx=1.0, axis=-1):
 
 # ---- interpolation --------------------------------------------------------------------------------
 def interp(x, xp, fp, left=None, right=None, period=None):
+    if np.iscomplexobj(x) or np.iscomplexobj(xp):  # as NumPy: only fp (and left, right) may be complex
+        raise TypeError("numpy.interp: x and xp must be real (Cannot cast array data from complex to "
+                        "float64); interpolate np.real(x) or the real and imaginary parts separately.")
     if period is not None:
         raise NotImplementedError(
             "numpy.interp(..., period=...) has no derivative rule; map x into one period "
@@ -321,6 +325,10 @@ def poly(seq_of_zeros):
     a = np.ones(1, dtype)
     for i in range(shape[0]):  # a times (x - root): NumPy's convolve with [1, -root]
         a = np.concatenate([a, zero]) - roots[i] * np.concatenate([zero, a])
+    if dtype.kind == "c":  # as NumPy: real coefficients when the roots come in conjugate pairs
+        values = np.asarray(primal_value(roots))
+        if np.all(np.sort(values) == np.sort(np.conjugate(values))):
+            a = np.real(a)
     return a
 
 
