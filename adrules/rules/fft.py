@@ -144,7 +144,11 @@ def _as_list(v):
 def steps_of(name, shape, size, axes):
     """The one-axis steps, in the order applied, of transform ``name`` with ``n`` or ``s``
     (``size``) and ``axis`` or ``axes``: NumPy's ``_cook_nd_args`` (SciPy's
-    ``_init_nd_shape_and_axes`` agrees on the calls both accept) and the order of its loops."""
+    ``_init_nd_shape_and_axes`` agrees on the calls both accept) and the order of its loops.
+
+    >>> steps_of("irfftn", (2, 3, 4), None, None)
+    [('ifft', 2, -3), ('ifft', 3, -2), ('irfft', 6, -1)]
+    """
     if name in ONE_AXIS:
         return [(ONE_AXIS[name][0], size, axes)]
     last = MANY_AXES[name][0]

@@ -22,7 +22,7 @@ from ..tangents import NoTangent, Thunk, ZeroTangent, is_zero
 from ._compose import composite_rule
 from ._scipy_entry import replace_function
 from ._utils import numpy_frule, numpy_rrule, tangent_at
-from .signal import _conj, embed
+from .signal import conj_if_complex, embed
 
 convolve = replace_function(sg, "convolve")
 correlate = replace_function(sg, "correlate")
@@ -74,7 +74,7 @@ def convolve_frule(tangents, in1, in2, mode="full", method="auto"):
 
 
 def _correlate(in1, in2, mode="full", method="auto"):
-    return convolve(in1, _conj(_flipped(in2)), mode, method)
+    return convolve(in1, conj_if_complex(_flipped(in2)), mode, method)
 
 
 def _fftconvolve(in1, in2, mode="full", axes=None):
@@ -98,7 +98,7 @@ def _convolve2d(in1, in2, mode="full", boundary="fill", fillvalue=0):
 
 def _correlate2d(in1, in2, mode="full", boundary="fill", fillvalue=0):
     _fill_only("correlate2d", boundary, fillvalue)
-    full = convolve(in1, _conj(_flipped(in2)), "full", "direct")
+    full = convolve(in1, conj_if_complex(_flipped(in2)), "full", "direct")
     if mode == "full":
         return full
     s1, s2 = np.shape(in1), np.shape(in2)
@@ -106,7 +106,7 @@ def _correlate2d(in1, in2, mode="full", boundary="fill", fillvalue=0):
     starts = [(f - n + 1) // 2 for f, n in zip(np.shape(full), out)]  # SciPy's 2-D 'same' rounds up
     part = full[tuple(slice(s, s + n) for s, n in zip(starts, out))]
     if mode == "valid" and any(m < n for m, n in zip(s1, s2)):
-        return _conj(part)  # SciPy swaps the inputs here and does not conjugate back (as correlate does)
+        return conj_if_complex(part)  # SciPy swaps the inputs here, and unlike correlate does not conjugate back
     return part
 
 

@@ -175,8 +175,12 @@ def _mode_start(n, m, mode):
     raise ValueError(f"numpy.convolve: mode must be 'full', 'same' or 'valid', got {mode!r}")
 
 
-def _conj(x):
-    """conj(x) for a complex x; a real x as it is (np.conjugate would copy it)."""
+def conj_if_complex(x):
+    """conj(x) for a complex x; a real x as it is (np.conjugate would copy it).
+
+    >>> conj_if_complex(np.array([1 + 2j])), conj_if_complex(1.5)
+    (array([1.-2.j]), 1.5)
+    """
     return np.conjugate(x) if np.iscomplexobj(x) else x
 
 
@@ -237,7 +241,7 @@ def convolve_frule(tangents, a, v, mode="full"):
 
 def correlate(a, v, mode="valid"):
     """sum_n a[n + k] conj(v[n]), as NumPy defines it for either order of lengths."""
-    v = _conj(v)
+    v = conj_if_complex(v)
     if _length(a) < _length(v):  # NumPy correlates the longer against the shorter, then reverses
         return np.convolve(v, a[::-1], mode)[::-1]
     return np.convolve(a, v[::-1], mode)
