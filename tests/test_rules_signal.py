@@ -190,3 +190,11 @@ def test_poly_of_conjugate_pairs_is_real_as_numpys():
 def test_interp_of_complex_x_or_xp_is_refused_as_numpy_does():
     with pytest.raises(TypeError, match=r"numpy\.interp: x and xp must be real"):
         ad.gradient(lambda x: np.abs(np.interp(x * (1 + 1j), np.array([0.0, 1.0]), np.array([1.0, 2.0]))), 0.5)
+
+
+def test_convolve_of_a_number():
+    # NumPy takes a number as a 1-element signal: y = s * v, so sum(y**2)' = 2 s |v|^2 and 2 s^2 v
+    v = np.array([1.0, 2.0, 3.0])
+    gs, gv = ad.gradient(lambda s, v: np.sum(np.convolve(s, v, "same") ** 2), 1.5, v)
+    np.testing.assert_allclose(gs, 2 * 1.5 * np.sum(v * v))
+    np.testing.assert_allclose(gv, 2 * 1.5 ** 2 * v)

@@ -219,6 +219,7 @@ def convolve_rrule(a, v, mode="full"):
     y = np.convolve(a, v, mode)
     n, m = _length(a), _length(v)
     s = _mode_start(n, m, mode)
+    a, v = (np.reshape(x, (1,)) if np.ndim(x) == 0 else x for x in (a, v))  # correlate takes 1-d only
 
     def convolve_pullback(g):
         if np.shape(g)[0] != n + m - 1:
