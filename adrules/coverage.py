@@ -1,8 +1,8 @@
 """The coverage table: which public NumPy and SciPy functions have derivative rules.
 
-``python -m adrules.coverage`` walks ``numpy``, ``numpy.linalg``, every ufunc (and its
-``reduce``/``accumulate``/``outer``) and, when SciPy is installed, ``scipy.special``,
-``scipy.linalg``, ``scipy.signal``, ``scipy.integrate`` and the ``scipy.stats``
+``python -m adrules.coverage`` walks ``numpy``, ``numpy.linalg``, ``numpy.fft``, every ufunc
+(and its ``reduce``/``accumulate``/``outer``) and, when SciPy is installed, ``scipy.special``,
+``scipy.linalg``, ``scipy.signal``, ``scipy.integrate``, ``scipy.fft`` and the ``scipy.stats``
 distributions that have rules, looks each function up in the rule registries and writes
 ``docs/coverage.md``: for each function rrule + frule, non-differentiable, or not
 supported with the reason, and whether its rules take complex values (each rule entry's
@@ -47,6 +47,8 @@ AUTOGRAD = {
         "std subtract sum swapaxes tan tanh tensordot tile trace transpose tril triu true_divide var "
         "vsplit where").split(),
     "numpy.linalg": "cholesky det eig eigh inv norm pinv slogdet solve svd".split(),
+    "numpy.fft": ("fft fft2 fftn fftshift ifft ifft2 ifftn ifftshift irfft irfft2 irfftn rfft rfft2 "
+                  "rfftn").split(),
     "scipy.special": (
         "beta betainc betaln digamma erf erfc erfcinv erfinv expit gamma gammainc gammaincc gammaln "
         "gammasgn i0 i1 iv ive j0 j1 jn logit logsumexp multigammaln polygamma psi rgamma y0 y1 "
@@ -120,9 +122,9 @@ NOTES.update({
     "scipy.linalg.cho_solve": "w.r.t. the factor's triangle and b",
     "scipy.linalg.sqrtm": "real matrices",
     "scipy.linalg.expm": "real matrices, stacks of them",
-    "scipy.signal.convolve": "SciPy's convolve: modes full, valid, same; any method; real inputs (autograd's "
+    "scipy.signal.convolve": "SciPy's convolve: modes full, valid, same; any method (autograd's "
                              "own convolve(A, B, axes, dot_axes) has no SciPy counterpart)",
-    "scipy.signal.correlate": "modes full, valid, same; any method; real inputs",
+    "scipy.signal.correlate": "modes full, valid, same; any method",
     "scipy.signal.fftconvolve": "axes=None",
     "scipy.signal.convolve2d": "boundary='fill', fillvalue=0",
     "scipy.signal.correlate2d": "boundary='fill', fillvalue=0",
@@ -200,10 +202,12 @@ def _public(module):
 
 
 def _namespaces():
+    import numpy.fft
     import numpy.linalg
 
-    spaces = [("numpy", np), ("numpy.linalg", numpy.linalg)]
+    spaces = [("numpy", np), ("numpy.linalg", numpy.linalg), ("numpy.fft", numpy.fft)]
     try:
+        import scipy.fft
         import scipy.integrate
         import scipy.linalg
         import scipy.signal
@@ -212,7 +216,8 @@ def _namespaces():
     except ImportError:
         return spaces
     return spaces + [("scipy.special", scipy.special), ("scipy.linalg", scipy.linalg),
-                     ("scipy.signal", scipy.signal), ("scipy.integrate", scipy.integrate)]
+                     ("scipy.signal", scipy.signal), ("scipy.integrate", scipy.integrate),
+                     ("scipy.fft", scipy.fft)]
 
 
 def _stats_note(name, method, shapes):
@@ -336,7 +341,7 @@ def render():
         "Summary: " + ", ".join(f"{v} {k}" for k, v in sorted(counts.items())) + "; complex values: "
         + ", ".join(f"{sum(c == k for *_, c, _ in table)} {k}" for k in ("yes", "no")) + ".\n\n",
         "## Target: what HIPS autograd differentiates\n\n",
-        f"{len(target)} functions of autograd.numpy, autograd.numpy.linalg and autograd.scipy's "
+        f"{len(target)} functions of autograd.numpy, autograd.numpy.linalg, autograd.numpy.fft and autograd.scipy's "
         f"special, stats, integrate, linalg and signal; {len(missing)} without both rules and without a reason "
         "(non-differentiable counts: autograd's derivative of a piecewise-constant function is zero).\n\n",
         _table(["function", "status", "complex", "note"], [(f"`{q}`", *cells) for q, *cells in target]),
