@@ -100,9 +100,15 @@ def _out_leaves(y):
     return [leaf for leaf in flatten(y)[0] if is_diff(leaf)]
 
 
-def check_rrule(f, *args, fkwargs=None, seed=0, rtol=None, atol=None):
+def check_rrule(f, *args, fkwargs=None, seed=0, rtol=None, atol=None, gauge=None, through=None):
     """The rrule of ``f`` at ``args``: primal, and every differentiable argument's cotangent
-    against central differences of ``Re(sum(conj(ȳ) f))`` along real and imaginary parts."""
+    against central differences of ``Re(sum(conj(ȳ) f))`` along real and imaginary parts.
+
+    ``gauge(ys, ts)``, for outputs with a gauge (each eigenvector's phase), returns the
+    tangents or cotangents ``ts`` of output leaves ``ys`` without their gauge components:
+    ȳ is projected so that the loss does not see the phases. ``through(x)`` is applied to
+    each differentiable argument before ``f`` in the differences (not in the rule): a rule
+    written for Hermitian matrices is checked as the rule of ``f((a + a^H)/2)``."""
     fkwargs = fkwargs or {}
     rng = np.random.default_rng(seed)
     out = ad.rrule(f, *args, **fkwargs)
@@ -112,11 +118,18 @@ def check_rrule(f, *args, fkwargs=None, seed=0, rtol=None, atol=None):
     for a, b in zip(flatten(y)[0], flatten(expected_y)[0]):
         np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-12, err_msg=f"{f}: primal")
     leaves, tdef = flatten(y)
-    ybar = unflatten(tdef, [random_like(leaf, rng) if is_diff(leaf) else NoTangent() for leaf in leaves])
+    drawn = [random_like(leaf, rng) if is_diff(leaf) else NoTangent() for leaf in leaves]
+    if gauge is not None:
+        diff = [i for i, leaf in enumerate(leaves) if is_diff(leaf)]
+        for i, t in zip(diff, gauge([leaves[i] for i in diff], [drawn[i] for i in diff])):
+            drawn[i] = t
+    ybar = unflatten(tdef, drawn)
     bars = _out_leaves(ybar)
     cot = back(ybar)
 
     def loss(a):
+        if through is not None:
+            a = _through(a, through)
         return sum(float(np.sum(np.real(np.conj(b) * np.asarray(v, dtype=np.result_type(v, b)))))
                    for b, v in zip(bars, _out_leaves(f(*a, **fkwargs))))
 
@@ -142,13 +155,19 @@ def check_rrule(f, *args, fkwargs=None, seed=0, rtol=None, atol=None):
                                    err_msg=f"{f}: cotangent of argument {path}")
 
 
-def check_frule(f, *args, fkwargs=None, seed=1, rtol=None, atol=None):
+def check_frule(f, *args, fkwargs=None, seed=1, rtol=None, atol=None, gauge=None, through=None):
     """The frule of ``f`` at ``args`` along a random direction (complex for complex arguments)
-    against central differences of ``f`` along it."""
+    against central differences of ``f`` along it. ``gauge`` (see ``check_rrule``) removes
+    the gauge components of both tangents before they are compared; ``through`` is applied
+    to the random directions (Hermitian directions for a rule written for Hermitian
+    matrices, at a Hermitian point)."""
     fkwargs = fkwargs or {}
     rng = np.random.default_rng(seed)
     arglist = list(args)
     dirs = {path: random_like(x, rng) for path, x in paths(arglist)}
+    if through is not None:
+        dirs = {path: np.asarray(through(v)).astype(np.result_type(v)) if isinstance(v, np.ndarray) else v
+                for path, v in dirs.items()}
     tangents = [NoTangent()]
     for i, a in enumerate(arglist):
         t = a
@@ -175,18 +194,59 @@ def check_frule(f, *args, fkwargs=None, seed=1, rtol=None, atol=None):
     ys, yt = flatten(y)
     dys = flatten(dy)[0] if isinstance(dy, (list, tuple)) else [dy]
     assert len(dys) == len(ys) or len(ys) == 1, f"{f}: {len(dys)} tangents for {len(ys)} outputs"
-    for k, leaf in enumerate(ys):
-        if not is_diff(leaf):
-            continue
+    got, wants, ks = [], [], [k for k, leaf in enumerate(ys) if is_diff(leaf)]
+    for k in ks:
+        leaf = ys[k]
         d = unthunk(dys[k] if len(ys) > 1 else dy)
         d = np.zeros(np.shape(leaf)) if d is None or is_zero(d) or isinstance(d, NoTangent) else np.asarray(d)
-        want = _stencil(lambda t: np.asarray(flatten(moved(t))[0][k], dtype=complex), _H)
         if not is_complex(leaf):
             assert d.dtype.kind != "c" or not np.any(np.imag(d)), f"{f}: complex tangent for real output {k}"
+        got.append(d)
+        wants.append(_stencil(lambda t: np.asarray(flatten(moved(t))[0][k], dtype=complex), _H))
+    if gauge is not None:
+        leaves = [ys[k] for k in ks]
+        got, wants = gauge(leaves, got), gauge(leaves, wants)
+    for k, d, want in zip(ks, got, wants):
         tol = _tol(arglist, y)
         scale = max(1.0, float(np.max(np.abs(want), initial=0.0)))
         np.testing.assert_allclose(d, want, rtol=rtol or tol, atol=(atol or tol) * scale,
                                    err_msg=f"{f}: tangent of output {k}")
+
+
+def _through(arglist, through):
+    out = arglist
+    for path, x in paths(arglist):
+        out = put(out, path, np.asarray(through(x)).astype(np.result_type(x)))
+    return out
+
+
+def _unphase(vectors, t, axis):
+    """``t`` without its components along i·vectors (each vector along ``axis`` alone, real
+    inner product): what a change of each vector's phase adds."""
+    iv = 1j * vectors
+    return t - iv * (np.sum(np.real(np.conj(iv) * t), axis, keepdims=True)
+                     / np.sum(np.abs(vectors) ** 2, axis, keepdims=True))
+
+
+def eig_gauge(ys, ts):
+    """For (w, v) of eig or eigh: v's columns without their phase components."""
+    (_, v), (tw, tv) = ys, ts
+    return [tw, _unphase(v, np.asarray(tv), -2) if is_complex(v) else tv]
+
+
+def svd_gauge(ys, ts):
+    """For (u, s, vh) of svd: each pair u[:, k], vh[k] turns by one phase, opposite ways."""
+    (u, _, vh), (tu, ts_, tvh) = ys, ts
+    if not (is_complex(u) or is_complex(vh)):
+        return ts
+    k = np.shape(u)[-1]
+    # vh's rows, conjugated (vh^H's columns), turn with u's columns: one vector per pair;
+    # conjugation keeps the real inner product, so the projection is taken there
+    both = np.concatenate([u, np.conj(np.swapaxes(vh, -1, -2))], -2)
+    tboth = np.concatenate([np.asarray(tu), np.conj(np.swapaxes(np.asarray(tvh), -1, -2))], -2)
+    out = _unphase(both, tboth, -2)
+    tu2, tvh2 = out[..., :np.shape(u)[-2], :k], np.conj(np.swapaxes(out[..., np.shape(u)[-2]:, :], -1, -2))
+    return [tu2, ts_, tvh2]
 
 
 def _no_tangents_except(t, keep, prefix=()):

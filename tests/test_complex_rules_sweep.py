@@ -18,6 +18,7 @@ import zlib
 
 import numpy as np
 import pytest
+import scipy.fft
 import scipy.integrate  # noqa: F401  (loads the SciPy rule families)
 import scipy.linalg
 import scipy.signal
@@ -27,7 +28,7 @@ import scipy.stats  # noqa: F401
 import adrules as ad
 from adrules import ops, registry
 from adrules.registry import NONDIFF, ComplexRuleError, function_name
-from adrules.rules import indexing, shape
+from adrules.rules import fft, indexing, shape, signal
 
 
 def _load(name):
@@ -73,6 +74,25 @@ EXPLICIT = [
     (scipy.signal.convolve2d, (Z(3, 3), Z(2, 2, seed=1)), {}),
     (scipy.signal.correlate2d, (Z(3, 3), Z(2, 2, seed=1)), {}),
 ]
+EXPLICIT += [
+    (fft.resize, (Z(2, 3), 1, 5), {}), (fft.resize, (Z(2, 3), 0, 1), {}),
+    (signal.embed, (Z(2, 2), (3, 4), (1, 2)), {}),
+    (scipy.linalg.solve_triangular, (np.tril(Z(3, 3)) + 3 * np.eye(3), Z(3, seed=1)), {"lower": True}),
+    (scipy.linalg.solve_triangular, (np.triu(Z(3, 3)) + 3 * np.eye(3), Z(3, 2, seed=1)), {"trans": 2}),
+    (scipy.linalg.solve_banded, ((1, 1), Z(3, 3) + np.array([[0], [3], [0]]), Z(3, seed=1)), {}),
+    (scipy.linalg.solve_sylvester, (Z(3, 3) + 3 * np.eye(3), Z(2, 2, seed=1) + 3 * np.eye(2), Z(3, 2, seed=2)), {}),
+    (scipy.linalg.sqrtm, (HPD() + 0.3 * Z(3, 3, seed=1),), {}),
+    (scipy.linalg.expm, (0.5 * Z(3, 3),), {}), (scipy.linalg.expm, (0.5 * Z(2, 3, 3),), {}),
+    # scipy.fft: numpy.fft's cases (test_keywords.py) by the same positions, and the Hermitian n-d ones
+    (scipy.fft.hfftn, (Z(2, 3), (2, 4), (0, 1), "ortho"), {}), (scipy.fft.hfft2, (Z(2, 3), None, (0, 1)), {}),
+    (scipy.fft.ihfftn, (R(2, 4), (2, 5), (0, 1), "forward"), {}), (scipy.fft.ihfft2, (R(3, 4), None), {}),
+]
+# The real-input transforms refuse complex x: a real x, complex outputs (their cases from
+# test_keywords.py are kept too)
+_REAL_ONLY = [case for m in (np.fft, scipy.fft)
+              for case in ((m.rfft, (R(5), 6, 0, "ortho")), (m.ihfft, (R(5), None, 0, "backward")),
+                           (m.rfftn, (R(2, 4), (2, 5), (0, 1), "ortho")), (m.rfft2, (R(2, 4), None, (0, 1))))]
+EXPLICIT += [(f, args, {}) for f, args in _REAL_ONLY]
 if hasattr(np, "astype"):
     EXPLICIT.append((np.astype, (Z(3), np.complex64), {}))
 # Keys not reachable by name from here (SciPy methods routed to primitives), by their names.
@@ -83,15 +103,34 @@ EXPLICIT_BY_NAME = {
 
 # Rules that promise complex values and compute something else than NumPy does; each a bug to
 # fix in its rule file (the test fails here once it is fixed: then take it off this list).
-KNOWN_WRONG = {
-    "numpy.vecdot": "composite sum(x1 * x2): NumPy's vecdot conjugates x1",
-    "numpy.linalg.vecdot": "composite sum(x1 * x2): NumPy's vecdot conjugates x1",
-}
+KNOWN_WRONG: dict = {}
+
+
+def _hermitian_part(a):
+    return (a + np.conj(np.swapaxes(a, -1, -2))) / 2
+
+
+# Outputs with a gauge (each eigen- or singular vector's phase): the cotangents are drawn and
+# the tangents compared without their gauge components, as a loss blind to the phases sees
+# them (|v|², v diag(f(w)) v⁻¹...). Rules written for Hermitian matrices (before extend_rule
+# mirrors the triangle NumPy reads) are checked along Hermitian directions, as rules of
+# f((a + a^H)/2).
+GAUGE = {"numpy.linalg.eig": checks.eig_gauge, "numpy.linalg.eigh": checks.eig_gauge,
+         "adrules.rules._compose.eigh_previous_rules": checks.eig_gauge, "numpy.linalg.svd": checks.svd_gauge}
+THROUGH = {"adrules.rules._compose.eigh_previous_rules": _hermitian_part,
+           "adrules.rules._compose.eigvalsh_previous_rules": _hermitian_part,
+           "adrules.rules._compose.cholesky_previous_rules": _hermitian_part}
+
+
+def _scipy_fft(cases):
+    """numpy.fft's cases as scipy.fft's (the same leading positions), for the names both have."""
+    return [(getattr(scipy.fft, f.__name__), args) for f, args in cases
+            if getattr(f, "__module__", "").startswith("numpy.fft") and hasattr(scipy.fft, f.__name__)]
 
 
 def _real_cases():
     keywords, sweep = _load("test_keywords"), _load("test_rules_sweep")
-    cases = [(f, args, {}) for f, args in keywords.CASES + sweep.CASES]
+    cases = [(f, args, {}) for f, args in keywords.CASES + sweep.CASES + _scipy_fft(keywords.CASES)]
     return cases + [(f, args, kw) for f, args, kw in sweep.FLOAT32]
 
 
@@ -131,7 +170,7 @@ def _cases():
         table.setdefault(f, []).append((f, args, kwargs))
     explicit = set(table)
     for f, args, kwargs in _real_cases():
-        if f not in explicit:
+        if f not in explicit or f in {g for g, _ in _REAL_ONLY}:
             table.setdefault(f, []).extend(v for v in _variants(f, args, kwargs))
     by_name = {function_name(f).rpartition(".")[2]: f for f in table if function_name(f).startswith("numpy")}
     out = {}
@@ -168,8 +207,9 @@ def _accepted(f, args, kwargs):
 
 
 def _outcome(check, f, args, kwargs):
+    name = function_name(f)
     try:
-        check(f, *args, fkwargs=kwargs)
+        check(f, *args, fkwargs=kwargs, gauge=GAUGE.get(name), through=THROUGH.get(name))
         return "checked"
     except ComplexRuleError:
         return "refused"

@@ -61,7 +61,11 @@ CASES = [
     (np.linalg.solve, (SPD(), R(3, seed=1))), (np.linalg.inv, (SPD(),)), (np.linalg.det, (SPD(),)),
     (np.linalg.slogdet, (SPD(),)), (np.linalg.cholesky, (SPD(),)), (np.linalg.eigh, (SPD(), "U")),
     (np.linalg.eigvalsh, (SPD(), "L")), (np.linalg.norm, (R(2, 3), None, 1)), (np.linalg.qr, (R(3, 2),)),
-    (np.linalg.svd, (R(3, 2), False)), (np.linalg.pinv, (R(3, 2),)), (np.linalg.lstsq, (R(3, 2), R(3, seed=1))),
+    (np.linalg.svd, (R(3, 2), False)),
+    # real eigenvalues apart (NumPy returns real arrays): the eigenvectors' sign is their only gauge
+    (np.linalg.eig, (np.diag([1.0, 2.0, 3.5]) + 0.2 * R(3, 3, seed=2),)),
+    (np.linalg.eigvals, (np.diag([1.0, 2.0, 3.5]) + 0.2 * R(3, 3, seed=2),)),
+    (np.linalg.pinv, (R(3, 2),)), (np.linalg.lstsq, (R(3, 2), R(3, seed=1))),
     (np.linalg.matrix_power, (SPD(), 2)), (np.linalg.multi_dot, ([R(2, 3), R(3, 2, seed=1)],)),
     (np.linalg.cond, (SPD(), "fro")), (np.linalg.tensorinv, (np.reshape(SPD(4), (2, 2, 4)), 2)),
     (np.linalg.tensorsolve, (np.reshape(SPD(4), (2, 2, 2, 2)), R(2, 2, seed=1))),
