@@ -421,8 +421,10 @@ def multiply_reduce_frule(tangents, array, axis=0, dtype=None, out=None, keepdim
 
 
 # ---- extrema (ties share the cotangent equally) -----------------------------------------------
+# Complex values: NumPy orders them by real part, then imaginary part; the extremum selects
+# elements (real coefficients, no conjugate), so the rules hold as they are.
 def _register_extremum(f, *keys, default_axis=None):
-    @numpy_rrule(*keys)
+    @numpy_rrule(*keys, complex=True)
     def extremum_rrule(a, axis=default_axis, out=None, keepdims=False, **kwargs):
         y = f(a, axis, keepdims=keepdims, **kwargs)
 
@@ -432,7 +434,7 @@ def _register_extremum(f, *keys, default_axis=None):
 
         return y, extremum_pullback
 
-    @numpy_frule(*keys)
+    @numpy_frule(*keys, complex=True)
     def extremum_frule(tangents, a, axis=default_axis, out=None, keepdims=False, **kwargs):
         y = f(a, axis, keepdims=keepdims, **kwargs)
         share = _extremum_share(a, y, axis, keepdims, kwargs.get("where", True))
