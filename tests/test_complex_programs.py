@@ -9,18 +9,31 @@ random complex direction (which must also equal Re <∇L, v>), and the hvp along
 function of the real and imaginary parts: the derivative of the gradient along v).
 
 Every step maps values of modulus at most about 1.2 to values of about that size, away
-from branch cuts, poles and zeros of ``abs``, so the programs are smooth where they run.
-Ops to add once their complex rules land: prod, cumsum, mean, var/std, where, matmul/
-einsum/dot, the np.linalg family (inv, solve, det), np.fft (fft, ifft, rfft).
+from branch cuts, poles and zeros of ``abs`` (and of ``std``: a constant is appended),
+so the programs are smooth where they run. Reductions, products, linear algebra and
+transforms mix the elements: the matrices are fixed (``_M``) or ``2I`` plus a small
+matrix of the running value (``_A``), well conditioned.
 """
 
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import adrules as ad
 
 # ---- steps on the running value u (real or complex, shape (n,)) ---------------------------------
+def _M(n):
+    """A fixed complex n x n matrix of norm below 1."""
+    k = np.arange(n)
+    return 0.9 / n * np.exp(0.7j * np.outer(k, k + 1))
+
+
+def _A(u):
+    """2I plus a small complex matrix of u: well conditioned."""
+    return 2.0 * np.eye(u.shape[0]) + 0.3 * u[:, None] * _M(u.shape[0])
+
+
 STEPS = {
     # holomorphic
     "sin": lambda u: 0.5 * np.sin(u), "cos": lambda u: 0.5 * np.cos(u), "tanh": lambda u: np.tanh(0.5 * u),
@@ -36,6 +49,19 @@ STEPS = {
     # indexing, sums
     "reverse": lambda u: u[::-1], "gather": lambda u: u[np.arange(u.shape[0])[::-1] % u.shape[0]] * 0.5 + u[0] * 0.5,
     "mean_mix": lambda u: 0.7 * u + (0.3 / u.shape[0]) * np.sum(u),
+    # reductions, where
+    "prod": lambda u: 0.7 * u + 0.3 * np.prod(1.0 + 0.15 * u),
+    "cumsum": lambda u: np.cumsum(u) / u.shape[0], "mean": lambda u: 0.6 * u + 0.4 * np.mean(u),
+    "var_std": lambda u: u * (0.8 + 0.2 * np.var(u)) + 0.2 * np.std(np.append(u, 2.0)),
+    "where": lambda u: np.where(np.arange(u.shape[0]) % 2 == 0, u, 0.8 * np.conj(u)),
+    # products, linear algebra
+    "matmul": lambda u: u @ _M(u.shape[0]), "einsum": lambda u: np.einsum("ij,j->i", _M(u.shape[0]), u),
+    "dot": lambda u: np.dot(_M(u.shape[0]), u) + 0.2 * u,
+    "inv": lambda u: np.sum(np.linalg.inv(_A(u)), axis=1), "solve": lambda u: 1.5 * np.linalg.solve(_A(u), u),
+    "det": lambda u: u * (0.5 + 0.5 * np.linalg.det(_A(u)) / 2.0 ** u.shape[0]),
+    # transforms
+    "fft": lambda u: np.fft.fft(u) / u.shape[0], "ifft": lambda u: np.fft.ifft(u),
+    "rfft": lambda u: np.fft.irfft(np.fft.rfft(np.real(u)) * (0.8 + 0.3j), u.shape[0]) + 1j * np.imag(u),
 }
 
 # steps that bring in z (complex array) or w (complex number)
@@ -109,7 +135,16 @@ def fd_gradient(L, args, h=1e-6):
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(programs())
 def test_complex_programs_against_finite_differences(program):
-    n, start, steps, mixes, seed = program
+    _check(*program)
+
+
+@pytest.mark.parametrize("step", sorted(STEPS))
+def test_each_step_once(step):
+    """Every step, in a short program of its own (the random ones may miss some)."""
+    _check(3, "1j_x", [step, "sin"], [None, "times_z"], 39)
+
+
+def _check(n, start, steps, mixes, seed):
     rng = np.random.default_rng(seed)
     args = _inputs(n, rng)
     L = _run(start, steps, mixes)
