@@ -14,9 +14,10 @@ stays float32.
 Complex values (ChainRules' convention): sums, means, traces and cumulative sums are linear
 with real coefficients and need nothing more; products multiply a cotangent by the conjugate
 of their partials (``_conj``, which leaves real arrays alone); ``var`` and ``std`` of complex
-values are real (``mean(|z - mean z|**2)``), their tangents ``Re(conj(z - mean) ż)``. Extrema,
-running extrema and log-sum-exp compare values, which complex numbers do not have in the
-mathematical sense (NumPy orders them lexicographically): their rules refuse complex values.
+values are real (``mean(|z - mean z|**2)``), their tangents ``Re(conj(z - mean) ż)``. Extrema
+select elements by NumPy's order of complex numbers (real part, then imaginary part): real
+coefficients again. Running extrema and log-sum-exp are written for real values and refuse
+complex ones.
 """
 
 import numpy as np
