@@ -355,3 +355,36 @@ def test_the_checks_catch_a_pullback_that_forgets_the_conjugate():
     finally:
         registry.rrule.rules.pop(cube, None)
         registry.frule.rules.pop(cube, None)
+
+
+def test_the_gauge_blind_checks_still_see_the_eigenvectors():
+    """The checks with an eigenvector gauge fail an eig rule that drops the eigenvectors'
+    cotangent or tangent (all that the gauge leaves of them still counts), and pass eig's."""
+    @ad.primitive
+    def eig_of(a):
+        return np.linalg.eig(a)
+
+    def rules(drop):
+        @ad.rrule.register(eig_of, complex=True)
+        def eig_of_rrule(a):
+            y, back = ad.rrule(np.linalg.eig, a)
+            return y, lambda g: back((g[0], ad.ZeroTangent()) if drop else g)
+
+        @ad.frule.register(eig_of, complex=True)
+        def eig_of_frule(tangents, a):
+            y, (dw, dv) = ad.frule((ad.NoTangent(), tangents[1]), np.linalg.eig, a)
+            return y, (dw, np.zeros_like(dv) if drop else dv)
+
+    a = Z(3, 3)
+    try:
+        rules(drop=True)
+        with pytest.raises(AssertionError, match="cotangent"):
+            checks.check_rrule(eig_of, a, gauge=checks.eig_gauge)
+        with pytest.raises(AssertionError, match="tangent of output 1"):
+            checks.check_frule(eig_of, a, gauge=checks.eig_gauge)
+        rules(drop=False)
+        checks.check_rrule(eig_of, a, gauge=checks.eig_gauge)
+        checks.check_frule(eig_of, a, gauge=checks.eig_gauge)
+    finally:
+        registry.rrule.rules.pop(eig_of, None)
+        registry.frule.rules.pop(eig_of, None)
