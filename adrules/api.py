@@ -30,10 +30,8 @@ def leaf_is_differentiable(leaf: Any, fname: object, where: str) -> bool:
         return True
     if isinstance(leaf, DROPPED_SUBCLASSES) and leaf.dtype.kind in "fc":
         raise subclass_refused(fname, where, leaf)
-    if is_float_value(leaf, allow_complex=False):
+    if is_float_value(leaf):  # float or complex: a complex z's cotangent is ∂f/∂x + i ∂f/∂y
         return True
-    if is_float_value(leaf):
-        raise TypeError(f"{fname}: {where} is complex; complex inputs are not supported yet.")
     if isinstance(leaf, np.ndarray):
         if leaf.dtype.kind in "biu":
             return False
@@ -96,7 +94,7 @@ def _float_fields(obj: Any) -> list[str]:
                 attributes.setdefault(name, getattr(obj, name))
     # floats directly, or in lists and dicts (self.layers = [w1, w2])
     return [k for k, v in attributes.items()
-            if any(is_float_value(leaf, allow_complex=False) for leaf in flatten(v)[0])]
+            if any(is_float_value(leaf) for leaf in flatten(v)[0])]
 
 
 class DerivativeName:
@@ -137,10 +135,16 @@ def _box_args(fname: object, args: tuple[Any, ...], trace: Trace) -> tuple[list[
                 new.append(Traced(leaf, trace))  # plain floats and float arrays: nothing to check
                 continue
             where = f"argument {i}" if tdef is LEAF else f"leaf {j} of argument {i}"
-            new.append(trace.leaf(leaf) if leaf_is_differentiable(leaf, fname, where) else leaf)
+            new.append(trace.leaf(_numpy_complex(leaf)) if leaf_is_differentiable(leaf, fname, where) else leaf)
         boxed.append(new[0] if tdef is LEAF else unflatten(tdef, new))
         plans.append((tdef, leaves, [b.slot if type(b) is Traced and b is not leaf else -1 for b in new]))
     return boxed, plans
+
+
+def _numpy_complex(leaf: Any) -> Any:
+    """A Python complex as np.complex128, whose dtype the rules read to tell a complex
+    value from a real one (np.sign of a Python complex is not abs's partial)."""
+    return np.complex128(leaf) if type(leaf) is complex else leaf
 
 
 #: Top-level arguments that are options, not points: passed along, their gradient NoTangent().
@@ -321,9 +325,11 @@ def named_value_and_gradient(fname: DerivativeName, f: Callable[..., Any],
             raise TracerError(
                 f"{fname}: f returned an array of shape {np.shape(value)}, but {fname.api} needs "
                 f"a scalar. Reduce it (np.sum, np.mean), or use adrules.pullback / adrules.jacobian.")
-        if np.iscomplexobj(value):  # its gradient would silently be the real part's
-            raise TracerError(f"{fname}: f returned a complex number; complex outputs are not "
-                              f"supported yet: return a real loss (np.real(z), np.abs(z) ** 2).")
+        if np.iscomplexobj(value):  # a gradient is of a real function (JAX's rule too)
+            raise TracerError(
+                f"{fname}: f returned a complex number, but {fname.api} needs a real scalar: return "
+                f"a real loss (np.real(z), np.abs(z) ** 2), or differentiate the complex output with "
+                f"adrules.pullback(f, x) and a complex cotangent, or adrules.jacobian.")
         cot = backprop(trace, [(out.slot, one_like(value) if shape == () else np.ones_like(value))])
     else:
         value = out
@@ -424,8 +430,8 @@ def pullback_of(fname: object, trace: Trace, plans: list[_BoxedArgument], out: A
             if type(bar) in (list, tuple) and type(leaf.value) is np.ndarray:  # [1.0, 1.0] for an array
                 bar = np.asarray(bar, dtype=leaf.value.dtype)
             if np.iscomplexobj(bar) and not np.iscomplexobj(leaf.value):
-                raise TracerError(f"{fname}: cotangent leaf {i} is complex, but the output is real; "
-                                  f"complex values are not supported yet.")
+                raise TracerError(f"{fname}: cotangent leaf {i} is complex, but the output is real, "
+                                  f"so its cotangent is real too: pass np.real(...) of it.")
             if isinstance(bar, (int, float)):  # rules may index their cotangent: give a NumPy scalar
                 bar = np.asarray(bar, dtype=getattr(leaf.value, "dtype", np.float64))[()]
             seeds.append((slot, bar))
@@ -503,10 +509,12 @@ def named_jvp(fname: DerivativeName, f: Callable[..., Any], primals: Iterable[Py
                 if np.shape(tl) != shape_p:
                     raise TypeError(f"{fname}: the tangent of {where} has shape {np.shape(tl)} "
                                     f"but the primal has shape {shape_p}.")
-                if np.iscomplexobj(tl) and type(tl) is not Traced:  # it would be cut to its real part
+                if np.iscomplexobj(tl) and type(tl) is not Traced and not np.iscomplexobj(
+                        leaf.value if type(leaf) is Traced else leaf):  # it would be cut to its real part
                     raise TypeError(f"{fname}: the tangent of {where} is complex, but the primal is "
-                                    f"real; complex values are not supported yet.")
-                new.append(trace.leaf(leaf, tl))
+                                    f"real: a real point moves along real directions. Pass a complex "
+                                    f"primal (x.astype(complex)) to move it off the real line.")
+                new.append(trace.leaf(_numpy_complex(leaf), tl))
             else:
                 new.append(leaf)
         boxed.append(new[0] if tdef is LEAF else unflatten(tdef, new))
@@ -522,7 +530,7 @@ def named_jvp(fname: DerivativeName, f: Callable[..., Any], primals: Iterable[Py
             dys.append(leaf.tangent)
         else:
             ys.append(leaf)
-            dys.append(dense_zeros(leaf) if is_float_value(leaf, allow_complex=False) else NoTangent())
+            dys.append(dense_zeros(leaf) if is_float_value(leaf) else NoTangent())
     return unflatten(tdef, ys), unflatten(tdef, dys)
 
 

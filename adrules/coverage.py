@@ -1,17 +1,20 @@
 """The coverage table: which public NumPy and SciPy functions have derivative rules.
 
-``python -m adrules.coverage`` walks ``numpy``, ``numpy.linalg``, every ufunc (and its
-``reduce``/``accumulate``/``outer``) and, when SciPy is installed, ``scipy.special``,
-``scipy.linalg``, ``scipy.signal``, ``scipy.integrate`` and the ``scipy.stats``
+``python -m adrules.coverage`` walks ``numpy``, ``numpy.linalg``, ``numpy.fft``, every ufunc
+(and its ``reduce``/``accumulate``/``outer``) and, when SciPy is installed, ``scipy.special``,
+``scipy.linalg``, ``scipy.signal``, ``scipy.integrate``, ``scipy.fft`` and the ``scipy.stats``
 distributions that have rules, looks each function up in the rule registries and writes
 ``docs/coverage.md``: for each function rrule + frule, non-differentiable, or not
-supported with the reason. It also checks the target: every function HIPS autograd
+supported with the reason, and whether its rules take complex values (each rule entry's
+``complex`` flag). It also checks the target: every function HIPS autograd
 differentiates has both rules here or a reason in ``LEFT_OUT``. ``tests/test_coverage.py``
 fails when the committed table is stale.
 
 >>> import numpy as np
 >>> status(np.sin), status(np.argmax)
 ('rrule, frule', 'non-differentiable')
+>>> complex_status(np.exp)
+'yes'
 """
 
 from __future__ import annotations
@@ -44,6 +47,8 @@ AUTOGRAD = {
         "std subtract sum swapaxes tan tanh tensordot tile trace transpose tril triu true_divide var "
         "vsplit where").split(),
     "numpy.linalg": "cholesky det eig eigh inv norm pinv slogdet solve svd".split(),
+    "numpy.fft": ("fft fft2 fftn fftshift ifft ifft2 ifftn ifftshift irfft irfft2 irfftn rfft rfft2 "
+                  "rfftn").split(),
     "scipy.special": (
         "beta betainc betaln digamma erf erfc erfcinv erfinv expit gamma gammainc gammaincc gammaln "
         "gammasgn i0 i1 iv ive j0 j1 jn logit logsumexp multigammaln polygamma psi rgamma y0 y1 "
@@ -70,7 +75,9 @@ NOTES = {
     "numpy.linalg.pinv": "at constant rank",
     "numpy.linalg.lstsq": "through pinv: at constant rank",
     "numpy.linalg.cholesky": "gradient in the triangle read (lower; upper with upper=True)",
-    "numpy.linalg.eigh": "gradient in the UPLO triangle",
+    "numpy.linalg.eigh": "gradient in the UPLO triangle; losses blind to each eigenvector's phase (sign if real)",
+    "numpy.linalg.eig": "losses blind to each eigenvector's phase (sign if real), eigenvalues apart",
+    "numpy.linalg.svd": "losses blind to the phase u[..., k] and vh[..., k, :] share (sign if real)",
     "numpy.linalg.eigvalsh": "gradient in the UPLO triangle",
     "numpy.std": "zero spread: derivative 0",
     "numpy.nanstd": "zero spread: derivative 0",
@@ -117,9 +124,9 @@ NOTES.update({
     "scipy.linalg.cho_solve": "w.r.t. the factor's triangle and b",
     "scipy.linalg.sqrtm": "real matrices",
     "scipy.linalg.expm": "real matrices, stacks of them",
-    "scipy.signal.convolve": "SciPy's convolve: modes full, valid, same; any method; real inputs (autograd's "
+    "scipy.signal.convolve": "SciPy's convolve: modes full, valid, same; any method (autograd's "
                              "own convolve(A, B, axes, dot_axes) has no SciPy counterpart)",
-    "scipy.signal.correlate": "modes full, valid, same; any method; real inputs",
+    "scipy.signal.correlate": "modes full, valid, same; any method",
     "scipy.signal.fftconvolve": "axes=None",
     "scipy.signal.convolve2d": "boundary='fill', fillvalue=0",
     "scipy.signal.correlate2d": "boundary='fill', fillvalue=0",
@@ -144,6 +151,25 @@ def status(f: Any) -> str:
     if getattr(r, "kind", None) == "nondiff":
         return "non-differentiable"
     return "rrule, frule" if r is not None and fw is not None else ("rrule only" if r is not None else "frule only")
+
+
+def complex_status(f: Any) -> str:
+    """``'yes'`` when ``f``'s rules are registered as right for complex values
+    (``complex=True``), ``'no'`` when a complex value reaching them raises an error,
+    ``'rrule only'``/``'frule only'`` when one of the two is, ``'through its calls'`` for
+    a function traced as other calls, and ``''`` where there is no rule or no derivative."""
+    f = getattr(getattr(f, "__func__", f), "__adrules_routed__", None) or f
+    r, fw = rrule.lookup(f), frule.lookup(f)
+    if r is None and fw is None:
+        return "through its calls" if f in COMPOSED else ""
+    if getattr(r, "kind", None) == "nondiff":
+        return ""
+    flags = {kind: e.complex for kind, e in (("rrule", r), ("frule", fw)) if e is not None}
+    if all(flags.values()):
+        return "yes"
+    if not any(flags.values()):
+        return "no"
+    return "rrule only" if flags["rrule"] else "frule only"
 
 
 def _float_loops(ufunc):
@@ -178,10 +204,12 @@ def _public(module):
 
 
 def _namespaces():
+    import numpy.fft
     import numpy.linalg
 
-    spaces = [("numpy", np), ("numpy.linalg", numpy.linalg)]
+    spaces = [("numpy", np), ("numpy.linalg", numpy.linalg), ("numpy.fft", numpy.fft)]
     try:
+        import scipy.fft
         import scipy.integrate
         import scipy.linalg
         import scipy.signal
@@ -190,7 +218,8 @@ def _namespaces():
     except ImportError:
         return spaces
     return spaces + [("scipy.special", scipy.special), ("scipy.linalg", scipy.linalg),
-                     ("scipy.signal", scipy.signal), ("scipy.integrate", scipy.integrate)]
+                     ("scipy.signal", scipy.signal), ("scipy.integrate", scipy.integrate),
+                     ("scipy.fft", scipy.fft)]
 
 
 def _stats_note(name, method, shapes):
@@ -208,21 +237,21 @@ def _stats_note(name, method, shapes):
 
 
 def _stats_rows():
-    """``(name.method, status, note)`` for the scipy.stats methods with rules."""
+    """``(name.method, status, complex, note)`` for the scipy.stats methods with rules."""
     try:
         from .rules import scipy_stats, scipy_stats_multivariate
     except ImportError:
         return []
     shapes = {fam.name: fam.shapes for fam in scipy_stats.FAMILIES}
     primitives = {**scipy_stats.PRIMITIVES, **scipy_stats_multivariate.PRIMITIVES}
-    return [(f"{name}.{method}", status(prim), _stats_note(name, method, shapes.get(name, ())))
+    return [(f"{name}.{method}", status(prim), complex_status(prim), _stats_note(name, method, shapes.get(name, ())))
             for (name, method), prim in sorted(primitives.items())]
 
 
 def rows():
-    """``(namespace, name, status, note)`` for every public function, sorted.
+    """``(namespace, name, status, complex, note)`` for every public function, sorted.
 
-    >>> ("numpy", "diff", "rrule, frule", "") in rows()
+    >>> ("numpy", "exp", "rrule, frule", "yes", "") in rows()
     True
     """
     out = []
@@ -234,15 +263,15 @@ def rows():
             if isinstance(f, np.ufunc) and st != "not supported":
                 methods = [m for m in ("reduce", "accumulate", "outer") if status(getattr(f, m)) != "not supported"]
                 note = "; ".join(filter(None, [note, "also ." + ", .".join(methods) if methods else ""]))
-            out.append((space, name, st, note))
+            out.append((space, name, st, complex_status(f), note))
     return out
 
 
 def target_rows():
-    """``(qualified name, status, note)`` for autograd's differentiable functions.
+    """``(qualified name, status, complex, note)`` for autograd's differentiable functions.
 
     >>> target_rows()[0]
-    ('numpy.abs', 'rrule, frule', '')
+    ('numpy.abs', 'rrule, frule', 'yes', '')
     """
     spaces = dict(_namespaces())
     spaces["scipy.stats"] = sys.modules.get("scipy.stats")
@@ -255,7 +284,8 @@ def target_rows():
             for part in name.split("."):  # norm.logpdf: a distribution's method
                 f = getattr(f, part, None) if f is not None else None
             if f is None:
-                out.append((qualified, "absent here", "not in the installed version" if module else "not installed"))
+                out.append((qualified, "absent here", "",
+                            "not in the installed version" if module else "not installed"))
                 continue
             st = status(f)
             note = LEFT_OUT.get(qualified, NOTES.get(qualified, ""))
@@ -263,7 +293,7 @@ def target_rows():
                 name_, _, method = name.partition(".")
                 note = _stats_note(name_, method, tuple(s.strip() for s in (getattr(getattr(module, name_), "shapes", "") or "")
                                                         .split(",") if s.strip()))
-            out.append((qualified, st, note))
+            out.append((qualified, st, complex_status(f), note))
     return out
 
 
@@ -296,9 +326,9 @@ def render():
     table = rows()
     target = target_rows()
     counts = {}
-    for _, _, st, _ in table:
+    for _, _, st, _, _ in table:
         counts[st] = counts.get(st, 0) + 1
-    missing = [q for q, st, _ in target
+    missing = [q for q, st, _, _ in target
                if st not in ("rrule, frule", "non-differentiable", "absent here") and q not in LEFT_OUT]
     made_with = ", ".join(f"{k} {v}" for k, v in versions().items())
     parts = [
@@ -306,18 +336,22 @@ def render():
         f"Generated by `python -m adrules.coverage` ({made_with}); `tests/test_coverage.py` "
         "fails when this file is stale. Statuses: *rrule, frule* (both modes, and higher "
         "derivatives), *non-differentiable* (outputs carry no tangent), *not supported* "
-        "(with the reason).\n\n",
-        "Summary: " + ", ".join(f"{v} {k}" for k, v in sorted(counts.items())) + ".\n\n",
+        "(with the reason). *complex*: *yes* where the rules are written and tested for complex "
+        "values (ChainRules' convention, both modes), *no* where a complex value reaching them "
+        "raises an error naming the function (differentiate the real and imaginary parts "
+        "separately there).\n\n",
+        "Summary: " + ", ".join(f"{v} {k}" for k, v in sorted(counts.items())) + "; complex values: "
+        + ", ".join(f"{sum(c == k for *_, c, _ in table)} {k}" for k in ("yes", "no")) + ".\n\n",
         "## Target: what HIPS autograd differentiates\n\n",
-        f"{len(target)} functions of autograd.numpy, autograd.numpy.linalg and autograd.scipy's "
+        f"{len(target)} functions of autograd.numpy, autograd.numpy.linalg, autograd.numpy.fft and autograd.scipy's "
         f"special, stats, integrate, linalg and signal; {len(missing)} without both rules and without a reason "
         "(non-differentiable counts: autograd's derivative of a piecewise-constant function is zero).\n\n",
-        _table(["function", "status", "note"], [(f"`{q}`", st, note) for q, st, note in target]),
+        _table(["function", "status", "complex", "note"], [(f"`{q}`", *cells) for q, *cells in target]),
     ]
     for space in dict.fromkeys(s for s, *_ in table):
         parts.append(f"\n## {space}\n\n")
-        parts.append(_table(["function", "status", "note"],
-                            [(f"`{name}`", st, note) for s, name, st, note in table if s == space]))
+        parts.append(_table(["function", "status", "complex", "note"],
+                            [(f"`{name}`", *cells) for s, name, *cells in table if s == space]))
     stats = _stats_rows()
     if stats:
         parts.append("\n## scipy.stats\n\nThe distributions' methods with rules, called positionally, by keyword "
@@ -325,7 +359,7 @@ def render():
                      "`multivariate_normal` or `dirichlet` with traced parameters says to call the "
                      "method instead). Other distributions, and distributions deriving from these "
                      "(`erlang` from `gamma`), have none.\n\n")
-        parts.append(_table(["method", "status", "note"], [(f"`{m}`", st, note) for m, st, note in stats]))
+        parts.append(_table(["method", "status", "complex", "note"], [(f"`{m}`", *cells) for m, *cells in stats]))
     return "".join(parts)
 
 

@@ -59,13 +59,15 @@ def _as_array_arg(fname: str, where: str, x: Any) -> Any:
         raise TypeError(f"{fname}: {where} is a boolean ({x!r}); Jacobians and Hessians are "
                         f"taken with respect to every argument, and a flag has no derivative. "
                         f"Capture it in a closure: {fname.split('(')[0]}(lambda x: f(x, flag), x).")
-    if isinstance(x, np.floating):  # np.float32(2.0): its dtype kept, as a float32 array's is
+    if isinstance(x, (np.floating, np.complexfloating)):  # np.float32(2.0): its dtype kept, as a float32 array's is
+        return np.asarray(x)
+    if isinstance(x, complex):
         return np.asarray(x)
     if isinstance(x, (float, int, np.integer)):  # an integer point too, in float
         return np.asarray(x, dtype=float)
     if isinstance(x, DROPPED_SUBCLASSES) and x.dtype.kind in "fc":
         raise subclass_refused(fname, where, x)
-    if isinstance(x, np.ndarray) and is_float_value(x, allow_complex=False):
+    if isinstance(x, np.ndarray) and is_float_value(x):  # complex too
         return x
     if isinstance(x, np.ndarray):
         raise _int_array(fname, where, x.dtype)
@@ -83,7 +85,7 @@ def _as_leaf(fname: str, where: str, x: Any) -> Any:
                         f"with respect to every leaf, each a float array or number. If it is "
                         f"data, take it out of the container and capture it in a closure; pass "
                         f"{float(x)!r} to differentiate at that value.")
-    if type(x) is Traced or isinstance(x, (np.ndarray, float, np.floating)):
+    if type(x) is Traced or isinstance(x, (np.ndarray, float, complex, np.floating, np.complexfloating)):
         return _as_array_arg(fname, where, x)
     raise TypeError(f"{fname}: {where} is a {type(x).__name__}; Jacobians and Hessians are "
                     f"taken with respect to float arrays or numbers. If it is data, take it out "
@@ -168,27 +170,46 @@ def _basis(x: Any, k: int) -> NDArray[Any]:
     return e.reshape(x.shape)
 
 
-def _columns_forward(cols: range, f: Callable[..., Any], args: tuple[Any, ...], i: int) -> list[Any]:
-    """Forward-mode columns ``cols`` (flat input indices) of argument i's Jacobian."""
+def _columns_forward(cols: range, f: Callable[..., Any], args: tuple[Any, ...], i: int,
+                     cotangent: bool = False) -> list[Any]:
+    """Forward-mode columns ``cols`` (flat input indices) of argument i's Jacobian; with
+    ``cotangent`` (a real output, a complex argument i) each is ∂y/∂x + i ∂y/∂y, the
+    tangents along the element's real and imaginary parts."""
     out = []
     for k in cols:
         tangents = [np.zeros(a.shape, dtype=a.dtype) for a in args]
         tangents[i] = _basis(args[i], k)
         y, dy = jvp(f, args, tangents)
         # an int or bool output has no tangent: its column is zero
-        out.append(np.zeros(np.shape(y)) if is_zero(dy) else _array(dy))
+        col = np.zeros(np.shape(y)) if is_zero(dy) else _array(dy)
+        if cotangent:
+            tangents[i] = 1j * tangents[i]
+            dy = jvp(f, args, tangents)[1]
+            col = col + 1j * (np.zeros(np.shape(y)) if is_zero(dy) else _array(dy))
+        out.append(col)
     return out
 
 
-def _rows_reverse(rows: range, f: Callable[..., Any], args: tuple[Any, ...]) -> list[tuple[Any, ...]]:
-    """Reverse-mode rows ``rows`` (flat output indices): one tuple of arg cotangents each."""
+def _rows_reverse(rows: range, f: Callable[..., Any], args: tuple[Any, ...],
+                  rows_of: str = "real") -> list[tuple[Any, ...]]:
+    """Reverse-mode rows ``rows`` (flat output indices): one tuple of arg cotangents each.
+    ``rows_of`` says what the output and arguments are: ``"real"`` (a real output; a
+    complex argument's row is its cotangent), ``"complex of real"`` (a row is the pullback
+    of e_k plus i times that of i e_k: ∂y_k/∂x, complex) or ``"holomorphic"`` (the
+    conjugate of the pullback: f'(z), as ChainRules' pullbacks multiply by conj(f'(z)))."""
     y, back = pullback(f, *args)
     y = _array(y)
     out = []
     for k in rows:
         seed = np.zeros(y.size, dtype=y.dtype)
         seed[k] = 1
-        out.append(back(seed.reshape(y.shape) if y.shape else seed[0]))
+        seed = seed.reshape(y.shape) if y.shape else seed[0]
+        row = back(seed)
+        if rows_of == "complex of real":
+            row = tuple(r + 1j * ri for r, ri in zip(row, back(1j * seed)))
+        elif rows_of == "holomorphic":
+            row = tuple(np.conj(r) for r in row)
+        out.append(row)
     return out
 
 
@@ -219,13 +240,13 @@ def jacobian(f: Callable[..., Any], /, *, argnums: int | Sequence[int] | None = 
 @overload
 def jacobian(f: Callable[..., Any], x: FloatArg, /, *args: FloatArg, mode: Literal["fwd", "rev"] | None = None,
              executor: executors.Executor | str | None = None,
-             chunk_size: int | None = None) -> tuple[NDArray[np.floating], ...]: ...
+             chunk_size: int | None = None, holomorphic: bool = False) -> tuple[NDArray[np.floating], ...]: ...
 
 
 @overload
 def jacobian(f: Callable[..., Any], x: PyTree, /, *args: PyTree, mode: Literal["fwd", "rev"] | None = None,
              executor: executors.Executor | str | None = None,
-             chunk_size: int | None = None) -> tuple[Any, ...]: ...
+             chunk_size: int | None = None, holomorphic: bool = False) -> tuple[Any, ...]: ...
 
 
 def jacobian(
@@ -236,13 +257,14 @@ def jacobian(
     mode: Literal["fwd", "rev"] | None = None,
     executor: executors.Executor | str | None = None,
     chunk_size: int | None = None,
+    holomorphic: bool = False,
 ) -> Any:
     """Jacobians of ``f`` with respect to each argument: shape ``y.shape + x.shape``.
 
     ``mode`` is ``"fwd"`` (one jvp per input element), ``"rev"`` (one pullback per
     output element) or None to pick the cheaper by input and output size.
 
-    Every argument is differentiated, so each must be a float array or number, or a
+    Every argument is differentiated, so each must be a float (or complex) array or number, or a
     container of them: an integer or boolean (array) raises a TypeError; data and flags go
     in a closure, ``jacobian(lambda x: f(x, data), x)``.
 
@@ -281,13 +303,29 @@ def jacobian(
     >>> ad.jacobian(lambda x, k: k * x ** 2)(np.array([1.0, 2.0]), 3)
     array([[ 6.,  0.],
            [ 0., 12.]])
+
+    Complex values, with ChainRules' convention: for a real output and a complex
+    argument ``z = x + iy``, row k is the cotangent of ``y[k]``, ``∂y[k]/∂x + i ∂y[k]/∂y``
+    (what ``gradient`` gives); for a complex output and a real argument, column j is the
+    complex tangent ``∂y/∂x[j]``. A complex output of a complex argument has a complex
+    Jacobian only when ``f`` is holomorphic: say so with ``holomorphic=True`` (as in JAX)
+    to get ``f'(z)``.
+
+    >>> z = np.array([1 + 2j])
+    >>> ad.jacobian(lambda z: np.abs(z) ** 2, z)[0]
+    array([[2.+4.j]])
+    >>> ad.jacobian(lambda z: z ** 2, z, holomorphic=True)[0]
+    array([[2.+4.j]])
     """
     check_callable("jacobian", f)
     if not args:
         return _as_transform("jacobian", jacobian, f, argnums, argnum,
-                             {"mode": mode, "executor": executor, "chunk_size": chunk_size})
+                             {"mode": mode, "executor": executor, "chunk_size": chunk_size,
+                              "holomorphic": holomorphic})
     fname = f"jacobian({getattr(f, '__name__', 'f')})"
     _no_argnums(fname, argnums, argnum)
+    if type(holomorphic) is not bool:
+        raise TypeError(f"{fname}: holomorphic must be True or False, got {holomorphic!r}.")
     trees, points = _points(fname, args)
     if any(tree.kind is not None for tree in trees):  # the array Jacobians of its leaves, rebuilt
         f = _OnLeaves(f, trees)
@@ -302,7 +340,8 @@ def jacobian(
         f = _Raveled(f)
         out = f.raveled(out)
     _check_numbers(fname, out)
-    jacs = _jacobian(fname, f, points, _array(out), mode, executor, chunk_size)
+    jacs = _jacobian(fname, f, points, _array(out), mode, executor, chunk_size,
+                     _complex_kind(fname, points, _array(out), holomorphic))
     if out_tree.kind is None:
         return tuple(_per_argument(trees, list(jacs)))
     starts = np.cumsum([0] + [np.size(v) for v in values])
@@ -312,22 +351,45 @@ def jacobian(
     return tuple(unflatten(out_tree, [of_value[i] for of_value in per_value]) for i in range(len(trees)))
 
 
+def _complex_kind(fname: str, args: tuple[Any, ...], y: Any, holomorphic: bool) -> str:
+    """Which Jacobian a complex value asks for (``_rows_reverse``'s ``rows_of``): "real"
+    (a real output), "complex of real" (a complex output of real arguments) or
+    "holomorphic"; a complex output of a complex argument needs ``holomorphic=True``."""
+    complex_in = [i for i, a in enumerate(args) if a.dtype.kind == "c"]
+    if holomorphic:
+        if y.dtype.kind != "c" or len(complex_in) != len(args):
+            real_in = [i for i in range(len(args)) if i not in complex_in]
+            what = "its output is real" if y.dtype.kind != "c" else f"argument {real_in[0]} is real"
+            raise TypeError(f"{fname}: holomorphic=True is for a complex function of complex "
+                            f"arguments, but {what}: drop holomorphic=True (a real output's rows "
+                            f"are cotangents, a real argument's columns complex tangents), or pass "
+                            f"x.astype(complex).")
+        return "holomorphic"
+    if y.dtype.kind != "c":
+        return "real"
+    if complex_in:
+        raise TypeError(
+            f"{fname}: f returned complex values and argument {complex_in[0]} is complex: its "
+            f"derivative is a complex matrix only when f is holomorphic (exp, z ** 2, matmul by a "
+            f"constant). If it is, pass holomorphic=True to get f'(z); if not (np.conj, np.abs, "
+            f"np.real inside), take the Jacobians of the real and imaginary parts as functions "
+            f"of the real and imaginary parts: jacobian(lambda x, y: np.real(f(x + 1j * y)), "
+            f"z.real, z.imag), and the same with np.imag.")
+    return "complex of real"
+
+
 def _jacobian(fname: str, f: Callable[..., Any], args: tuple[Any, ...], y: Any,
               mode: Literal["fwd", "rev"] | None, executor: executors.Executor | str | None,
-              chunk_size: int | None) -> tuple[Any, ...]:
-    """The Jacobians of ``f``, whose value ``y`` at ``args`` is one array, at its array arguments."""
-    if y.dtype.kind == "c":  # reverse mode's pullbacks project onto the real inputs
-        if mode == "rev":
-            raise TypeError(f"{fname}: f returned complex values, whose Jacobian reverse mode "
-                            f"cannot give (its rows keep the real part only): use mode='fwd'.")
-        mode = "fwd"
+              chunk_size: int | None, rows_of: str = "real") -> tuple[Any, ...]:
+    """The Jacobians of ``f``, whose value ``y`` at ``args`` is one array, at its array
+    arguments (``rows_of``: see ``_complex_kind``)."""
     n_in = sum(a.size for a in args)
     if mode is None:  # the cheaper mode, else the one the primitives have rules for
         order: tuple[Literal["fwd", "rev"], Literal["fwd", "rev"]] = (
             ("fwd", "rev") if n_in <= y.size else ("rev", "fwd"))
         first, then = order
         try:
-            return _jacobian(fname, f, args, y, first, executor, chunk_size)
+            return _jacobian(fname, f, args, y, first, executor, chunk_size, rows_of)
         except NoRuleError as e:  # NoFruleError in forward mode: an rrule-only primitive
             if (first == "fwd") != isinstance(e, NoFruleError):
                 raise
@@ -338,16 +400,23 @@ def _jacobian(fname: str, f: Callable[..., Any], args: tuple[Any, ...], y: Any,
         jacs = []
         for i, a in enumerate(args):
             chunks = _ranges(a.size, chunk_size)
-            parts = _pieces(_columns_forward, chunks, (f, args, i), f, executor, "jacobian columns")
+            cotangent = rows_of == "real" and a.dtype.kind == "c"
+            parts = _pieces(_columns_forward, chunks, (f, args, i, cotangent), f, executor,
+                            "jacobian columns")
             cols = [c for part in parts for c in part]
-            jac = np.stack(cols, axis=-1) if cols else np.zeros(y.shape + (0,))
+            jac = np.stack(cols, axis=-1) if cols else np.zeros(y.shape + (0,), _zeros_dtype(y, a))
             jacs.append(jac.reshape(y.shape + a.shape))
         return tuple(jacs)
     chunks = _ranges(y.size, chunk_size)
-    parts = _pieces(_rows_reverse, chunks, (f, args), f, executor, "jacobian rows")
+    parts = _pieces(_rows_reverse, chunks, (f, args, rows_of), f, executor, "jacobian rows")
     rows = [r for part in parts for r in part]
     return tuple(np.stack([_array(r[i]) for r in rows]).reshape(y.shape + a.shape)
-                 if rows else np.zeros(y.shape + a.shape) for i, a in enumerate(args))
+                 if rows else np.zeros(y.shape + a.shape, _zeros_dtype(y, a)) for i, a in enumerate(args))
+
+
+def _zeros_dtype(y: Any, a: Any) -> Any:
+    """An empty Jacobian's dtype: complex where the output or the argument is."""
+    return complex if "c" in (y.dtype.kind, a.dtype.kind) else float
 
 
 class _OneArray:
@@ -506,6 +575,7 @@ def hessian(
     fname = f"hessian({getattr(f, '__name__', 'f')})"
     _no_argnums(fname, argnums, argnum)
     trees, points = _points(fname, args)
+    _refuse_complex_hessian(fname, trees, points)
     g = f if all(tree.kind is None for tree in trees) else _OnLeaves(f, trees)
     with _rules_differentiated(fname):
         h = _hessian(fname, g, points, executor, chunk_size)
@@ -518,6 +588,24 @@ def hessian(
     blocks = tuple(tuple(unflatten(a, [row[j] for row in rows[end - a.n_leaves:end]]) for j in range(len(trees)))
                    for a, end in zip(trees, ends))
     return blocks[0][0] if len(trees) == 1 else blocks
+
+
+def _refuse_complex_hessian(fname: str, trees: list[TreeDef], points: tuple[Any, ...]) -> None:
+    """A complex point has no Hessian matrix: the second derivative of a real f of
+    z = x + iy is real-linear in (x, y), not complex-linear in z, so no complex n x n matrix
+    holds it (packing its four real blocks into one would lose two). hvp gives its
+    products, and the (x, y) form its blocks."""
+    paths = [f"argument {i}{path}" for i, tree in enumerate(trees) for path in _paths(tree)]
+    for where, p in zip(paths, points):
+        if p.dtype.kind == "c":
+            name = fname.partition("(")[2][:-1]
+            name = name if name.isidentifier() else "f"
+            raise TypeError(
+                f"{fname}: {where} is complex. The Hessian of a real function of z = x + iy is a "
+                f"real-linear map on (x, y), which no complex matrix holds. Take its blocks as "
+                f"the Hessian of a function of the real and imaginary parts, hessian(lambda x, y: "
+                f"{name}(x + 1j * y), z.real, z.imag), or its products with hvp({name}, z, v), "
+                f"v complex: the derivative of the gradient along v.")
 
 
 def _hessian(fname: str, f: Callable[..., Any], args: tuple[Any, ...],
@@ -549,12 +637,19 @@ def hvp(f: Callable[..., Any], x: PyTree, v: PyTree) -> Any:
     and the product comes back in it. A ``psum`` inside ``f`` computes each chunk's
     product on its executor.
 
+    At a complex ``z = x + iy`` (``v`` complex too) it is the derivative along ``v`` of
+    the gradient ``∂f/∂x + i ∂f/∂y``: the Hessian of ``f`` as a function of ``(x, y)``
+    applied to ``(Re v, Im v)``, packed back as ``Hxx Re v + Hxy Im v + i (Hyx Re v +
+    Hyy Im v)``. (``hessian`` refuses a complex point: that map has no complex matrix.)
+
     >>> import numpy as np, adrules as ad
     >>> ad.hvp(lambda x: np.sum(x ** 3), np.array([1.0, 2.0]), np.array([1.0, 0.0]))
     array([6., 0.])
     >>> h = ad.hvp(lambda p: p["a"] ** 2 * p["b"], {"a": 1.0, "b": 3.0}, {"a": 1.0, "b": 0.0})
     >>> float(h["a"]), float(h["b"])
     (6.0, 2.0)
+    >>> ad.hvp(lambda z: np.sum(np.abs(z) ** 2), np.array([1 + 2j]), np.array([1j]))  # f = x² + y²
+    array([0.+2.j])
     """
     check_callable("hvp", f, "f, x, v")
     fname = f"hvp({getattr(f, '__name__', 'f')})"
@@ -577,6 +672,10 @@ def hvp(f: Callable[..., Any], x: PyTree, v: PyTree) -> Any:
         if isinstance(a, np.ndarray) and a.dtype.kind in "biu" and not is_zero(b) and np.any(np.asarray(b) != 0):
             raise _int_array(fname, where, a.dtype)
         leaf_is_differentiable(a, fname, where)
+        if not is_zero(b) and np.iscomplexobj(b) and not np.iscomplexobj(a):
+            raise TypeError(f"{fname}: v is complex{'' if x_tree.kind is None else f' at leaf {k}'} but "
+                            f"{where} is real: a real point moves along real directions. Pass a complex "
+                            f"point (x.astype(complex)) to move it off the real line.")
     try:
         with _rules_differentiated(fname):
             return _hvp(f, x, v, v_leaves)
@@ -599,11 +698,13 @@ def _hvp(f: Callable[..., Any], x: Any, v: Any, v_leaves: list[Any]) -> Any:
 
 
 def _inner(g: Any, v_leaves: list[Any]) -> Any:
-    """The sum over leaves of ``sum(g_leaf * v_leaf)`` (leaves without a gradient skipped)."""
+    """The sum over leaves of ``sum(g_leaf * v_leaf)`` (leaves without a gradient skipped);
+    for complex leaves the real inner product ``Re(sum(g_leaf * conj(v_leaf)))``, whose
+    gradient is H v packed as complex."""
     total = 0.0
     for gl, vl in zip(flatten(g)[0], v_leaves):
         if not is_zero(gl) and not is_zero(vl):  # vl: ZeroTangent() for a field Tangent(T, ...) left out
-            total = total + np.sum(gl * vl)
+            total = total + (np.sum(np.real(gl * np.conj(vl))) if np.iscomplexobj(vl) or np.iscomplexobj(gl) else np.sum(gl * vl))
     return total
 
 

@@ -43,6 +43,38 @@ _F = TypeVar("_F", bound=Callable[..., Any])
 RULE, SCALAR, NONDIFF = "rule", "scalar", "nondiff"
 
 
+class ComplexRuleError(TypeError):
+    """A complex value reached a rule not written for complex values."""
+
+
+def holds_complex(values: Sequence[Any]) -> bool:
+    """Whether any of ``values`` (arrays, numbers, traced boxes, lists of them) is complex."""
+    for v in values:
+        dtype = getattr(v, "dtype", None)
+        if dtype is not None:
+            if dtype.kind == "c":
+                return True
+        elif type(v) is complex:
+            return True
+        elif type(v) in (list, tuple) and holds_complex(v):
+            return True
+    return False
+
+
+def complex_refused(entry: RuleEntry, mode: str, where: str) -> ComplexRuleError:
+    """The error for a complex ``where`` ("argument", "output") reaching ``entry``'s rule."""
+    name = entry.name
+    how = (f"ad.scalar_rule({name}, ..., complex=True)" if entry.kind is SCALAR
+           else f"@ad.{mode}.register({name}, complex=True)")
+    return ComplexRuleError(
+        f"{name}: a complex {where} reached its {mode}, which is written for real values only "
+        f"(a real formula would give a silently wrong derivative). Differentiate the real and "
+        f"imaginary parts separately (np.real(z), np.imag(z)), or, for your own function, make "
+        f"its rule right for complex values (ChainRules' convention: the pullback multiplies "
+        f"by the conjugate derivative; ad.testing.check_{mode}(f, z) checks it) and register "
+        f"it with {how}.")
+
+
 def ONE(*args: Any) -> float:
     """The partial derivative 1: ``scalar_rule(np.add, ONE, ONE)`` lets the tracer pass
     the cotangent through without multiplying by one."""
@@ -56,9 +88,14 @@ class RuleEntry:
     no partial reads and ``reads_y`` says whether some partial reads the output: the tape
     need not keep the others alive. ``drop_arity`` is the number of arguments of such a
     full call, or -1 when the partials read everything.
+
+    ``complex`` says the rule was written and tested for complex values: the tracer
+    refuses to run one that was not on a complex argument or output, whose formula may be
+    right only for real numbers. Non-differentiable entries make it unless told otherwise
+    (``np.sign``, constant on the real line, is ``z / |z|`` for complex ``z``).
     """
 
-    __slots__ = ("fn", "kind", "config", "partials", "name", "unread", "reads_y", "drop_arity")
+    __slots__ = ("fn", "kind", "config", "partials", "name", "unread", "reads_y", "drop_arity", "complex")
     fn: Any  # the rule function; None for scalar and non-differentiable entries
 
     def __init__(
@@ -68,8 +105,10 @@ class RuleEntry:
         config: bool = False,
         partials: tuple[Callable[..., Any] | None, ...] = (),
         name: str = "",
+        complex: bool = False,
     ) -> None:
         self.fn, self.kind, self.config, self.partials, self.name = fn, kind, config, partials, name
+        self.complex = complex
         reads = [any(r) for r in zip(*(_parameters_read(d, len(partials) + 1) for d in partials))]
         self.unread = tuple(i for i, r in enumerate(reads[:-1]) if not r)
         self.reads_y = bool(reads[-1]) if reads else True
@@ -78,7 +117,7 @@ class RuleEntry:
     def __reduce__(self) -> tuple[Callable[..., RuleEntry], tuple[Any, ...]]:
         # the tracer compares kinds by identity: a copy from another process must get the
         # module's own strings back, not equal ones
-        return (_entry, (self.fn, self.kind, self.config, self.partials, self.name))
+        return (_entry, (self.fn, self.kind, self.config, self.partials, self.name, self.complex))
 
 
 def _parameters_read(d: Callable[..., Any] | None, n: int) -> tuple[bool, ...]:
@@ -107,8 +146,9 @@ def _parameters_read(d: Callable[..., Any] | None, n: int) -> tuple[bool, ...]:
 
 
 def _entry(fn: Callable[..., Any] | None, kind: str, config: bool,
-           partials: tuple[Callable[..., Any] | None, ...], name: str) -> RuleEntry:
-    return RuleEntry(fn, {RULE: RULE, SCALAR: SCALAR, NONDIFF: NONDIFF}[kind], config, partials, name)
+           partials: tuple[Callable[..., Any] | None, ...], name: str, complex: bool = False) -> RuleEntry:
+    return RuleEntry(fn, {RULE: RULE, SCALAR: SCALAR, NONDIFF: NONDIFF}[kind], config, partials, name,
+                     complex)
 
 
 def _ufunc_name(u: np.ufunc) -> str:
@@ -247,13 +287,19 @@ class RuleRegistry:
         self.name = name
         self.rules: dict = {} if rules is None else rules
 
-    def register(self, f: Callable[..., Any] = _MISSING, *, config: bool = False) -> Callable[[_F], _F]:
+    def register(self, f: Callable[..., Any] = _MISSING, *, config: bool = False,
+                 complex: bool = False) -> Callable[[_F], _F]:
         """Decorator: register a rule for primitive ``f``.
 
         The rule receives ``f``'s arguments (an rrule returns ``(y, pullback)``, an
         frule takes the tuple of tangents first and returns ``(y, ẏ)``); with
         ``config=True`` it also receives a ``RuleConfig`` first, for
         ``config.rrule_via_ad``.
+
+        ``complex=True`` promises the rule is right for complex arguments and outputs
+        (ChainRules' convention: a pullback multiplies by the conjugate derivative, and
+        ``ad.testing.check_rrule`` with complex arguments checks it). Without it, a complex
+        value reaching the rule raises an error rather than risk a real-only formula.
 
         >>> import numpy as np, adrules as ad
         >>> @ad.primitive
@@ -272,7 +318,7 @@ class RuleRegistry:
 
         def decorate(rule: _F) -> _F:
             _check_rule(self.name, f, rule, config)
-            self.rules[f] = RuleEntry(rule, RULE, config=config, name=function_name(f))
+            self.rules[f] = RuleEntry(rule, RULE, config=config, name=function_name(f), complex=complex)
             USER_REGISTRATIONS.note(f, sys._getframe(1))
             return rule
 
@@ -300,8 +346,21 @@ def _nondiff_pullback(n_args: int) -> Pullback:
     return nondiff_pullback
 
 
-def _times_partial(g: Any, d: Any, args: tuple[Any, ...], y: Any) -> Any:
-    return g if d is ONE else g * d(*args, y)
+def _times_partial(g: Any, d: Any, args: tuple[Any, ...], y: Any, reverse: bool = False) -> Any:
+    """``g * d`` (a tangent) or ``g * conj(d)`` (``reverse``: a cotangent)."""
+    if d is ONE:
+        return g
+    return g * (conj_if_complex(d(*args, y)) if reverse else d(*args, y))
+
+
+def conj_if_complex(d: Any) -> Any:
+    """``d``'s complex conjugate when it is complex, else ``d`` itself (no copy)."""
+    if type(d) is complex or type(d) is not float and getattr(d, "dtype", _REAL).kind == "c":
+        return np.conjugate(d)
+    return d
+
+
+_REAL = np.dtype(float)
 
 
 def scalar_rrule(f: Callable[..., Any], partials: Sequence[Any], args: tuple[Any, ...],
@@ -326,7 +385,7 @@ def scalar_rrule(f: Callable[..., Any], partials: Sequence[Any], args: tuple[Any
 def _one_partial(d: Any, args: tuple[Any, ...], y: Any, g: Any, arg: Any, f: Any = None,
                  partials: Sequence[Any] = ()) -> Any:
     try:
-        return project_like(_times_partial(g, d, args, y), arg)
+        return project_like(_times_partial(g, d, args, y, reverse=True), arg)
     except TypeError as e:  # named as the tracer names it (ad.rrule(f, x) called directly)
         _raise_misfit(_partial_misfit(f, partials, d, args, y, e), e)
 
@@ -356,7 +415,7 @@ def scalar_frule(f: Callable[..., Any], partials: Sequence[Any], dargs: Sequence
                 dy = dy + _times_partial(da, d, args, y)
             except TypeError as e:  # (as in _one_partial)
                 _raise_misfit(_partial_misfit(f, partials, d, args, y, e), e)
-    return y, dy
+    return y, project_like(dy, y) if holds_complex((dy,)) else dy  # a real y's tangent is real
 
 
 def call_rrule(entry: RuleEntry, config: Any, f: Callable[..., Any],
@@ -381,16 +440,20 @@ def call_rrule(entry: RuleEntry, config: Any, f: Callable[..., Any],
             y, pullback = call_rrule(entry, config, f, args, kwargs)
             return y, _first_slots(pullback, n + 1)
     kind = entry.kind
-    if kind is SCALAR:
-        return scalar_rrule(f, entry.partials, args, kwargs)
+    if not entry.complex and holds_complex(args):
+        raise complex_refused(entry, "rrule", "argument")
     if kind is NONDIFF:
         return f(*args, **kwargs), _nondiff_pullback(len(args))
-    try:  # (free unless raised)
-        if entry.config:
-            return entry.fn(config, *args, **kwargs)
-        return entry.fn(*args, **kwargs)
-    except TypeError as e:
-        _raise_misfit(_rule_misfit("rrule", entry, args, kwargs, e), e)
+    if kind is SCALAR:
+        out = scalar_rrule(f, entry.partials, args, kwargs)
+    else:
+        try:  # (free unless raised)
+            out = entry.fn(config, *args, **kwargs) if entry.config else entry.fn(*args, **kwargs)
+        except TypeError as e:
+            _raise_misfit(_rule_misfit("rrule", entry, args, kwargs, e), e)
+    if not entry.complex and type(out) is tuple and len(out) == 2 and holds_complex((out[0],)):
+        raise complex_refused(entry, "rrule", "output")
+    return out
 
 
 def _raise_misfit(misfit: BaseException, exc: BaseException) -> NoReturn:
@@ -440,23 +503,37 @@ def call_frule(entry: RuleEntry, config: Any, tangents: Sequence[Any],
         if len(tangents) <= len(args):  # arguments moved from keywords: constants
             tangents = (*tangents, *(ZeroTangent(),) * (len(args) + 1 - len(tangents)))
     kind = entry.kind
-    if kind is SCALAR:
-        return scalar_frule(f, entry.partials, tangents[1:], args, kwargs)
+    if not entry.complex and holds_complex(args):
+        raise complex_refused(entry, "frule", "argument")
     if kind is NONDIFF:
         return f(*args, **kwargs), NoTangent()
-    try:  # (free unless raised)
-        if entry.config:
-            return entry.fn(config, tuple(tangents), *args, **kwargs)
-        return entry.fn(tuple(tangents), *args, **kwargs)
-    except TypeError as e:
-        _raise_misfit(_rule_misfit("frule", entry, args, kwargs, e), e)
+    if kind is SCALAR:
+        out = scalar_frule(f, entry.partials, tangents[1:], args, kwargs)
+    else:
+        try:  # (free unless raised)
+            out = (entry.fn(config, tuple(tangents), *args, **kwargs) if entry.config
+                   else entry.fn(tuple(tangents), *args, **kwargs))
+        except TypeError as e:
+            _raise_misfit(_rule_misfit("frule", entry, args, kwargs, e), e)
+    if not entry.complex and type(out) is tuple and len(out) == 2 and holds_complex((out[0],)):
+        raise complex_refused(entry, "frule", "output")
+    return out
 
 
-def scalar_rule(f: Callable[..., Any], *partials: Callable[..., Any] | None) -> None:
+def scalar_rule(f: Callable[..., Any], *partials: Callable[..., Any] | None,
+                complex: bool = False) -> None:
     """Register elementwise ``f`` by its partial derivatives: gives the rrule and the frule.
 
     One partial per positional input, each called as ``d(x1, ..., xn, y)`` with the
     output ``y`` last; ``None`` for an input with no derivative (``np.where``'s condition).
+    The tangent of ``y`` is the sum of ``d * ẋ``; a cotangent flows back as
+    ``conj(d) * ȳ``.
+
+    ``complex=True`` says the partials are right for complex arguments too: ``f'(z)`` for
+    a holomorphic ``f`` (``exp``, ``sin``), and ``∂f/∂x - i ∂f/∂y`` for a real-valued ``f``
+    of ``z = x + iy`` (``abs``: ``conj(z) / |z|``), whose complex tangent the tracer
+    projects onto the real output. A function that is neither (``conj``) needs an rrule
+    and an frule of its own. Without it a complex value reaching ``f`` raises an error.
 
     >>> import numpy as np, adrules as ad
     >>> @ad.primitive
@@ -468,7 +545,7 @@ def scalar_rule(f: Callable[..., Any], *partials: Callable[..., Any] | None) -> 
     """
     _check_key(f, "scalar_rule")
     _check_partials(f, partials)
-    entry = RuleEntry(None, SCALAR, partials=tuple(partials), name=function_name(f))
+    entry = RuleEntry(None, SCALAR, partials=tuple(partials), name=function_name(f), complex=complex)
     rrule.rules[f] = entry
     frule.rules[f] = entry
     USER_REGISTRATIONS.note(f, sys._getframe(1))
@@ -532,8 +609,11 @@ def scalar_rule_misfit(entry: RuleEntry, n_args: int, exc: BaseException) -> Typ
         f"{type(exc).__name__}: {exc}")
 
 
-def non_differentiable(*fs: Callable[..., Any]) -> None:
+def non_differentiable(*fs: Callable[..., Any], complex: bool = True) -> None:
     """Mark functions whose outputs carry no tangent (argmax, floor, comparisons...).
+
+    ``complex=False``: only for real arguments; a complex one raises an error (``np.sign``,
+    piecewise constant on the real line, is ``z / |z|`` off it).
 
     >>> import numpy as np, adrules as ad
     >>> ad.non_differentiable(np.argsort)
@@ -544,7 +624,7 @@ def non_differentiable(*fs: Callable[..., Any]) -> None:
         raise TypeError("non_differentiable() was given no functions: non_differentiable(np.argmax, ...).")
     for f in fs:
         _check_key(f, "non_differentiable")
-        entry = RuleEntry(None, NONDIFF, name=function_name(f))
+        entry = RuleEntry(None, NONDIFF, name=function_name(f), complex=complex)
         rrule.rules[f] = entry
         frule.rules[f] = entry
         USER_REGISTRATIONS.note(f, sys._getframe(1))

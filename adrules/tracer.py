@@ -41,8 +41,8 @@ from .callables import Lifted, Rebuild, split_callable
 from .keywords import fit_slots, keeps_keywords, keywords_to_positions, with_defaults
 from .projection import ProjectionError, Spec, project_like
 from .pytrees import LEAF, LEAF_TYPES, flatten, tangent_leaves, unflatten
-from .registry import (NONDIFF, ONE, SCALAR, call_frule, call_rrule, frule as _frules, function_name,
-                       rrule as _rrules, scalar_rule_misfit)
+from .registry import (NONDIFF, ONE, SCALAR, call_frule, call_rrule, complex_refused, frule as _frules,
+                       function_name, holds_complex, rrule as _rrules, scalar_rule_misfit)
 from .tangents import AbstractZero, NoTangent, ZeroTangent, dense_zeros, is_float_value, is_zero, unthunk
 
 _next_level = itertools.count(1).__next__
@@ -380,6 +380,14 @@ class Traced(TracedValue):
     def T(self):
         return apply(np.transpose, (self,), {})
 
+    @property
+    def real(self):
+        return apply(np.real, (self,), {})
+
+    @property
+    def imag(self):
+        return apply(np.imag, (self,), {})
+
     def __pos__(self):
         # a new array in NumPy: z = +y; z += 1 must leave y as it was
         return _ufunc_call(np.positive, (self,))
@@ -450,6 +458,7 @@ _METHODS = [
     ("diagonal", np.diagonal, _method), ("repeat", np.repeat, _method), ("take", np.take, _method),
     ("dot", np.dot, _method), ("ravel", np.ravel, _method), ("flatten", np.ravel, _method),
     ("copy", np.copy, _method), ("astype", ops.astype, _method), ("__getitem__", ops.getitem, _method),
+    ("conj", np.conjugate, _method), ("conjugate", np.conjugate, _method),
     ("reshape", np.reshape, _shape_method), ("transpose", np.transpose, _shape_method),
     ("__neg__", np.negative, _method), ("__abs__", np.absolute, _method),
     ("__invert__", np.invert, _method),
@@ -727,6 +736,9 @@ def record(f, entry, top, values, marks, kwargs):
     kind = entry.kind
     if kind is SCALAR:
         y = f(*values, **kwargs) if kwargs else f(*values)  # **{} doubles a small ufunc call's cost
+        if not entry.complex and (holds_complex(values) or holds_complex((y,))):
+            raise complex_refused(entry, "frule" if top.forward else "rrule",
+                                  "argument" if holds_complex(values) else "output")
         if top.forward:
             return _box_forward(y, _scalar_tangent(entry, values, marks, y), top)
         out = Traced(y, top)
@@ -739,6 +751,8 @@ def record(f, entry, top, values, marks, kwargs):
         top.nodes.append((entry, out.slot, marks, values, None, y))
         return out
     if kind is NONDIFF:  # outputs carry no tangent: nothing to record
+        if not entry.complex and holds_complex(values):
+            raise complex_refused(entry, "frule" if top.forward else "rrule", "argument")
         return f(*values, **kwargs)
     if entry.config:  # a higher-order rule: functions it receives may carry traced state
         _lift_callables(values, marks, top)
@@ -1088,6 +1102,7 @@ def _accumulate(cot, slot, g, primal, entry, position):
 
 
 _ndarray = np.ndarray
+_F8 = np.dtype(float)
 F64_SCALARS = frozenset((float, np.float64))
 
 
@@ -1110,10 +1125,13 @@ _ELIDE = sys.version_info < (3, 14)
 
 
 def _times(g, d):
-    """``g * d``, written into ``d`` when ``d`` is a big temporary nobody else holds
+    """``g * conj(d)``, the cotangent a partial ``d`` passes back (conjugated only when
+    complex), written into ``d`` when ``d`` is a big temporary nobody else holds
     (refcount 2: the parameter and getrefcount's own argument), saving an allocation and its
     page faults: the same trick as NumPy's own temporary elision. Refcounts are
     reliable for this on CPython 3.10-3.13 (``_ELIDE``)."""
+    if type(d) is complex or type(d) is not float and getattr(d, "dtype", _F8).kind == "c":
+        d = np.conjugate(d)
     if (_ELIDE and type(d) is _ndarray and d.size >= _BIG and sys.getrefcount(d) <= 2 and d.flags.writeable
             and d.flags.owndata and np.shape(g) == d.shape and np.result_type(g, d) == d.dtype):
         return np.multiply(d, g, out=d)

@@ -193,6 +193,12 @@ def grad(f: Callable[..., Any], argnums: int | Sequence[int] = 0, has_aux: bool 
            [0., 0.]])
     >>> ad.grad(ad.grad(lambda t: t ** 3))(2.0)  # derivatives of derivatives
     12.0
+
+    At a complex ``z = x + iy`` the gradient is ChainRules' ``∂f/∂x + i ∂f/∂y`` (so
+    ``z - lr * g`` descends); ``jax.grad`` returns its conjugate. ``f`` must be real.
+
+    >>> ad.grad(lambda z: np.sum(np.abs(z) ** 2))(np.array([1 + 2j]))  # x² + y²: 2x + 2iy
+    array([2.+4.j])
     """
     check_callable("grad", f, "f")
     nums = checked_argnums("grad", argnums, argnum)
@@ -210,7 +216,8 @@ def grad(f: Callable[..., Any], argnums: int | Sequence[int] = 0, has_aux: bool 
 def elementwise_grad(f: Callable[..., Any], argnum: int | Sequence[int] = 0) -> Callable[..., Any]:
     """autograd's ``elementwise_grad``: a function that returns the gradient of the sum of
     ``f``'s outputs with respect to argument ``argnum``, the vector-Jacobian product with
-    ones. For an elementwise ``f`` that is its derivative at each element.
+    ones. For an elementwise ``f`` that is its derivative at each element. Complex
+    arguments get ChainRules' cotangents, ``∂f/∂x + i ∂f/∂y``; ``f``'s values must be real.
 
     >>> import numpy as np, adrules as ad
     >>> ad.elementwise_grad(np.sin)(np.array([0.0, np.pi]))
@@ -225,6 +232,12 @@ def elementwise_grad(f: Callable[..., Any], argnum: int | Sequence[int] = 0) -> 
         if type(y) is not Traced and not isinstance(y, (float, np.ndarray, np.floating)):
             raise TracerError(f"{fname}: f returned a {type(y).__name__}; elementwise_grad takes a function "
                               f"returning a float array or number (adrules.pullback takes any output).")
+        if np.iscomplexobj(y):  # the sum of complex outputs is not a real loss to take the gradient of
+            raise TracerError(
+                f"{fname}: f returned complex values, but elementwise_grad needs real ones (the "
+                f"gradient of their sum): return a real function (np.real(z), np.abs(z) ** 2), or "
+                f"take the complex output's pullback, adrules.pullback(f, x), with a complex "
+                f"cotangent.")
         grads = back(np.ones(np.shape(y), dtype=getattr(y, "dtype", np.float64)))
         return grads[0] if isinstance(nums, int) else grads
 

@@ -50,8 +50,6 @@ LEFT_OUT = {
     "numpy.logaddexp2.accumulate": LOG_ACCUMULATE.replace("np.logaddexp", "np.logaddexp2"),
     "numpy.full": "dispatches only on like=, so a traced fill value never reaches a rule: "
                   "write fill_value * np.ones(shape)",
-    "numpy.linalg.eig": "complex eigenvalues and eigenvectors: complex values are not supported yet",
-    "numpy.linalg.eigvals": "complex eigenvalues: complex values are not supported yet",
     # (SciPy's frozen multivariate distributions check and factorize their parameters when made)
     "scipy.stats._multivariate.multivariate_normal_gen.__call__":
         "a frozen distribution, whose mean and cov SciPy factorizes with NumPy when it is made: "

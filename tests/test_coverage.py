@@ -40,7 +40,7 @@ def test_committed_table_is_current():
 
 def test_every_autograd_function_has_both_rules_or_a_reason():
     # non-differentiable counts: autograd's rule for a piecewise-constant function is zero
-    missing = [(q, st) for q, st, _ in coverage.target_rows()
+    missing = [(q, st) for q, st, _, _ in coverage.target_rows()
                if st not in ("rrule, frule", "non-differentiable", "absent here") and q not in coverage.LEFT_OUT]
     assert not missing
 
@@ -67,3 +67,28 @@ def test_check_mode_reports_a_stale_file(tmp_path, capsys):
 @pytest.mark.parametrize("name", ["sin", "diff", "median"])
 def test_table_lists_numpy_functions(name):
     assert ("numpy", f"`{name}`") in _rows(TABLE.read_text())
+
+
+def test_complex_column_follows_the_rules_flags():
+    import numpy as np
+
+    import adrules as ad
+
+    rows = _rows(TABLE.read_text())
+    assert rows[("numpy", "`exp`")][1] == "yes"                  # flagged complex=True
+    assert rows[("numpy", "`argmax`")][:2] == ("non-differentiable", "")
+
+    @ad.primitive
+    def real_only(x):
+        return x
+
+    @ad.primitive
+    def both(x):
+        return x
+
+    ad.scalar_rule(real_only, lambda x, y: 1.0)
+    ad.scalar_rule(both, lambda x, y: 1.0, complex=True)
+    assert coverage.complex_status(real_only) == "no"
+    assert coverage.complex_status(both) == "yes"
+    assert coverage.complex_status(np.block) == "through its calls"
+    assert coverage.complex_status(lambda x: x) == ""

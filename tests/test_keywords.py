@@ -61,7 +61,11 @@ CASES = [
     (np.linalg.solve, (SPD(), R(3, seed=1))), (np.linalg.inv, (SPD(),)), (np.linalg.det, (SPD(),)),
     (np.linalg.slogdet, (SPD(),)), (np.linalg.cholesky, (SPD(),)), (np.linalg.eigh, (SPD(), "U")),
     (np.linalg.eigvalsh, (SPD(), "L")), (np.linalg.norm, (R(2, 3), None, 1)), (np.linalg.qr, (R(3, 2),)),
-    (np.linalg.svd, (R(3, 2), False)), (np.linalg.pinv, (R(3, 2),)), (np.linalg.lstsq, (R(3, 2), R(3, seed=1))),
+    (np.linalg.svd, (R(3, 2), False)),
+    # real eigenvalues apart (NumPy returns real arrays): the eigenvectors' sign is their only gauge
+    (np.linalg.eig, (np.diag([1.0, 2.0, 3.5]) + 0.2 * R(3, 3, seed=2),)),
+    (np.linalg.eigvals, (np.diag([1.0, 2.0, 3.5]) + 0.2 * R(3, 3, seed=2),)),
+    (np.linalg.pinv, (R(3, 2),)), (np.linalg.lstsq, (R(3, 2), R(3, seed=1))),
     (np.linalg.matrix_power, (SPD(), 2)), (np.linalg.multi_dot, ([R(2, 3), R(3, 2, seed=1)],)),
     (np.linalg.cond, (SPD(), "fro")), (np.linalg.tensorinv, (np.reshape(SPD(4), (2, 2, 4)), 2)),
     (np.linalg.tensorsolve, (np.reshape(SPD(4), (2, 2, 2, 2)), R(2, 2, seed=1))),
@@ -90,6 +94,14 @@ CASES = [
     (np.unwrap, (np.array([0.1, 3.0, 6.5, -3.0]), 2.0, 0)), (np.i0, (R(3),)), (np.poly, (R(3),)),
     (np.polyfit, (np.linspace(0.0, 1.0, 5), R(5), 2, None, False, R(5, seed=1))),
     (np.trim_zeros, (R(2, 3), "fb", 1)),  # no zeros: finite differences would move the edges
+    (np.fft.fft, (R(4), 6, 0, "ortho")), (np.fft.ifft, (R(4), 3, -1, "forward")),
+    (np.fft.rfft, (R(5), 6, 0, "ortho")), (np.fft.irfft, (R(4), 5, 0, "forward")),
+    (np.fft.hfft, (R(3), 4, -1, "ortho")), (np.fft.ihfft, (R(5), None, 0, "backward")),
+    (np.fft.fftn, (R(2, 3), (3, 2), (0, 1), "ortho")), (np.fft.ifftn, (R(2, 3), None, (1,), "forward")),
+    (np.fft.rfftn, (R(2, 4), (2, 5), (0, 1), "ortho")), (np.fft.irfftn, (R(2, 3), (2, 4), (0, 1), "ortho")),
+    (np.fft.fft2, (R(2, 3), (3, 3), (0, 1), "forward")), (np.fft.ifft2, (R(2, 3), None, (0, 1), "ortho")),
+    (np.fft.rfft2, (R(2, 4), None, (0, 1), "ortho")), (np.fft.irfft2, (R(2, 3), (2, 4), (0, 1), "forward")),
+    (np.fft.fftshift, (R(2, 3), 1)), (np.fft.ifftshift, (R(2, 3), (0, 1))),
 ]
 
 # Registered functions without a case here: all their parameters are positional-only or

@@ -108,3 +108,95 @@ def test_frexp_modf_divmod(dtype):
     if dtype == np.float64:
         check_grads(lambda v: np.frexp(v)[0] * np.modf(v)[0], x, order=2)
         check_grads(lambda a, b: np.divmod(a, b)[1], x, y, order=2)
+
+
+# ---- complex values -------------------------------------------------------------------------------
+def _complex_checks():
+    """tests/_complex_checks.py (pytest imports test files by path, not as a package)."""
+    import importlib.util
+    import pathlib
+    import sys
+
+    if "_complex_checks" not in sys.modules:
+        path = pathlib.Path(__file__).with_name("_complex_checks.py")
+        spec = importlib.util.spec_from_file_location("_complex_checks", path)
+        sys.modules["_complex_checks"] = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(sys.modules["_complex_checks"])
+    return sys.modules["_complex_checks"]
+
+
+def _z(shape, seed=0):
+    rng = np.random.default_rng(seed)
+    im = rng.uniform(0.2, 0.6, size=shape) * rng.choice([-1.0, 1.0], size=shape)
+    return _wide(rng, shape) + 1j * im
+
+
+# sinc is holomorphic; conj is neither holomorphic nor real-valued (rules of its own); imag,
+# angle and real_if_close are real-valued (or the identity when the imaginary part is large).
+COMPLEX_UNARY = [np.sinc, np.conjugate, np.imag, np.angle, lambda z: np.angle(z, True), np.real_if_close]
+
+
+@pytest.mark.parametrize("shape", [(), (4,), (2, 3)])
+@pytest.mark.parametrize("f", COMPLEX_UNARY, ids=["sinc", "conjugate", "imag", "angle", "angle-deg", "real_if_close"])
+def test_complex_values_both_modes_and_second_order(f, shape):
+    checks = _complex_checks()
+    z = np.asarray(_z(shape))
+    if f.__name__ == "<lambda>":
+        checks.check_both(np.angle, z, True)
+    else:
+        checks.check_both(f, z)
+    loss = checks.real_loss(lambda v: f(v) * v)
+    checks.check_gradient(loss, z)
+    checks.check_hvp(loss, z)
+
+
+def test_real_if_close_of_nearly_real_values_is_the_real_part():
+    """Imaginary parts within tolerance are dropped: the result is Re(z), whose cotangent
+    is real (no derivative along the imaginary part) and whose tangent is Re(ż)."""
+    z = np.array([1.0 + 1e-15j, 2.0 - 1e-15j])
+    (g,) = ad.gradient(lambda v: np.sum(np.real_if_close(v) ** 2), z)
+    np.testing.assert_allclose(g, 2 * z.real)
+    assert np.all(g.imag == 0)
+    y, dy = ad.jvp(np.real_if_close, (z,), (np.array([1 + 2j, 3 - 1j]),))
+    assert np.isrealobj(y) and np.isrealobj(dy)
+    np.testing.assert_allclose(dy, [1.0, 3.0])
+
+
+def test_iscomplexobj_of_traced_values_branches_without_a_derivative():
+    def f(v):
+        return np.sum(np.abs(v) ** 2) if np.iscomplexobj(v) else np.sum(v ** 3)
+
+    z = np.array([1 + 2j, 3 - 1j])
+    np.testing.assert_allclose(ad.gradient(f, z)[0], 2 * z)
+    np.testing.assert_allclose(ad.gradient(f, z.real)[0], 3 * z.real ** 2)
+    assert ad.jvp(lambda v: np.isrealobj(v), (z,), (z,))[0] is False
+
+
+@pytest.mark.parametrize("to", [np.complex128, np.complex64, np.float64])
+def test_astype_to_and_from_complex(to):
+    """x.astype(complex) and back: a real input through a complex intermediate keeps the
+    real part of its cotangent; complex to real drops the imaginary part, as NumPy does."""
+    import warnings
+
+    checks = _complex_checks()
+    x, z = _wide(np.random.default_rng(5), (3,)), _z((3,), seed=6)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", np.exceptions.ComplexWarning)
+        for v in (x, z):
+            loss = checks.real_loss(lambda u: u.astype(to) * (1 + 2j) * u)
+            checks.check_gradient(loss, v, rtol=2e-3 if to is np.complex64 else 1e-6, atol=1e-4 if to is np.complex64 else 1e-7)
+            if hasattr(np, "astype"):
+                checks.check_both(np.astype, v, to)
+    (g,) = ad.gradient(lambda u: np.sum(np.abs(u.astype(np.complex128) * 1j + 2.0) ** 2), x)
+    assert g.dtype == np.float64
+    np.testing.assert_allclose(g, 2 * x)
+
+
+def test_nan_to_num_refuses_complex_values():
+    """nan_to_num of complex values replaces the real and imaginary parts separately, which
+    its rule does not follow: it refuses, in both modes."""
+    z = _z((3,))
+    with pytest.raises(ad.registry.ComplexRuleError, match="nan_to_num"):
+        ad.gradient(lambda v: np.sum(np.abs(np.nan_to_num(v))), z)
+    with pytest.raises(ad.registry.ComplexRuleError, match="nan_to_num"):
+        ad.jvp(np.nan_to_num, (z,), (z,))

@@ -222,3 +222,58 @@ def test_options_by_keyword_take_and_sort():
     np.testing.assert_array_equal(dy, np.ones((2, 3)))
     (g,) = ad.gradient(lambda v: np.sum(np.sort(v, axis=0) * np.array([[1.0], [10.0]])), x[::-1])
     np.testing.assert_array_equal(g, [[10.0] * 3, [1.0] * 3])  # rows swap places when sorted
+
+
+# ---- complex values -------------------------------------------------------------------------------
+def _complex_checks():
+    """tests/_complex_checks.py (pytest imports test files by path, not as a package)."""
+    import importlib.util
+    import pathlib
+    import sys
+
+    if "_complex_checks" not in sys.modules:
+        path = pathlib.Path(__file__).with_name("_complex_checks.py")
+        spec = importlib.util.spec_from_file_location("_complex_checks", path)
+        sys.modules["_complex_checks"] = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(sys.modules["_complex_checks"])
+    return sys.modules["_complex_checks"]
+
+
+@pytest.mark.parametrize("f, args, fkwargs", RULES)
+def test_complex_values_both_modes(f, args, fkwargs):
+    """Every case above at complex values, both modes, against finite differences along real
+    and imaginary parts; sort refuses (NumPy orders complex numbers lexicographically)."""
+    checks = _complex_checks()
+    zargs = checks.complex_args(args)
+    if f is np.sort:
+        with pytest.raises(ad.registry.ComplexRuleError, match="numpy.sort"):
+            ad.rrule(f, *zargs, **fkwargs)
+        with pytest.raises(ad.registry.ComplexRuleError, match="numpy.sort"):
+            ad.frule((ad.NoTangent(), zargs[0], *[ad.NoTangent()] * (len(zargs) - 1)), f, *zargs, **fkwargs)
+        return
+    checks.check_both(f, *zargs, fkwargs=fkwargs)
+
+
+@pytest.mark.parametrize("f, args", [p for p in TRACED if p.id not in ("sort", "windows")] + [
+    pytest.param(lambda x, k: np.sum(np.lib.stride_tricks.sliding_window_view(x, 3) * k, -1) ** 2, (R(6), R(3)),
+                 id="windows")])
+def test_complex_traced_second_order(f, args):
+    checks = _complex_checks()
+    zargs = checks.complex_args(args)
+    loss = checks.real_loss(lambda z: f(z, *zargs[1:]))
+    checks.check_gradient(loss, zargs[0])
+    checks.check_hvp(loss, zargs[0])
+
+
+def test_complex_where_and_select_mix_real_and_complex_branches():
+    """np.where and np.select with one complex branch and one real: the real branch's
+    cotangent is real (projection), the complex one's complex, both against differences."""
+    checks = _complex_checks()
+    cond = np.array([True, False, True])
+    z, x = checks.complex_args((R(3),))[0], R(3) + 0.25
+    for f in (lambda a, b: np.where(cond, a, b), lambda a, b: np.select([cond, ~cond], [a, b])):
+        loss = checks.real_loss(f, x)
+        checks.check_gradient(loss, z)
+        loss_x = checks.real_loss(lambda b: f(z, b))
+        g = checks.check_gradient(loss_x, x)
+        assert g.dtype == np.float64

@@ -2,6 +2,8 @@
 vector, matrix and 3-D inputs, axis/keepdims/where variants, float32, second order,
 and hand-worked values where finite differences cannot decide (ties, zeros)."""
 
+import warnings
+
 import numpy as np
 import pytest
 
@@ -218,3 +220,120 @@ def test_logaddexp_accumulate_says_how_to_write_it():
     with pytest.raises(ad.tracer.NoRuleError, match=r"logaddexp.accumulate: no rule.*np.logaddexp in a loop") as info:
         ad.gradient(lambda x: np.sum(np.logaddexp.accumulate(x)), V)
     assert "non_differentiable" not in str(info.value)
+
+
+# ---- complex values -------------------------------------------------------------------------------
+def _complex_checks():
+    """tests/_complex_checks.py (pytest imports test files by path, not as a package)."""
+    import importlib.util
+    import pathlib
+    import sys
+
+    if "_complex_checks" not in sys.modules:
+        path = pathlib.Path(__file__).with_name("_complex_checks.py")
+        spec = importlib.util.spec_from_file_location("_complex_checks", path)
+        sys.modules["_complex_checks"] = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(sys.modules["_complex_checks"])
+    return sys.modules["_complex_checks"]
+
+
+def _complex(a, seed=0):
+    """Float array ``a`` made complex; its zeros stay exact zeros, its NaNs NaNs."""
+    if not isinstance(a, np.ndarray) or a.dtype.kind != "f":
+        return a
+    z = _complex_checks().complexify(a, np.random.default_rng(seed))
+    return np.where(a == 0, 0.0, z)
+
+
+# NumPy orders complex numbers lexicographically: the extrema select elements (checked like
+# the others), the running extrema's rules are written for real values and refuse them.
+# NumPy has no complex logaddexp: its reductions' rules refuse before NumPy is called.
+REFUSES_COMPLEX = {np.maximum.accumulate, np.minimum.accumulate, np.logaddexp.reduce, np.logaddexp2.reduce}
+
+
+@pytest.mark.parametrize("f, args, kwargs", CASES)
+def test_complex_values_both_modes(f, args, kwargs):
+    """Every case above at complex values (weights too): finite differences along the real
+    and the imaginary part of each element, reverse and forward; running extrema refuse."""
+    zargs = tuple(_complex(a, seed=i) for i, a in enumerate(args))
+    checks = _complex_checks()
+    if f in REFUSES_COMPLEX and isinstance(zargs[0], np.ndarray):
+        with pytest.raises(ad.registry.ComplexRuleError, match="complex"):
+            ad.rrule(f, *zargs, **kwargs)
+        with pytest.raises(ad.registry.ComplexRuleError, match="complex"):
+            ad.frule((ad.NoTangent(), *(np.ones_like(a) if isinstance(a, np.ndarray) else ad.NoTangent()
+                                        for a in zargs)), f, *zargs, **kwargs)
+        return
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", np.exceptions.ComplexWarning)  # sum(z, dtype=float)
+        checks.check_both(f, *zargs, fkwargs=kwargs)
+    if len(zargs) > 1 and isinstance(zargs[0], np.ndarray):  # a real array with complex weights
+        checks.check_both(f, args[0], *zargs[1:], fkwargs=kwargs)
+
+
+@pytest.mark.parametrize("f, args, kwargs", [c for c in SECOND_ORDER if c.values[0] not in REFUSES_COMPLEX])
+def test_complex_second_order(f, args, kwargs):
+    """The gradient of a real loss of complex inputs, and forward over reverse along a complex
+    direction against differences of that gradient (the Hessian of a function of (x, y))."""
+    checks = _complex_checks()
+    z, rest = _complex(args[0]), tuple(_complex(a, seed=1) for a in args[1:])
+    c = _complex(np.ones(np.shape(f(z, *rest, **kwargs))), seed=5)
+
+    def loss(z):
+        y = f(z, *rest, **kwargs)
+        y = y[0] if isinstance(y, tuple) else y
+        return np.sum(np.real(y * np.conj(y))) + np.sum(np.real(c * y))
+
+    checks.check_gradient(loss, z)
+    checks.check_hvp(loss, z)
+
+
+def test_complex_var_std_are_real_and_by_hand():
+    """var of complex values is mean(|z - mean z|**2), real; its cotangent 2 (z - mean z) / n."""
+    z = _complex(M)
+    y, back = ad.rrule(np.var, z, 1)
+    np.testing.assert_allclose(y, np.mean(np.abs(z - z.mean(1, keepdims=True)) ** 2, 1))
+    assert y.dtype == np.float64
+    np.testing.assert_allclose(back(np.ones(3))[1], 2 * (z - z.mean(1, keepdims=True)) / 4)
+    _, dy = ad.jvp(lambda v: np.std(v), (z,), (1j * np.ones_like(z),))  # a shift does not spread
+    assert np.isrealobj(dy) and abs(dy) < 1e-12
+    (g,) = ad.gradient(lambda v: np.var(v, ddof=1), z)
+    np.testing.assert_allclose(g, 2 * (z - z.mean()) / (z.size - 1))
+
+
+def test_complex_prod_and_cumprod_with_zeros_by_hand():
+    """d prod(z) / dz_i is the product of the others (one zero: nonzero only at it); the
+    cotangent is its conjugate times ȳ."""
+    z = np.array([1 + 1j, 0j, 2 - 1j])
+    _, back = ad.rrule(np.prod, z)
+    np.testing.assert_allclose(back(1j)[1], 1j * np.conj([0, (1 + 1j) * (2 - 1j), 0]))
+    _, back = ad.rrule(np.cumprod, z)
+    ybar = np.array([1.0, 2j, -1.0])  # x̄_i = Σ_{j>=i} ȳ_j conj(∂y_j/∂z_i)
+    want = [ybar[0] + 0 + 0, ybar[1] * np.conj(1 + 1j) + ybar[2] * np.conj((1 + 1j) * (2 - 1j)), 0]
+    np.testing.assert_allclose(back(ybar)[1], want)
+
+
+def test_real_weights_get_real_cotangents_from_a_complex_average():
+    z, w = _complex(M), W4
+    (gz, gw) = ad.gradient(lambda z, w: np.abs(np.sum(np.average(z, 1, w))), z, w)
+    assert gz.dtype == np.complex128 and gw.dtype == np.float64
+    checks = _complex_checks()
+    np.testing.assert_allclose(gw, checks.grad_fd(lambda v: np.abs(np.sum(np.average(z, 1, v))), w), rtol=1e-6)
+
+
+def test_complex_values_reduced_in_a_real_dtype():
+    """NumPy drops the imaginary parts when complex values are summed in a real dtype: the sum
+    rules follow (a real cotangent, the real part of a tangent); products and moments refuse."""
+    z = _complex(M)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", np.exceptions.ComplexWarning)
+        for f in (np.sum, np.mean, np.nansum, np.cumsum):
+            (g,) = ad.gradient(lambda v: np.sum(f(v, None, np.float64) ** 2), z)
+            np.testing.assert_allclose(g, _complex_checks().grad_fd(lambda v: np.sum(f(v, None, np.float64) ** 2), z))
+            _, dy = ad.jvp(lambda v: f(v, None, np.float64), (z,), (1j * np.ones_like(z),))
+            assert np.isrealobj(dy) and np.all(dy == 0)
+        for f in (np.prod, np.cumprod, np.var, np.std):
+            with pytest.raises(ad.registry.ComplexRuleError, match=f"{f.__name__}.*np.real"):
+                ad.gradient(lambda v: np.sum(f(v, None, np.float64)), z)
+            with pytest.raises(ad.registry.ComplexRuleError, match=f.__name__):
+                ad.jvp(lambda v: f(v, None, np.float64), (z,), (z,))

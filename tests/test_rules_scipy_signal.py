@@ -1,6 +1,9 @@
 """rules/scipy_signal.py: convolve, correlate, fftconvolve, convolve2d and correlate2d in
-every mode, for inputs of either size, against finite differences in both modes to second
-order; values SciPy's own; a convolution's gradient by hand."""
+every mode, for inputs of either size, real and complex, against finite differences in both
+modes to second order; values SciPy's own; a convolution's gradient by hand."""
+
+import importlib.util
+import pathlib
 
 import numpy as np
 import pytest
@@ -52,3 +55,27 @@ def test_unsupported_options_say_so():
         ad.gradient(lambda a: np.sum(sg.convolve2d(a, np.ones((2, 2)), boundary="wrap")), a)
     with pytest.raises(NotImplementedError, match="axes="):
         ad.gradient(lambda a: np.sum(sg.fftconvolve(a, np.ones((2, 2)), axes=[0])), a)
+
+
+# ---- complex values: central differences along real and imaginary directions -------------------
+_spec = importlib.util.spec_from_file_location("_complex_fd", pathlib.Path(__file__).with_name("_complex_fd.py"))
+fd = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(fd)
+
+
+@pytest.mark.parametrize("mode", ["full", "valid", "same"])
+@pytest.mark.parametrize("name, shapes", CASES, ids=[f"{n}-{a}x{b}" for n, (a, b) in CASES])
+def test_convolutions_complex(name, shapes, mode):
+    f = FUNCTIONS[name]
+    a, b = fd.random_like(shapes[0], True, seed=1), fd.random_like(shapes[1], True, seed=2)
+    fd.check_both_modes(lambda z: f(z, b, mode), a, h=1e-3)
+    fd.check_both_modes(lambda z: f(a, z, mode), b, h=1e-3)
+    fd.check_both_modes(lambda x: f(x, b, mode), np.real(a), h=1e-3)  # real signal, complex kernel
+
+
+@pytest.mark.parametrize("name", ["convolve", "correlate", "correlate2d"])
+def test_convolutions_complex_second_order(name):
+    f = FUNCTIONS[name]
+    b = fd.random_like((2, 2), True, seed=2)
+    fd.check_second_order(lambda z: np.sum(np.abs(f(z, b, "same")) ** 4), fd.random_like((3, 3), True, seed=1))
+    fd.check_second_order(lambda z: np.sum(np.abs(f(b, z, "full")) ** 4), fd.random_like((2, 3), True, seed=3))

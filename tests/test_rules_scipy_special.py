@@ -1,7 +1,10 @@
 """rules/scipy_special.py against finite differences (rrule, frule, second order) over
-scalar, vector, matrix and broadcast shapes in float64 and float32, and the lazy loading
-of the rules (``import adrules`` never imports SciPy)."""
+scalar, vector, matrix and broadcast shapes in float64 and float32, the holomorphic functions
+at complex points (and the refusal of the others), and the lazy loading of the rules
+(``import adrules`` never imports SciPy)."""
 
+import importlib.util
+import pathlib
 import subprocess
 import sys
 
@@ -168,3 +171,71 @@ def test_import_adrules_does_not_import_scipy_and_rules_arrive_with_it():
 def test_rules_load_when_scipy_came_first_and_nothing_breaks_without_scipy():
     assert _run("import scipy.special as sp, adrules\nprint(sp.ndtr in adrules.rrule)").strip() == "True"
     assert _run("import sys\nsys.modules['scipy'] = None\nimport adrules\nprint('ok')").strip() == "ok"
+
+
+# ---- complex arguments: the holomorphic functions, central differences along real and imaginary
+_spec = importlib.util.spec_from_file_location("_complex_fd", pathlib.Path(__file__).with_name("_complex_fd.py"))
+fd = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(fd)
+
+
+def _complex_points(shape=(3,), re=(0.3, 1.5), im=(-1.0, 1.0), seed=0):
+    rng = np.random.default_rng(seed)
+    return rng.uniform(*re, size=shape) + 1j * rng.uniform(*im, size=shape)
+
+
+HOLOMORPHIC = {
+    "erf": sp.erf, "erfc": sp.erfc, "erfcx": sp.erfcx, "erfi": sp.erfi, "dawsn": sp.dawsn, "ndtr": sp.ndtr,
+    "log_ndtr": sp.log_ndtr, "gamma": sp.gamma, "rgamma": sp.rgamma, "loggamma": sp.loggamma, "exp1": sp.exp1,
+    "expi": sp.expi, "expm1": sp.expm1, "log1p": sp.log1p, "spence": sp.spence, "wrightomega": sp.wrightomega,
+    "xlogy-x": lambda z: sp.xlogy(z, 0.7 + 0.2j), "xlogy-y": lambda z: sp.xlogy(0.3 - 0.5j, z),
+    "xlog1py-x": lambda z: sp.xlog1py(z, 0.7 + 0.2j), "xlog1py-y": lambda z: sp.xlog1py(0.3 - 0.5j, z),
+    "jv": lambda z: sp.jv(1.5, z), "yv": lambda z: sp.yv(1.5, z), "iv": lambda z: sp.iv(1.5, z),
+    "kv": lambda z: sp.kv(1.5, z), "kve": lambda z: sp.kve(1.5, z),
+    "hyp0f1": lambda z: sp.hyp0f1(1.5, z), "hyp1f1": lambda z: sp.hyp1f1(0.5, 1.5, z),
+    "hyp2f1": lambda z: sp.hyp2f1(0.5, 1.5, 2.5, 0.4 * z),
+    "eval_chebyt": lambda z: sp.eval_chebyt(3.0, z), "eval_chebyu": lambda z: sp.eval_chebyu(3.0, z),
+    "eval_chebyc": lambda z: sp.eval_chebyc(3.0, z), "eval_chebys": lambda z: sp.eval_chebys(3.0, z),
+    "eval_sh_chebyt": lambda z: sp.eval_sh_chebyt(3.0, z), "eval_sh_chebyu": lambda z: sp.eval_sh_chebyu(3.0, z),
+    "eval_legendre": lambda z: sp.eval_legendre(3.0, z), "eval_sh_legendre": lambda z: sp.eval_sh_legendre(3.0, z),
+    "eval_laguerre": lambda z: sp.eval_laguerre(3.0, z),
+    "eval_genlaguerre": lambda z: sp.eval_genlaguerre(3.0, 0.5, z),
+    "eval_gegenbauer": lambda z: sp.eval_gegenbauer(3.0, 0.7, z),
+    "eval_jacobi": lambda z: sp.eval_jacobi(3.0, 0.5, 0.3, z),
+    "sici-si": lambda z: sp.sici(z)[0], "sici-ci": lambda z: sp.sici(z)[1],
+    "shichi-shi": lambda z: sp.shichi(z)[0], "shichi-chi": lambda z: sp.shichi(z)[1],
+    "fresnel-s": lambda z: sp.fresnel(z)[0], "fresnel-c": lambda z: sp.fresnel(z)[1],
+}
+
+
+@pytest.mark.parametrize("name", list(HOLOMORPHIC))
+def test_holomorphic_functions_at_complex_points(name):
+    fd.check_both_modes(HOLOMORPHIC[name], _complex_points(), h=1e-6, atol=1e-7)
+
+
+@pytest.mark.parametrize("name", ["erf", "log_ndtr", "exp1", "spence", "jv", "kve", "hyp1f1", "eval_jacobi", "sici-ci",
+                                  "fresnel-s"])
+def test_holomorphic_functions_second_order(name):
+    f = HOLOMORPHIC[name]
+    fd.check_second_order(lambda z: np.sum(np.abs(f(z)) ** 2 + np.real(f(z)) ** 3), _complex_points(), rtol=1e-5)
+
+
+def test_both_outputs_of_sici_at_once():
+    z = _complex_points(seed=1)
+    fd.check_both_modes(lambda z: sp.sici(z)[0] * (1 + 2j) + sp.sici(z)[1], z, h=1e-6, atol=1e-7)
+
+
+@pytest.mark.parametrize("f", [sp.psi, lambda z: sp.ive(0.5, z), lambda z: sp.jve(0.5, z), lambda z: sp.yve(0.5, z)],
+                         ids=["psi", "ive", "jve", "yve"])
+def test_functions_not_written_for_complex_values_refuse_them(f):
+    z = _complex_points()
+    for derivative in (lambda: ad.gradient(lambda z: np.sum(np.abs(f(z))), z),
+                       lambda: ad.jvp(f, (z,), (z,))):
+        with pytest.raises(TypeError, match=r"scipy\.special\.(psi|ive|jve|yve).*complex=True"):
+            derivative()
+
+
+def test_second_derivative_of_gamma_at_a_complex_point_names_psi():
+    z = _complex_points()
+    with pytest.raises(TypeError, match=r"scipy\.special\.psi"):
+        ad.hvp(lambda z: np.sum(np.abs(sp.gamma(z)) ** 2), z, z)

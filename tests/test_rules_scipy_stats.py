@@ -242,3 +242,10 @@ def test_rules_arrive_with_scipy_stats_and_not_before():
     assert out.split() == ["False", "-2.0"]
     out = _run("import scipy.stats as st, adrules\nprint(adrules.gradient(lambda x: st.norm.logpdf(x), 2.0)[0])")
     assert out.strip() == "-2.0"
+
+
+def test_multivariate_normal_entropy_refuses_a_complex_cov():
+    # SciPy reads only the real part of a complex cov: a rule through slogdet would not agree
+    cov = np.array([[2.0, 0.5j], [-0.5j, 1.0]])
+    with pytest.raises(TypeError, match=r"multivariate_normal\.entropy.*np\.real\(cov\)"):
+        ad.gradient(lambda c: st.multivariate_normal.entropy(cov=c), cov)

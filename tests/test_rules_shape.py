@@ -156,3 +156,47 @@ def test_unsupported_modes_raise_clear_errors():
         ad.gradient(lambda x: np.sum(np.pad(x, 1, mode="mean")), V)
     with pytest.raises(NotImplementedError, match="order='A'"):
         ad.gradient(lambda x: np.sum(np.reshape(x, -1, order="A")), M)
+
+
+# ---- complex values -------------------------------------------------------------------------------
+def _complex_checks():
+    """tests/_complex_checks.py (pytest imports test files by path, not as a package)."""
+    import importlib.util
+    import pathlib
+    import sys
+
+    if "_complex_checks" not in sys.modules:
+        path = pathlib.Path(__file__).with_name("_complex_checks.py")
+        spec = importlib.util.spec_from_file_location("_complex_checks", path)
+        sys.modules["_complex_checks"] = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(sys.modules["_complex_checks"])
+    return sys.modules["_complex_checks"]
+
+
+@pytest.mark.parametrize("f, args, kwargs", CASES)
+def test_complex_values_both_modes(f, args, kwargs):
+    """Every case above at complex values (real and complex arrays mixed in lists too):
+    finite differences along the real and the imaginary part of each element, both modes."""
+    checks = _complex_checks()
+    checks.check_both(f, *checks.complex_args(args), fkwargs=kwargs)
+    if args and isinstance(args[0], list) and len(args[0]) > 1:  # one complex piece among real ones
+        checks.check_both(f, [checks.complex_args(args)[0][0], *args[0][1:]], *args[1:], fkwargs=kwargs)
+
+
+@pytest.mark.parametrize("f, args, kwargs", SECOND_ORDER)
+def test_complex_second_order(f, args, kwargs):
+    """Gradient of a real loss of complex inputs, and forward over reverse along a complex
+    direction, against finite differences."""
+    checks = _complex_checks()
+    zargs = checks.complex_args(args)
+    if isinstance(zargs[0], list):
+        loss = checks.real_loss(lambda z: f([np.sin(z), *zargs[0][1:]], *zargs[1:], **kwargs))
+        z = zargs[0][0]
+    else:
+        def sin_of(y):
+            return [np.sin(v) for v in y] if isinstance(y, (list, tuple)) else np.sin(y)
+
+        loss = checks.real_loss(lambda z: sin_of(f(z, *zargs[1:], **kwargs)))
+        z = zargs[0]
+    checks.check_gradient(loss, z)
+    checks.check_hvp(loss, z)

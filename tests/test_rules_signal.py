@@ -1,6 +1,9 @@
 """rules/signal.py against finite differences (rrule, frule, second order) and against
 NumPy's own values: diff, ediff1d, gradient, trapezoid, interp, convolve, correlate, cross."""
 
+import importlib.util
+import pathlib
+
 import numpy as np
 import pytest
 
@@ -126,3 +129,72 @@ def test_polyder_polyint(m):
     _check_all(np.polyder, p, m)
     _check_all(np.polyint, p, m)
     _check_all(np.polyint, p, m, _x((m,), seed=3))  # the integration constants are differentiable
+
+
+# ---- complex values: central differences along real and imaginary directions -------------------
+_spec = importlib.util.spec_from_file_location("_complex_fd", pathlib.Path(__file__).with_name("_complex_fd.py"))
+fd = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(fd)
+
+
+@pytest.mark.parametrize("mode", ["full", "same", "valid"])
+@pytest.mark.parametrize("n, m", [(5, 3), (3, 5), (4, 4), (4, 1)])
+@pytest.mark.parametrize("name", ["convolve", "correlate"])
+def test_convolve_and_correlate_complex(name, n, m, mode):
+    f = getattr(np, name)
+    a, v = fd.random_like((n,), True, seed=1), fd.random_like((m,), True, seed=2)
+    fd.check_both_modes(lambda z: f(z, v, mode), a, h=1e-3)
+    fd.check_both_modes(lambda z: f(a, z, mode), v, h=1e-3)
+    fd.check_both_modes(lambda x: f(x, v, mode), np.real(a), h=1e-3)  # real signal, complex kernel
+    fd.check_both_modes(lambda x: f(a, x, mode), np.real(v), h=1e-3)
+
+
+@pytest.mark.parametrize("name, mode", [("convolve", "same"), ("correlate", "full"), ("correlate", "valid")])
+def test_convolve_and_correlate_complex_second_order(name, mode):
+    f = getattr(np, name)
+    v = fd.random_like((3,), True, seed=2)
+    fd.check_second_order(lambda z: np.sum(np.abs(f(z, v, mode)) ** 4), fd.random_like((5,), True, seed=1))
+    fd.check_second_order(lambda z: np.sum(np.abs(f(v, z, mode)) ** 4), fd.random_like((4,), True, seed=3))
+
+
+@pytest.mark.parametrize("f, shape", [
+    (lambda z: np.diff(z, 2), (5,)),
+    (lambda z: trapezoid(z, dx=0.3), (5,)),
+    (lambda z: np.interp(np.array([-0.3, 0.1, 0.7, 2.5]), np.array([0.0, 0.5, 1.2, 2.0]), z), (4,)),
+    (lambda z: np.polyval(z, 0.3 + 0.2j), (4,)),
+    (lambda z: np.polyval(np.array([1.0, 2j, 3.0]), z), (3,)),
+    (lambda z: np.polyder(z, 2), (4,)),
+    (lambda z: np.polymul(z, np.array([1j, 2.0])), (3,)),
+], ids=["diff", "trapezoid", "interp", "polyval-p", "polyval-x", "polyder", "polymul"])
+def test_composites_on_complex_values(f, shape):
+    fd.check_both_modes(f, fd.random_like(shape, True, seed=4), h=1e-4, atol=1e-8)
+
+
+def test_poly_of_conjugate_pairs_is_real_as_numpys():
+    from adrules.rules import signal
+
+    roots = np.array([0.5 + 0.3j, 0.5 - 0.3j, -0.2 + 0.0j])
+    assert not np.iscomplexobj(signal.poly(roots))
+    np.testing.assert_allclose(signal.poly(roots), np.poly(roots), rtol=1e-12)
+    assert np.iscomplexobj(signal.poly(roots[:2] + 0.1j))
+    ybar = np.array([0.3, -1.0, 0.5, 2.0])
+    try:  # np.concatenate's rule takes complex values or refuses them
+        y, back = ad.pullback(np.poly, roots)
+    except ad.registry.ComplexRuleError as e:
+        assert "numpy." in str(e)
+        return
+    expected = fd.fd_gradient(lambda w: np.sum(ybar * np.real(np.poly(w))), roots, 1e-6)
+    np.testing.assert_allclose(back(ybar)[0], expected, atol=1e-8)
+
+
+def test_interp_of_complex_x_or_xp_is_refused_as_numpy_does():
+    with pytest.raises(TypeError, match=r"numpy\.interp: x and xp must be real"):
+        ad.gradient(lambda x: np.abs(np.interp(x * (1 + 1j), np.array([0.0, 1.0]), np.array([1.0, 2.0]))), 0.5)
+
+
+def test_convolve_of_a_number():
+    # NumPy takes a number as a 1-element signal: y = s * v, so sum(y**2)' = 2 s |v|^2 and 2 s^2 v
+    v = np.array([1.0, 2.0, 3.0])
+    gs, gv = ad.gradient(lambda s, v: np.sum(np.convolve(s, v, "same") ** 2), 1.5, v)
+    np.testing.assert_allclose(gs, 2 * 1.5 * np.sum(v * v))
+    np.testing.assert_allclose(gv, 2 * 1.5 ** 2 * v)

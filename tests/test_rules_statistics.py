@@ -117,3 +117,63 @@ def test_cov(kwargs):
 def test_corrcoef():
     _check_all(np.corrcoef, _distinct((3, 5)))
     _check_all(np.corrcoef, _distinct((5, 2)), _distinct((5, 2), seed=1), fkwargs={"rowvar": False})
+
+
+# ---- complex values -------------------------------------------------------------------------------
+def _complex_checks():
+    """tests/_complex_checks.py (pytest imports test files by path, not as a package)."""
+    import importlib.util
+    import pathlib
+    import sys
+
+    if "_complex_checks" not in sys.modules:
+        path = pathlib.Path(__file__).with_name("_complex_checks.py")
+        spec = importlib.util.spec_from_file_location("_complex_checks", path)
+        sys.modules["_complex_checks"] = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(sys.modules["_complex_checks"])
+    return sys.modules["_complex_checks"]
+
+
+@pytest.mark.parametrize("f", [np.nansum, np.nanmean, np.nanvar, np.nanstd, np.nanprod, np.nancumsum,
+                               np.nancumprod], ids=lambda f: f.__name__)
+@pytest.mark.parametrize("axis", [None, 1])
+def test_nan_reductions_of_complex_values(f, axis):
+    """NaNs (complex ones) are left out; nanvar and nanstd of complex values are real, as
+    NumPy's; both modes against finite differences along real and imaginary parts."""
+    checks = _complex_checks()
+    z = checks.complex_args((_with_nans((3, 4)),))[0]
+    assert np.isnan(z.flat[1]) and not np.isnan(z.flat[0])
+    checks.check_both(f, z, axis)
+
+
+def test_complex_nanvar_is_numpys_and_real():
+    z = _complex_checks().complex_args((_with_nans((3, 4)),))[0]
+    y = ad.rrule(np.nanvar, z, 1)[0]
+    np.testing.assert_allclose(y, np.nanvar(z, 1))
+    assert np.isrealobj(y)
+
+
+@pytest.mark.parametrize("f", [np.cov, np.corrcoef], ids=["cov", "corrcoef"])
+def test_cov_and_corrcoef_of_complex_values_conjugate_or_refuse(f):
+    """NumPy's cov of complex rows is X X^H / (n - 1): through matmul, which refuses complex
+    values until its rule is written for them; then this checks the value and both modes."""
+    checks = _complex_checks()
+    z = checks.complex_args((_distinct((2, 4)),))[0]
+    try:
+        y = ad.rrule(f, z)[0]
+    except ad.registry.ComplexRuleError as e:
+        assert "matmul" in str(e)
+        return
+    np.testing.assert_allclose(y, f(z))
+    checks.check_both(f, z)
+
+
+def test_order_statistics_refuse_complex_values():
+    """median, ptp, nanmax sort or compare: complex values (ordered lexicographically by
+    NumPy) are refused, naming the rule that compares."""
+    z = _complex_checks().complex_args((_distinct((5,)),))[0]
+    for f in (np.median, np.ptp, np.nanmax, np.nanmin, np.nanmedian):
+        with pytest.raises(ad.registry.ComplexRuleError):
+            ad.gradient(lambda v: np.real(f(v)), z)
+        with pytest.raises(ad.registry.ComplexRuleError):
+            ad.jvp(lambda v: f(v), (z,), (z,))

@@ -144,3 +144,116 @@ def test_non_differentiable_functions_stop_gradients(f):
     g, = ad.gradient(lambda x: np.sum(x * f(x)), np.array([0.3, 1.7, -2.2]))
     expected = np.asarray(f(np.array([0.3, 1.7, -2.2])), dtype=float) * np.ones(3)
     np.testing.assert_allclose(g, expected)
+
+
+# ---- complex values -------------------------------------------------------------------------------
+def _complex_checks():
+    """tests/_complex_checks.py (pytest imports test files by path, not as a package)."""
+    import importlib.util
+    import pathlib
+    import sys
+
+    if "_complex_checks" not in sys.modules:
+        path = pathlib.Path(__file__).with_name("_complex_checks.py")
+        spec = importlib.util.spec_from_file_location("_complex_checks", path)
+        sys.modules["_complex_checks"] = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(sys.modules["_complex_checks"])
+    return sys.modules["_complex_checks"]
+
+
+def _z(sample):
+    """Complex values whose real parts ``sample`` draws and imaginary parts are ±0.2..0.6,
+    away from the branch cuts on the real axis (log, sqrt, arcsin, arccosh, arctanh)."""
+    def draw(rng, shape):
+        im = rng.uniform(0.2, 0.6, size=shape) * rng.choice([-1.0, 1.0], size=shape)
+        return sample(rng, shape) + 1j * im
+
+    return draw
+
+
+# Holomorphic (the pullback multiplies by conj(f'(z))) and not (abs, real: real-valued of z).
+COMPLEX_UNARY = [(f, sample) for f, sample in UNARY if f not in (np.cbrt, np.deg2rad, np.rad2deg, np.fabs)]
+COMPLEX_BINARY = [(f, a, b) for f, a, b in BINARY if f in (np.add, np.subtract, np.multiply, np.true_divide,
+                                                           np.power, np.float_power)]
+
+
+@pytest.mark.parametrize("shape", [(), (4,), (2, 3)])
+@pytest.mark.parametrize("f, sample", COMPLEX_UNARY, ids=_ids(COMPLEX_UNARY))
+def test_unary_rules_at_complex_values(f, sample, shape):
+    checks = _complex_checks()
+    z = np.asarray(_z(sample)(np.random.default_rng(0), shape))
+    checks.check_both(f, z)
+    if shape == (4,):
+        checks.check_both(f, z.astype(np.complex64))
+        g = ad.gradient(lambda v: np.sum(np.abs(f(v))), z.astype(np.complex64))[0]
+        assert g.dtype == np.complex64
+
+
+@pytest.mark.parametrize("f, sample", COMPLEX_UNARY, ids=_ids(COMPLEX_UNARY))
+def test_unary_second_order_at_complex_values(f, sample):
+    """Forward over reverse along a complex direction against differences of the gradient,
+    for a real loss with a holomorphic and a non-holomorphic part."""
+    checks = _complex_checks()
+    z = _z(sample)(np.random.default_rng(1), (3,))
+    loss = checks.real_loss(lambda v: f(v) * v)
+    checks.check_gradient(loss, z)
+    checks.check_hvp(loss, z)
+
+
+@pytest.mark.parametrize("shapes", [((4,), (4,)), ((2, 3), (3,)), ((3, 1), ())])
+@pytest.mark.parametrize("f, sa, sb", COMPLEX_BINARY, ids=_ids(COMPLEX_BINARY))
+def test_binary_rules_at_complex_values(f, sa, sb, shapes):
+    """Both complex, and one real beside one complex (the real one's cotangent is real)."""
+    checks = _complex_checks()
+    rng = np.random.default_rng(2)
+    a, b = _z(sa)(rng, shapes[0]), _z(sb)(rng, shapes[1])
+    ra, rb = sa(rng, shapes[0]), sb(rng, shapes[1])
+    for args in ((a, b), (ra, b), (a, rb)):
+        checks.check_both(f, *(np.asarray(x) for x in args))
+    loss = checks.real_loss(lambda v: f(v, b) * f(a, v))
+    checks.check_hvp(loss, np.asarray(a) if np.shape(a) == np.shape(b) else np.asarray(b))
+
+
+@pytest.mark.parametrize("exponent", [2, 3, 0.5, -1, 2.5j])
+def test_power_of_complex_by_a_python_number(exponent):
+    checks = _complex_checks()
+    z = _z(_u(0.5, 2.0))(np.random.default_rng(3), (3,))
+    loss = checks.real_loss(lambda v: v ** exponent)
+    checks.check_gradient(loss, z)
+    checks.check_hvp(loss, z)
+
+
+@pytest.mark.parametrize("f", [
+    lambda x: np.sum(np.abs(x * (1 + 2j)) ** 2),
+    lambda x: np.sum(np.imag(np.exp(1j * x))),
+    lambda x: np.abs(np.sum(np.exp(1j * x))),
+    lambda x: np.sum(np.real((x * (1 + 2j)) * np.conj(x * (1 + 2j)))),
+    lambda x: np.sum(np.angle(np.sqrt(x + 1j) * np.tanh(x - 0.5j))),
+    lambda x: np.real(np.sum(np.log(x + 2j) ** 2 / np.cosh(1j * x))),
+], ids=["abs2", "imag-exp", "abs-sum", "z-conj-z", "angle", "log-cosh"])
+def test_real_inputs_through_complex_intermediates(f):
+    """Real inputs, complex values inside, a real result: gradient, jvp and hvp against
+    finite differences (the imaginary parts' contribution is not lost)."""
+    checks = _complex_checks()
+    x = np.array([0.3, 0.4, -0.7])
+    checks.check_gradient(f, x)
+    v = np.array([0.5, -1.0, 0.25])
+    _, dy = ad.jvp(f, (x,), (v,))
+    assert np.isrealobj(dy)
+    np.testing.assert_allclose(dy, checks.grad_fd(f, x) @ v, rtol=1e-6)
+    checks.check_hvp(f, x)
+
+
+@pytest.mark.parametrize("f", MINMAX + [np.clip], ids=[f.__name__ for f in MINMAX + [np.clip]])
+def test_comparisons_refuse_complex_values(f):
+    """NumPy orders complex numbers lexicographically: maximum, minimum and clip compare, so
+    their rules refuse complex values, in both modes, naming the function."""
+    z = _z(_wide)(np.random.default_rng(4), (3,))
+    args = (z, z[::-1]) if f is not np.clip else (z, 0.0, 1.0)
+    name = f.__name__
+    with pytest.raises(ad.registry.ComplexRuleError, match=name):
+        ad.gradient(lambda v: np.sum(np.real(f(v, *args[1:]))), z)
+    with pytest.raises(ad.registry.ComplexRuleError, match=name):
+        ad.jvp(lambda v: f(v, *args[1:]), (z,), (z,))
+    with pytest.raises(ad.registry.ComplexRuleError, match=name):
+        ad.gradient(lambda v: np.sum(np.real(f(v * 1j, *args[1:]))), z.real)  # a complex intermediate

@@ -647,3 +647,230 @@ def test_a_rule_off_by_1e4_relative_is_caught_near_zero_too(x):
     # tangents scaled down to a small x's size hid it under the absolute tolerance
     with pytest.raises(AssertionError, match="differs from finite differences"):
         check_frule(_exp_off_by_1e4, x)
+
+
+# ---- complex arguments: moved along their real and imaginary parts -------------------------
+
+Z = np.array([0.6 + 0.8j, -1.1 + 0.3j])
+
+
+@ad.primitive
+def zcube(z):
+    return z ** 3
+
+
+@ad.rrule.register(zcube, complex=True)
+def _zcube_rrule(z):
+    def zcube_pullback(g):
+        return ad.NoTangent(), np.conj(3 * z ** 2) * g  # conj(f'(z)) * ȳ
+    return z ** 3, zcube_pullback
+
+
+@ad.frule.register(zcube, complex=True)
+def _zcube_frule(tangents, z):
+    return z ** 3, 3 * z ** 2 * tangents[1]
+
+
+@ad.primitive
+def zcube_no_conj(z):
+    return z ** 3
+
+
+@ad.rrule.register(zcube_no_conj, complex=True)
+def _zcube_no_conj_rrule(z):
+    def zcube_no_conj_pullback(g):
+        return ad.NoTangent(), 3 * z ** 2 * g  # the conjugate forgotten
+    return z ** 3, zcube_no_conj_pullback
+
+
+@ad.primitive
+def zsquare_real_only(z):
+    return z ** 2
+
+
+@ad.rrule.register(zsquare_real_only)  # no complex=True
+def _zsquare_real_only_rrule(z):
+    return z ** 2, lambda g: (ad.NoTangent(), 2 * z * g)
+
+
+@ad.frule.register(zsquare_real_only)
+def _zsquare_real_only_frule(tangents, z):
+    return z ** 2, 2 * z * tangents[1]
+
+
+@ad.primitive
+def abs_squared(z):
+    return np.real(z * np.conj(z))
+
+
+@ad.primitive
+def abs_squared_wrong(z):
+    return np.real(z * np.conj(z))
+
+
+ad.scalar_rule(abs_squared, lambda z, y: 2 * np.conj(z), complex=True)  # ∂f/∂x - i ∂f/∂y = 2x - 2iy
+ad.scalar_rule(abs_squared_wrong, lambda z, y: 2 * z, complex=True)  # ∂f/∂x + i ∂f/∂y: the cotangent
+
+
+@pytest.mark.parametrize("f, args", [
+    (zcube, (Z,)),
+    (zcube, (complex(0.5, -0.2),)),
+    (zcube, (Z.astype(np.complex64),)),
+    (abs_squared, (Z,)),
+    (np.exp, (Z,)),
+    (np.multiply, (Z, X[:2])),  # a complex and a real argument
+    (np.abs, (Z,)),
+    (np.conjugate, (Z,)),
+], ids=["holomorphic", "python-complex", "complex64", "real-valued", "exp", "mul-mixed", "abs", "conj"])
+def test_correct_complex_rules_pass_both_checks(f, args):
+    check_rrule(f, *args)
+    check_frule(f, *args)
+
+
+def test_complex_cotangent_is_chainrules_convention():
+    # an independent computation: for L(z) = |z|^2 = x^2 + y^2 the cotangent is 2x + 2iy = 2z,
+    # and a rule returning its conjugate (JAX's grad) fails
+    z = np.array([0.6 + 0.8j])
+
+    @ad.primitive
+    def loss(z):
+        return np.sum(np.real(z * np.conj(z)))
+
+    @ad.rrule.register(loss, complex=True)
+    def _loss_rrule(z):
+        return loss(z), lambda g: (ad.NoTangent(), 2 * z * g)
+
+    check_rrule(loss, z)
+
+    @ad.rrule.register(loss, complex=True)
+    def _loss_rrule_jax(z):
+        return loss(z), lambda g: (ad.NoTangent(), 2 * np.conj(z) * g)
+
+    with pytest.raises(AssertionError, match="argument 0"):
+        check_rrule(loss, z)
+
+
+def test_check_rrule_catches_a_forgotten_conj():
+    with pytest.raises(AssertionError, match="missing conjugate") as e:
+        check_rrule(zcube_no_conj, Z)
+    assert "conj(f'(z)) * ȳ" in str(e.value)
+    check_rrule(zcube_no_conj, X)  # right for real values, where conj changes nothing
+
+
+def test_check_rrule_catches_the_cotangent_given_as_a_scalar_partial():
+    with pytest.raises(AssertionError, match="missing conjugate"):
+        check_rrule(abs_squared_wrong, Z)
+    with pytest.raises(AssertionError, match="(?s)output tangent.*conjugate too many or too few"):
+        check_frule(abs_squared_wrong, Z)
+
+
+def test_a_wrong_complex_rule_is_not_called_a_missing_conj():
+    @ad.primitive
+    def zdouble(z):
+        return 2 * z
+
+    @ad.rrule.register(zdouble, complex=True)
+    def _zdouble_rrule(z):
+        return 2 * z, lambda g: (ad.NoTangent(), 3 * g)
+
+    with pytest.raises(AssertionError, match="argument 0") as e:
+        check_rrule(zdouble, Z)
+    assert "missing conjugate" not in str(e.value)
+
+
+def test_a_real_cotangent_for_a_complex_argument_is_caught():
+    @ad.primitive
+    def zexp(z):
+        return np.exp(z)
+
+    @ad.rrule.register(zexp, complex=True)
+    def _zexp_rrule(z):
+        return np.exp(z), lambda g: (ad.NoTangent(), np.real(np.conj(np.exp(z)) * g))
+
+    with pytest.raises(AssertionError, match="argument 0"):
+        check_rrule(zexp, Z)
+
+
+def test_complex_output_of_real_argument():
+    @ad.primitive
+    def phase(x):
+        return np.exp(1j * x)
+
+    @ad.rrule.register(phase, complex=True)
+    def _phase_rrule(x):
+        y = np.exp(1j * x)
+        return y, lambda g: (ad.NoTangent(), np.real(np.conj(1j * y) * g))
+
+    check_rrule(phase, X)
+
+    @ad.rrule.register(phase, complex=True)
+    def _phase_rrule_no_conj(x):
+        y = np.exp(1j * x)
+        return y, lambda g: (ad.NoTangent(), np.real(1j * y * g))
+
+    with pytest.raises(AssertionError, match="missing conjugate"):
+        check_rrule(phase, X)
+
+
+def test_rule_without_complex_flag_says_how_to_register():
+    with pytest.raises(ad.registry.ComplexRuleError, match=r"rrule.register\(.*zsquare_real_only, complex=True\)"):
+        check_rrule(zsquare_real_only, Z)
+    with pytest.raises(ad.registry.ComplexRuleError, match=r"frule.register\(.*zsquare_real_only, complex=True\)"):
+        check_frule(zsquare_real_only, Z)
+
+    @ad.primitive
+    def zsq_scalar(z):
+        return z ** 2
+
+    ad.scalar_rule(zsq_scalar, lambda z, y: 2 * z)
+    with pytest.raises(ad.registry.ComplexRuleError, match=r"scalar_rule\(.*zsq_scalar, \.\.\., complex=True\)"):
+        check_rrule(zsq_scalar, Z)
+
+
+def test_check_frule_catches_a_conjugated_tangent():
+    @ad.primitive
+    def zsq(z):
+        return z ** 2
+
+    @ad.frule.register(zsq, complex=True)
+    def _zsq_frule(tangents, z):
+        return z ** 2, np.conj(2 * z) * tangents[1]
+
+    with pytest.raises(AssertionError, match="(?s)output tangent.*conjugate too many or too few"):
+        check_frule(zsq, Z)
+
+    @ad.frule.register(zsq, complex=True)
+    def _zsq_frule_wrong(tangents, z):
+        return z ** 2, 3 * z * tangents[1]
+
+    with pytest.raises(AssertionError, match="output tangent") as e:
+        check_frule(zsq, Z)
+    assert "too many or too few" not in str(e.value)
+
+
+@pytest.mark.parametrize("f, args", [
+    (lambda z: np.sum(np.abs(np.exp(z)) ** 2), (Z,)),
+    (lambda z: np.exp(z) * z, (Z,)),               # complex output: complex ȳ in reverse mode
+    (lambda x: np.sum(np.imag(np.exp(1j * x))), (X,)),  # real input, complex intermediates
+    (lambda z, x: np.real(np.sum(z * x)), (Z, X[:2])),
+    (lambda z: np.sum(np.abs(z) ** 2), (Z.astype(np.complex64),)),
+    (lambda z: np.sum(np.exp(z)), (Z,)),            # a complex scalar output
+    (lambda z: np.exp(z) * np.abs(z), (0.3 + 0.2j,)),  # a Python complex point
+], ids=["real-of-complex", "holomorphic", "complex-intermediate", "mixed", "complex64", "complex-scalar-out",
+        "python-complex"])
+def test_check_grads_complex(f, args):
+    check_grads(f, *args, order=2)
+
+
+def test_check_grads_catches_a_forgotten_conj_through_the_tracer():
+    with pytest.raises(AssertionError, match="reverse mode"):
+        check_grads(lambda z: np.sum(np.abs(zcube_no_conj(z)) ** 2), Z, modes=("rev",), order=1)
+
+
+def test_big_complex_arguments_are_checked_along_random_complex_directions():
+    rng = np.random.default_rng(1)
+    z = rng.normal(size=100) + 1j * rng.normal(size=100)  # beyond the elementwise check's size
+    check_rrule(zcube, z)
+    check_frule(zcube, z)
+    with pytest.raises(AssertionError, match="(?s)random direction.*missing conjugate"):
+        check_rrule(zcube_no_conj, z)

@@ -236,7 +236,7 @@ def trace_chunks(f: Callable[..., Any], args: tuple[Any, ...],
                  at_one: bool) -> tuple[list[Any], tuple[PyTree, ...] | None, Pullback | None]:
     """psum's chunk work, traced once: ``f(*args)`` returns a list of values, one per
     chunk. ``(values, cotangents, None)`` when ``at_one`` is asked and every value is a
-    number (a sum's pullback is linear in ȳ, so the cotangents of ``args`` at ȳ = 1 say it
+    real number (a real sum's pullback is linear in ȳ, so the cotangents of ``args`` at ȳ = 1 say it
     all, from one reverse pass at once), else ``(values, None, back)`` as ``pullback``
     gives. The caller names what ``f`` returned in its own errors.
 
@@ -252,8 +252,9 @@ def trace_chunks(f: Callable[..., Any], args: tuple[Any, ...],
             traced = type(out) is Traced and out._trace is trace
             value = out.value if traced else out
             if not (type(value) in F64_SCALARS or (value is not None and type(value) is not str
-                                                    and flatten(value)[1] is LEAF and np.shape(value) == ())):
-                break
+                                                    and flatten(value)[1] is LEAF and np.shape(value) == ()
+                                                    and not np.iscomplexobj(value))):
+                break  # a complex value's pullback is linear in ȳ over the reals only: keep it
             values.append(value)
             if traced:
                 seeds.append((out.slot, one_like(value)))

@@ -8,9 +8,10 @@
     goes through schedule.run, which runs the same chunk function inline or on the executor
     rrule forward (chunk_forward), results reduced as they arrive in chunk order:
         y = Σ y_c                 executors.TreeSum: a fixed pairwise tree by chunk index
-        scalar sum: each chunk's cotangents at ȳ = 1 come with its value; those of the
-        state and shared arguments fold left by chunk index into one buffer (_FoldSum),
-        the elements' are kept in order
+        real scalar sum: each chunk's cotangents at ȳ = 1 come with its value; those of
+        the state and shared arguments fold left by chunk index into one buffer
+        (_FoldSum), the elements' are kept in order (a complex sum's pullback is linear
+        in ȳ over the reals only, not ȳ times its cotangents at 1: it goes as below)
         otherwise: the chunk's pullback kept (serial, threads), or nothing (recomputed)
     rrule pullback(ȳ): a scalar sum scales the sums by ȳ; otherwise schedule.run again
     under a second derivative the chunk work is a pmap over chunks (_map_over_chunks),
@@ -319,7 +320,7 @@ def _value(call, state, xs, shared):
     return values.result()
 
 
-@rrule.register(_map_chunks)
+@rrule.register(_map_chunks, complex=True)  # complex values: see the module docstring
 def _psum_rrule(call, *leaves):
     state, xs, shared = call.unpack(leaves)
     if Traced in set(map(type, leaves)):
@@ -443,7 +444,7 @@ def _summable(y):
     return y
 
 
-@frule.register(_map_chunks)
+@frule.register(_map_chunks, complex=True)
 def _psum_frule(tangents, call, *leaves):
     state, xs, shared = call.unpack(leaves)
     dstate, dxs, dshared = unflatten(call.treedef, to_workers.leaves_as_received(
@@ -550,6 +551,8 @@ def psum(f: Callable[..., Any], xs: Sequence[Any] | NDArray[Any], *shared: Any,
     - ``progress=True``: a tqdm progress bar over chunks (needs tqdm).
 
     ``f`` must be pure: the same element gives the same value wherever it runs.
+    Elements, shared arguments and values may be complex (a complex ``z = x + iy`` gets
+    the cotangent ``∂L/∂x + i ∂L/∂y``, as everywhere in adrules).
 
     >>> import numpy as np, adrules as ad
     >>> models = [np.array([1.0, 2.0]), np.array([3.0, 4.0])]
@@ -560,6 +563,9 @@ def psum(f: Callable[..., Any], xs: Sequence[Any] | NDArray[Any], *shared: Any,
     ...                                                   executor="serial"), models, x)
     >>> g_x
     array([-18., -26.])
+    >>> zs = [np.array([1 + 1j]), np.array([2 - 1j])]
+    >>> ad.gradient(lambda zs: ad.psum(lambda z: np.sum(np.abs(z) ** 2), zs, executor="serial"), zs)[0]
+    [array([2.+2.j]), array([4.-2.j])]
     """
     with user_frames():
         return _call("psum", f, xs, shared, executor, chunk_size, vectorized, progress, dispatch)

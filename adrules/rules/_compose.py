@@ -105,8 +105,9 @@ def composite_rule(f, implementation):
 
     composite_rrule.__name__ = composite_rrule.__qualname__ = f"{name}_rrule"
     composite_frule.__name__ = composite_frule.__qualname__ = f"{name}_frule"
-    rrule.register(f)(composite_rrule)
-    frule.register(f)(composite_frule)
+    # right for complex values whenever the rules it is traced through are (they check)
+    rrule.register(f, complex=True)(composite_rrule)
+    frule.register(f, complex=True)(composite_frule)
 
 
 def extend_rule(f, rewrite):
@@ -130,8 +131,8 @@ def extend_rule(f, rewrite):
         return f(*args, **kwargs)
 
     previous.__name__ = previous.__qualname__ = f"{name}_previous_rules"
-    rrule.register(previous)(previous_r.fn)
-    frule.register(previous)(previous_f.fn)
+    rrule.register(previous, complex=previous_r.complex)(previous_r.fn)
+    frule.register(previous, complex=previous_f.complex)(previous_f.fn)
 
     def extended_rrule(*args, **kwargs):
         implementation = rewrite(previous, *args, **kwargs)
@@ -145,8 +146,9 @@ def extend_rule(f, rewrite):
             return previous_f.fn(tangents, *args, **kwargs)
         return _traced_frule(implementation, tangents, args, {})
 
-    rrule.register(f)(extended_rrule)
-    frule.register(f)(extended_frule)
+    # the implementations are traced through checked rules; the previous rules keep their word
+    rrule.register(f, complex=previous_r.complex)(extended_rrule)
+    frule.register(f, complex=previous_f.complex)(extended_frule)
 
 
 def composed(f, implementation):

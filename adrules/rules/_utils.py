@@ -47,23 +47,24 @@ def _fit_slots(rule):
     return fitted_rule
 
 
-def numpy_rrule(*fs):
-    """Register one rrule for the NumPy functions ``fs``, its pullback fitted to each call by ``_fit_slots``."""
+def numpy_rrule(*fs, complex=False):
+    """Register one rrule for the NumPy functions ``fs``, its pullback fitted to each call by
+    ``_fit_slots``; ``complex=True``: it is right for complex values (``rrule.register``)."""
 
     def decorate(rule):
         for f in fs:
-            rrule.register(f)(_fit_slots(rule))
+            rrule.register(f, complex=complex)(_fit_slots(rule))
         return rule
 
     return decorate
 
 
-def numpy_frule(*fs):
+def numpy_frule(*fs, complex=False):
     """Register one frule for the NumPy functions ``fs`` (``frule.register`` for each)."""
 
     def decorate(rule):
         for f in fs:
-            frule.register(f)(rule)
+            frule.register(f, complex=complex)(rule)
         return rule
 
     return decorate

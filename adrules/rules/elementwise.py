@@ -2,8 +2,9 @@
 
 One ``scalar_rule`` line per function, as in ``ufuncs.py``; partials are called as
 ``d(x1, ..., xn, y)`` (trailing options such as ``deg`` or ``nan=`` included, hence
-the ``*options``). ``real``/``imag``/``conj``/``angle`` are for real input: complex
-inputs are not supported by the tracer. ``i0``'s derivative is ``scipy.special.i1``: it has
+the ``*options``). The parts of a complex number (``imag``, ``angle``, ``conj``) follow
+ChainRules: a real-valued function's partial is ``∂f/∂x - i ∂f/∂y`` (``scalar_rule``'s
+``complex=True``), and ``conj``, neither holomorphic nor real, has rules of its own. ``i0``'s derivative is ``scipy.special.i1``: it has
 a rule when SciPy is installed (imported at the first derivative, not with adrules).
 """
 
@@ -30,7 +31,7 @@ def _sinc_partial(x, y):
 # ---- angles and sinc -------------------------------------------------------------------
 scalar_rule(np.degrees, lambda x, y: 180.0 / np.pi)
 scalar_rule(np.radians, lambda x, y: np.pi / 180.0)
-scalar_rule(np.sinc, _sinc_partial)
+scalar_rule(np.sinc, _sinc_partial, complex=True)  # sin(πz)/(πz) is holomorphic: the same formula
 
 
 # ---- phase unwrapping: the multiples of the period it adds are locally constant -------------
@@ -57,11 +58,35 @@ def _i0_partial(x, y):
 if is_installed("scipy"):
     scalar_rule(np.i0, _i0_partial)
 
-# ---- parts of a (real) number ----------------------------------------------------------
-scalar_rule(np.conjugate, ONE)  # np.conj is the same ufunc
-scalar_rule(np.imag, _zero)
-scalar_rule(np.angle, _zero)  # 0 or pi on the real line: piecewise constant
-scalar_rule(np.real_if_close, ONE, _zero)  # (a, tol)
+# ---- parts of a complex number ---------------------------------------------------------
+def _imag_partial(x, y):
+    return -1j  # imag(x + iy) = y: ∂/∂x - i ∂/∂y = -i
+
+
+def _angle_partial(z, *options):
+    """angle(z) = Im(log z): -i / z, times 180/π for degrees (0 at z = 0, where it jumps).
+    Called as (z, y) or (z, deg, y)."""
+    safe = np.where(z == 0, 1.0, z)
+    d = np.where(z == 0, 0.0, -1j / safe)
+    return d * (180.0 / np.pi) if len(options) == 2 and options[0] else d
+
+
+scalar_rule(np.imag, _imag_partial, complex=True)
+scalar_rule(np.angle, _angle_partial, None, complex=True)  # (z, deg)
+scalar_rule(np.real_if_close, ONE, _zero, complex=True)  # (a, tol)
+
+
+@rrule.register(np.conjugate, complex=True)  # np.conj is the same ufunc
+def conjugate_rrule(x, **kwargs):
+    def conjugate_pullback(g):
+        return NoTangent(), np.conjugate(g)
+
+    return np.conjugate(x, **kwargs), conjugate_pullback
+
+
+@frule.register(np.conjugate, complex=True)
+def conjugate_frule(tangents, x, **kwargs):
+    return np.conjugate(x, **kwargs), np.conjugate(tangents[1])
 
 # ---- cleaning -------------------------------------------------------------------------
 scalar_rule(np.nan_to_num,  # (x, copy, nan, posinf, neginf): each replacement value where it lands

@@ -15,6 +15,8 @@ volumes take the widths' place. The value is NumPy's own, bit for bit; the deriv
 are written in NumPy calls that have rules, so second derivatives trace through them.
 
     a, weights --np.histogram--> (hist, edges)
+
+The rules are written for real values: complex samples or weights are refused.
 """
 
 import numpy as np

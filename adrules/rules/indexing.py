@@ -10,6 +10,10 @@ the gather (the windows) as their pullback, so second derivatives trace through 
 
 Optional trailing arguments (``axis``, ``mode``, ``UPLO``...) follow ``_utils.py``: rules
 take NumPy's own parameters and ``numpy_rrule`` fits each pullback to the call.
+
+Gathers and scatters are linear with real coefficients: right for complex values as they
+are (``complex=True``). ``sort`` orders values, which complex numbers do not have (NumPy
+orders them lexicographically), and ``bincount`` takes real weights only: both refuse.
 """
 
 import numpy as np
@@ -49,7 +53,7 @@ def scatter_add(shape, index, values):
     return out
 
 
-@rrule.register(scatter_add)
+@rrule.register(scatter_add, complex=True)
 def scatter_add_rrule(shape, index, values):
     def scatter_add_pullback(g):
         g = unthunk(g)
@@ -58,7 +62,7 @@ def scatter_add_rrule(shape, index, values):
     return scatter_add(shape, index, values), scatter_add_pullback
 
 
-@frule.register(scatter_add)
+@frule.register(scatter_add, complex=True)
 def scatter_add_frule(tangents, shape, index, values):
     dvalues = tangents[3]
     dy = ZeroTangent() if is_zero(dvalues) else scatter_add(shape, index, dvalues)
@@ -66,7 +70,7 @@ def scatter_add_frule(tangents, shape, index, values):
 
 
 # ---- x[index] ---------------------------------------------------------------------
-@rrule.register(ops.getitem)
+@rrule.register(ops.getitem, complex=True)
 def getitem_rrule(x, index):
     shape = np.shape(x)
 
@@ -77,7 +81,7 @@ def getitem_rrule(x, index):
     return ops.getitem(x, index), getitem_pullback
 
 
-@frule.register(ops.getitem)
+@frule.register(ops.getitem, complex=True)
 def getitem_frule(tangents, x, index):
     dx = tangents[1]
     return ops.getitem(x, index), ZeroTangent() if is_zero(dx) else ops.getitem(dx, index)
@@ -117,7 +121,7 @@ def _diagonal_index(shape, offset, axis1, axis2):
     return tuple(index)
 
 
-@numpy_rrule(np.take)
+@numpy_rrule(np.take, complex=True)
 def take_rrule(a, indices, axis=None, out=None, mode="raise"):
     shape, index = np.shape(a), _take_index(np.shape(a), indices, axis, mode)
 
@@ -127,7 +131,7 @@ def take_rrule(a, indices, axis=None, out=None, mode="raise"):
     return np.take(a, indices, axis, mode=mode), take_pullback
 
 
-@numpy_frule(np.take)
+@numpy_frule(np.take, complex=True)
 def take_frule(tangents, a, indices, axis=None, out=None, mode="raise"):
     da = tangents[1]
     y = np.take(a, indices, axis, mode=mode)
@@ -152,7 +156,7 @@ def bincount_frule(tangents, x, weights=None, minlength=0):
     return y, ZeroTangent() if weights is None or is_zero(dw) else np.bincount(x, dw, minlength)
 
 
-@numpy_rrule(np.take_along_axis)
+@numpy_rrule(np.take_along_axis, complex=True)
 def take_along_axis_rrule(arr, indices, axis=-1):
     shape, index = np.shape(arr), along_axis_index(np.shape(arr), indices, axis)
 
@@ -162,7 +166,7 @@ def take_along_axis_rrule(arr, indices, axis=-1):
     return np.take_along_axis(arr, indices, axis), take_along_axis_pullback
 
 
-@numpy_frule(np.take_along_axis)
+@numpy_frule(np.take_along_axis, complex=True)
 def take_along_axis_frule(tangents, arr, indices, axis=-1):
     darr = tangents[1]
     y = np.take_along_axis(arr, indices, axis)
@@ -191,7 +195,7 @@ def sort_frule(tangents, a, axis=-1, kind=None, order=None, **kwargs):
     return ops.getitem(a, index), ZeroTangent() if is_zero(da) else ops.getitem(da, index)
 
 
-@numpy_rrule(np.diagonal)
+@numpy_rrule(np.diagonal, complex=True)
 def diagonal_rrule(a, offset=0, axis1=0, axis2=1):
     shape = np.shape(a)
     index = _diagonal_index(shape, offset, axis1, axis2)
@@ -202,7 +206,7 @@ def diagonal_rrule(a, offset=0, axis1=0, axis2=1):
     return np.diagonal(a, offset, axis1, axis2), diagonal_pullback
 
 
-@numpy_frule(np.diagonal)
+@numpy_frule(np.diagonal, complex=True)
 def diagonal_frule(tangents, a, offset=0, axis1=0, axis2=1):
     da = tangents[1]
     y = np.diagonal(a, offset, axis1, axis2)
@@ -257,7 +261,7 @@ def window_sum(shape, window_shape, axis, g):
 _WINDOW_BLOCK_BYTES = 2**18
 
 
-@rrule.register(window_sum)
+@rrule.register(window_sum, complex=True)
 def window_sum_rrule(shape, window_shape, axis, g):
     def window_sum_pullback(h):
         h = unthunk(h)
@@ -267,14 +271,14 @@ def window_sum_rrule(shape, window_shape, axis, g):
     return window_sum(shape, window_shape, axis, g), window_sum_pullback
 
 
-@frule.register(window_sum)
+@frule.register(window_sum, complex=True)
 def window_sum_frule(tangents, shape, window_shape, axis, g):
     dg = tangents[4]
     y = window_sum(shape, window_shape, axis, g)
     return y, ZeroTangent() if is_zero(dg) else window_sum(shape, window_shape, axis, dg)
 
 
-@numpy_rrule(np.lib.stride_tricks.sliding_window_view)
+@numpy_rrule(np.lib.stride_tricks.sliding_window_view, complex=True)
 def sliding_window_view_rrule(x, window_shape, axis=None, **kwargs):
     shape = np.shape(x)
 
@@ -287,7 +291,7 @@ def sliding_window_view_rrule(x, window_shape, axis=None, **kwargs):
     return np.lib.stride_tricks.sliding_window_view(x, window_shape, axis), sliding_window_view_pullback
 
 
-@numpy_frule(np.lib.stride_tricks.sliding_window_view)
+@numpy_frule(np.lib.stride_tricks.sliding_window_view, complex=True)
 def sliding_window_view_frule(tangents, x, window_shape, axis=None, **kwargs):
     dx = tangents[1]
     y = np.lib.stride_tricks.sliding_window_view(x, window_shape, axis)
@@ -312,7 +316,7 @@ def _choose_masks(a, n, mode, ndim):
     return picks == _along(np.arange(n), 0, ndim + 1)
 
 
-@numpy_rrule(np.choose)
+@numpy_rrule(np.choose, complex=True)
 def choose_rrule(a, choices, out=None, mode="raise"):
     y = np.choose(a, choices, mode=mode)
     masks = _choose_masks(a, len(choices), mode, np.ndim(y))
@@ -323,7 +327,7 @@ def choose_rrule(a, choices, out=None, mode="raise"):
     return y, choose_pullback
 
 
-@numpy_frule(np.choose)
+@numpy_frule(np.choose, complex=True)
 def choose_frule(tangents, a, choices, out=None, mode="raise"):
     dchoices = tangents[2]
     y = np.choose(a, choices, mode=mode)
@@ -343,7 +347,7 @@ def _select_masks(condlist):
     return np.array(np.broadcast_arrays(*masks)), np.logical_not(taken)
 
 
-@numpy_rrule(np.select)
+@numpy_rrule(np.select, complex=True)
 def select_rrule(condlist, choicelist, default=0):
     y = np.select(condlist, choicelist, default)
     masks, rest = _select_masks(condlist)
@@ -354,7 +358,7 @@ def select_rrule(condlist, choicelist, default=0):
     return y, select_pullback
 
 
-@numpy_frule(np.select)
+@numpy_frule(np.select, complex=True)
 def select_frule(tangents, condlist, choicelist, default=0):
     dchoices, ddefault = tangents[2], tangent_at(tangents, 2)
     y = np.select(condlist, choicelist, default)

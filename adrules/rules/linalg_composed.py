@@ -9,7 +9,10 @@ form it does.
   compositions of matmul, inv, solve, pinv, norm and svd.
 * ``eigh`` / ``eigvalsh`` honour ``UPLO``, and ``cholesky`` its ``upper``: they read one
   triangle, so the gradient lies in that triangle (off-diagonal entries count twice, the
-  other triangle gets zero), as finite differences of NumPy's functions give.
+  other triangle gets zero), as finite differences of NumPy's functions give; of a complex
+  matrix they read the diagonal's real part only, as LAPACK does.
+* Complex values: ``pinv``'s formula with conjugate transposes; ``vecdot`` and ``vecmat``
+  conjugate their first argument, as NumPy's do; ``lstsq``'s residuals are real.
 * ``einsum`` in the interleaved form ``einsum(a, [0, 1], b, [1, 2])`` and with an index
   repeated inside one operand (``'ii->i'``): rewritten into the string form, taking the
   repeated index's diagonal first.
@@ -28,26 +31,32 @@ def _T(a):
     return np.swapaxes(a, -1, -2)
 
 
+def _H(a):
+    """The conjugate transpose (the transpose of a real matrix, not copied)."""
+    return np.conj(_T(a)) if np.iscomplexobj(a) else _T(a)
+
+
 def _eye_like(a, side):
     n = np.shape(a)[-2 if side == "rows" else -1]
     return np.eye(n, dtype=np.result_type(a, np.float32))
 
 
-# ---- pinv: dP = -P dA P + P Pᵀ dAᵀ (I - A P) + (I - P A) dAᵀ Pᵀ P ---------------------------
-@rrule.register(np.linalg.pinv)
+# ---- pinv: dP = -P dA P + P Pᴴ dAᴴ (I - A P) + (I - P A) dAᴴ Pᴴ P ---------------------------
+@rrule.register(np.linalg.pinv, complex=True)
 def pinv_rrule(a, *options, **kwargs):
     p = np.linalg.pinv(a, *options, **kwargs)
 
-    def pinv_pullback(g):
+    def pinv_pullback(g):  # the adjoint for Re tr(xᴴ y): the two projectors are Hermitian
         rows_left = _eye_like(a, "rows") - a @ p  # I - A P, the projector off range(A)
         cols_left = _eye_like(a, "cols") - p @ a  # I - P A, the projector onto null(A)
-        da = -_T(p) @ g @ _T(p) + rows_left @ _T(g) @ p @ _T(p) + _T(p) @ p @ _T(g) @ cols_left
+        ph, gh = _H(p), _H(g)
+        da = -ph @ g @ ph + rows_left @ gh @ p @ ph + ph @ p @ gh @ cols_left
         return (NoTangent(), da) + (NoTangent(),) * len(options)
 
     return p, pinv_pullback
 
 
-@frule.register(np.linalg.pinv)
+@frule.register(np.linalg.pinv, complex=True)
 def pinv_frule(tangents, a, *options, **kwargs):
     p = np.linalg.pinv(a, *options, **kwargs)
     da = tangents[1]
@@ -55,7 +64,8 @@ def pinv_frule(tangents, a, *options, **kwargs):
         return p, ZeroTangent()
     rows_left = _eye_like(a, "rows") - a @ p
     cols_left = _eye_like(a, "cols") - p @ a
-    dp = -p @ da @ p + p @ _T(p) @ _T(da) @ rows_left + cols_left @ _T(da) @ _T(p) @ p
+    ph, dah = _H(p), _H(da)
+    dp = -p @ da @ p + p @ ph @ dah @ rows_left + cols_left @ dah @ ph @ p
     return p, dp
 
 
@@ -84,10 +94,11 @@ def lstsq(a, b, rcond=None):
     rank = np.linalg.matrix_rank(a)
     m, n = np.shape(a)
     if rank == n and m > n:
-        residuals = np.sum((b - a @ x) ** 2, axis=0)
+        r = b - a @ x
+        residuals = np.sum(np.abs(r) ** 2 if np.iscomplexobj(r) else r ** 2, axis=0)
         residuals = np.reshape(residuals, (1,)) if np.ndim(b) == 1 else residuals
-    else:
-        residuals = np.zeros(0, dtype=np.result_type(a, b))
+    else:  # (real, for complex a and b too)
+        residuals = np.zeros(0, dtype=np.finfo(np.result_type(a, b, np.float32)).dtype)
     return x, residuals, rank, np.linalg.svd(a, compute_uv=False)
 
 
@@ -115,7 +126,11 @@ def tensorsolve(a, b, axes=None):
 
 # ---- eigh / eigvalsh read one triangle -------------------------------------------------------------
 def _from_triangle(a, uplo):
-    """The symmetric matrix NumPy's eigh sees: the ``uplo`` triangle of ``a`` mirrored."""
+    """The symmetric (Hermitian) matrix NumPy's eigh sees: the ``uplo`` triangle of ``a``
+    mirrored (conjugated, and the diagonal's real part only, for complex ``a``, as LAPACK)."""
+    if np.iscomplexobj(a):
+        part = np.tril(a, -1) if uplo.upper() == "L" else np.triu(a, 1)
+        return part + np.conj(_T(part)) + np.real(a) * np.eye(np.shape(a)[-1])
     if uplo.upper() == "L":
         return np.tril(a) + _T(np.tril(a, -1))
     return np.triu(a) + _T(np.triu(a, 1))
@@ -208,6 +223,16 @@ def _einsum_rewrite(previous, *args, **kwargs):
 
 
 # ---- NumPy 2 names in numpy.linalg -------------------------------------------------------------------
+def _vecdot(x1, x2, axis=-1):
+    """Σ conj(x1) x2 along ``axis``: NumPy's vecdot conjugates its first argument."""
+    return np.sum((np.conj(x1) if np.iscomplexobj(x1) else x1) * x2, axis)
+
+
+def _vecmat(x1, x2):
+    """conj(x1) @ x2 over the last axes: NumPy's vecmat conjugates the vector."""
+    return np.einsum("...j,...ji->...i", np.conj(x1) if np.iscomplexobj(x1) else x1, x2)
+
+
 def _vector_norm(x, /, *, axis=None, keepdims=False, ord=2):
     if axis is None:
         y = np.linalg.norm(np.ravel(x), ord)
@@ -219,7 +244,7 @@ _LINALG_ALIASES = {
     "matmul": lambda x1, x2, /: np.matmul(x1, x2),
     "outer": lambda x1, x2, /: np.outer(x1, x2),
     "tensordot": lambda x1, x2, /, *, axes=2: np.tensordot(x1, x2, axes),
-    "vecdot": lambda x1, x2, /, *, axis=-1: np.sum(x1 * x2, axis),
+    "vecdot": lambda x1, x2, /, *, axis=-1: _vecdot(x1, x2, axis),
     "matrix_transpose": lambda x, /: _T(x),
     "trace": lambda x, /, *, offset=0, dtype=None: np.trace(x, offset, -2, -1, dtype),
     "diagonal": lambda x, /, *, offset=0: np.diagonal(x, offset, -2, -1),
@@ -245,7 +270,8 @@ for _name, _implementation in _LINALG_ALIASES.items():
     if hasattr(np.linalg, _name) and getattr(np.linalg, _name) not in rrule:
         composite_rule(getattr(np.linalg, _name), _implementation)
 if hasattr(np, "vecdot"):  # NumPy 2 gufuncs
-    composite_rule(np.vecdot, lambda x1, x2, /, **kwargs: np.sum(x1 * x2, kwargs.get("axis", -1)))
-for _name, _subscripts in (("matvec", "...ij,...j->...i"), ("vecmat", "...j,...ji->...i")):
-    if hasattr(np, _name):
-        composite_rule(getattr(np, _name), lambda x1, x2, /, _s=_subscripts, **kw: np.einsum(_s, x1, x2))
+    composite_rule(np.vecdot, lambda x1, x2, /, **kwargs: _vecdot(x1, x2, kwargs.get("axis", -1)))
+if hasattr(np, "matvec"):
+    composite_rule(np.matvec, lambda x1, x2, /, **kw: np.einsum("...ij,...j->...i", x1, x2))
+if hasattr(np, "vecmat"):
+    composite_rule(np.vecmat, lambda x1, x2, /, **kw: _vecmat(x1, x2))

@@ -10,7 +10,8 @@ from ..registry import non_differentiable
 
 # ---- rounding and sign ---------------------------------------------------------
 non_differentiable(np.floor, np.ceil, np.rint, np.trunc, np.fix, np.round, np.around,
-                   np.sign, np.signbit, np.heaviside, np.floor_divide)
+                   np.signbit, np.heaviside, np.floor_divide)
+non_differentiable(np.sign, complex=False)  # complex z: z / |z|, which moves with z
 
 # ---- comparisons and logic --------------------------------------------------------
 non_differentiable(np.equal, np.not_equal, np.less, np.less_equal, np.greater,

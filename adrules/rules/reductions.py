@@ -10,10 +10,19 @@ and ``keepdims`` like NumPy, passed positionally or by keyword; pullbacks are wr
 in NumPy calls with rules of their own, so they are traced again for higher
 derivatives. Non-float scalars (counts, ``2.0 / n``) stay Python numbers so float32
 stays float32.
+
+Complex values (ChainRules' convention): sums, means, traces and cumulative sums are linear
+with real coefficients and need nothing more; products multiply a cotangent by the conjugate
+of their partials (``_conj``, which leaves real arrays alone); ``var`` and ``std`` of complex
+values are real (``mean(|z - mean z|**2)``), their tangents ``Re(conj(z - mean) ż)``. Extrema
+select elements by NumPy's order of complex numbers (real part, then imaginary part): real
+coefficients again. Running extrema and log-sum-exp are written for real values and refuse
+complex ones.
 """
 
 import numpy as np
 
+from ..registry import ComplexRuleError, conj_if_complex as _conj
 from ..tangents import NoTangent, ZeroTangent, is_zero
 from ._utils import normalize_axes, numpy_frule, numpy_rrule, tangent_at
 from .indexing import along_axis_index, scatter_add
@@ -65,6 +74,27 @@ def _check_no_where(fname, kwargs):
     if "where" in kwargs:
         raise NotImplementedError(f"{fname}(..., where=...) has no derivative rule; "
                                   f"pass np.where(mask, x, np.nan) instead of where=mask.")
+
+
+def _is_complex(x):
+    return getattr(x, "dtype", None) is not None and x.dtype.kind == "c"
+
+
+def _in_dtype(dx, dtype):
+    """The tangent of a sum taken in ``dtype``: its real part when complex values are summed in
+    a real dtype (NumPy drops their imaginary parts first)."""
+    if dtype is not None and _is_complex(dx) and np.dtype(dtype).kind != "c":
+        return np.real(dx)
+    return dx
+
+
+def _no_real_dtype(fname, a, dtype):
+    """Products and moments of complex values computed in a real dtype are refused: NumPy
+    drops the imaginary parts before multiplying, which these rules do not follow."""
+    if dtype is not None and _is_complex(a) and np.dtype(dtype).kind != "c":
+        raise ComplexRuleError(f"{fname}(a, dtype={np.dtype(dtype)}): complex values in a real dtype "
+                               f"lose their imaginary parts first; its rule does not follow that. "
+                               f"Pass np.real(a) explicitly instead of dtype=.")
 
 
 def _reverse_cumsum(g, axis):
@@ -162,7 +192,7 @@ def _weights_along(weights, a, axis):
 
 
 # ---- sums and means ------------------------------------------------------------------
-@numpy_rrule(np.sum)
+@numpy_rrule(np.sum, complex=True)
 def sum_rrule(a, axis=None, dtype=None, out=None, keepdims=False, **kwargs):
     shape = a.shape if type(a) is np.ndarray else np.shape(a)
 
@@ -174,23 +204,23 @@ def sum_rrule(a, axis=None, dtype=None, out=None, keepdims=False, **kwargs):
     return np.sum(a, axis, dtype, keepdims=keepdims, **kwargs), sum_pullback
 
 
-@numpy_frule(np.sum)
+@numpy_frule(np.sum, complex=True)
 def sum_frule(tangents, a, axis=None, dtype=None, out=None, keepdims=False, **kwargs):
-    dy = np.sum(tangents[1], axis, keepdims=keepdims, where=kwargs.get("where", True))
+    dy = np.sum(_in_dtype(tangents[1], dtype), axis, keepdims=keepdims, where=kwargs.get("where", True))
     return np.sum(a, axis, dtype, keepdims=keepdims, **kwargs), dy
 
 
-@numpy_rrule(np.add.reduce)
+@numpy_rrule(np.add.reduce, complex=True)
 def add_reduce_rrule(array, axis=0, dtype=None, out=None, keepdims=False, **kwargs):
     return sum_rrule(array, axis, dtype, out, keepdims, **kwargs)
 
 
-@numpy_frule(np.add.reduce)
+@numpy_frule(np.add.reduce, complex=True)
 def add_reduce_frule(tangents, array, axis=0, dtype=None, out=None, keepdims=False, **kwargs):
     return sum_frule(tangents, array, axis, dtype, out, keepdims, **kwargs)
 
 
-@numpy_rrule(np.nansum)
+@numpy_rrule(np.nansum, complex=True)
 def nansum_rrule(a, axis=None, dtype=None, out=None, keepdims=False, **kwargs):
     def nansum_pullback(g):
         dx = np.where(np.isnan(a), 0.0, _broadcast_back(g, a, axis, keepdims))
@@ -199,14 +229,14 @@ def nansum_rrule(a, axis=None, dtype=None, out=None, keepdims=False, **kwargs):
     return np.nansum(a, axis, dtype, keepdims=keepdims, **kwargs), nansum_pullback
 
 
-@numpy_frule(np.nansum)
+@numpy_frule(np.nansum, complex=True)
 def nansum_frule(tangents, a, axis=None, dtype=None, out=None, keepdims=False, **kwargs):
-    dx = np.where(np.isnan(a), 0.0, tangents[1])
+    dx = np.where(np.isnan(a), 0.0, _in_dtype(tangents[1], dtype))
     dy = np.sum(dx, axis, keepdims=keepdims, where=kwargs.get("where", True))
     return np.nansum(a, axis, dtype, keepdims=keepdims, **kwargs), dy
 
 
-@numpy_rrule(np.mean)
+@numpy_rrule(np.mean, complex=True)
 def mean_rrule(a, axis=None, dtype=None, out=None, keepdims=False, **kwargs):
     where = kwargs.get("where", True)
     shape, n = np.shape(a), _count(a, axis, where)
@@ -219,13 +249,13 @@ def mean_rrule(a, axis=None, dtype=None, out=None, keepdims=False, **kwargs):
     return np.mean(a, axis, dtype, keepdims=keepdims, **kwargs), mean_pullback
 
 
-@numpy_frule(np.mean)
+@numpy_frule(np.mean, complex=True)
 def mean_frule(tangents, a, axis=None, dtype=None, out=None, keepdims=False, **kwargs):
-    dy = np.mean(tangents[1], axis, keepdims=keepdims, where=kwargs.get("where", True))
+    dy = np.mean(_in_dtype(tangents[1], dtype), axis, keepdims=keepdims, where=kwargs.get("where", True))
     return np.mean(a, axis, dtype, keepdims=keepdims, **kwargs), dy
 
 
-@numpy_rrule(np.nanmean)
+@numpy_rrule(np.nanmean, complex=True)
 def nanmean_rrule(a, axis=None, dtype=None, out=None, keepdims=False, **kwargs):
     _check_no_where("numpy.nanmean", kwargs)
     present = ~np.isnan(a)
@@ -237,14 +267,14 @@ def nanmean_rrule(a, axis=None, dtype=None, out=None, keepdims=False, **kwargs):
     return np.nanmean(a, axis, dtype, keepdims=keepdims), nanmean_pullback
 
 
-@numpy_frule(np.nanmean)
+@numpy_frule(np.nanmean, complex=True)
 def nanmean_frule(tangents, a, axis=None, dtype=None, out=None, keepdims=False, **kwargs):
     _check_no_where("numpy.nanmean", kwargs)
-    dx = np.where(np.isnan(a), np.nan, tangents[1])  # the mean of the same entries as the primal's
+    dx = np.where(np.isnan(a), np.nan, _in_dtype(tangents[1], dtype))  # the mean of the same entries as the primal's
     return np.nanmean(a, axis, dtype, keepdims=keepdims), np.nanmean(dx, axis, keepdims=keepdims)
 
 
-@numpy_rrule(np.average)
+@numpy_rrule(np.average, complex=True)
 def average_rrule(a, axis=None, weights=None, returned=False, **kwargs):
     keepdims = kwargs.get("keepdims", False)
     y = np.average(a, axis, weights, returned, **kwargs)
@@ -261,14 +291,14 @@ def average_rrule(a, axis=None, weights=None, returned=False, **kwargs):
         g_avg, g_total = g if returned else (g, ZeroTangent())
         total = np.sum(w * np.ones_like(a), axes, keepdims=True)
         avg = np.sum(a * w, axes, keepdims=True) / total
-        g_avg = _broadcast_back(g_avg, a, axis, keepdims) / total
-        dw = g_avg * (a - avg) + (0.0 if is_zero(g_total) else _broadcast_back(g_total, a, axis, keepdims))
-        return NoTangent(), g_avg * w, NoTangent(), weights_cotangent(dw)
+        g_avg = _broadcast_back(g_avg, a, axis, keepdims) / _conj(total)  # conjugate partials
+        dw = g_avg * _conj(a - avg) + (0.0 if is_zero(g_total) else _broadcast_back(g_total, a, axis, keepdims))
+        return NoTangent(), g_avg * _conj(w), NoTangent(), weights_cotangent(dw)
 
     return y, weighted_average_pullback
 
 
-@numpy_frule(np.average)
+@numpy_frule(np.average, complex=True)
 def average_frule(tangents, a, axis=None, weights=None, returned=False, **kwargs):
     y = np.average(a, axis, weights, returned, **kwargs)
     shape = np.shape(y[0] if returned else y)
@@ -295,8 +325,17 @@ def _center(a, axis, kwargs):
     return a - np.mean(a, axis, keepdims=True, where=kwargs.get("where", True))
 
 
-@numpy_rrule(np.var)
+def _real_dot(dx, centered):
+    """``dx * centered``, for complex values ``Re(conj(centered) dx)``: the tangent of
+    ``|centered|**2 / 2``, real as the variance is."""
+    if getattr(centered, "dtype", None) is not None and centered.dtype.kind == "c":
+        return np.real(np.conjugate(centered) * dx)
+    return dx * centered
+
+
+@numpy_rrule(np.var, complex=True)
 def var_rrule(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, **kwargs):
+    _no_real_dtype("numpy.var", a, dtype)
     where, dof = kwargs.get("where", True), kwargs.get("correction", ddof)
 
     def var_pullback(g):
@@ -306,11 +345,12 @@ def var_rrule(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, **kwar
     return np.var(a, axis, dtype, ddof=ddof, keepdims=keepdims, **kwargs), var_pullback
 
 
-@numpy_frule(np.var)
+@numpy_frule(np.var, complex=True)
 def var_frule(tangents, a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, **kwargs):
+    _no_real_dtype("numpy.var", a, dtype)
     where, dof = kwargs.get("where", True), kwargs.get("correction", ddof)
     y = np.var(a, axis, dtype, ddof=ddof, keepdims=keepdims, **kwargs)
-    dy = np.sum(_masked(tangents[1] * _center(a, axis, kwargs), where), axis, keepdims=True)
+    dy = np.sum(_masked(_real_dot(tangents[1], _center(a, axis, kwargs)), where), axis, keepdims=True)
     return y, np.reshape(dy * (2.0 / (_count(a, axis, where) - dof)), np.shape(y))
 
 
@@ -322,8 +362,9 @@ def _inverse_or_zero(y):
     return np.where(spread, 1.0 / np.where(spread, y, 1.0), 0.0)
 
 
-@numpy_rrule(np.std)
+@numpy_rrule(np.std, complex=True)
 def std_rrule(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, **kwargs):
+    _no_real_dtype("numpy.std", a, dtype)
     where, dof = kwargs.get("where", True), kwargs.get("correction", ddof)
     y = np.std(a, axis, dtype, ddof=ddof, keepdims=keepdims, **kwargs)
 
@@ -334,11 +375,12 @@ def std_rrule(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, **kwar
     return y, std_pullback
 
 
-@numpy_frule(np.std)
+@numpy_frule(np.std, complex=True)
 def std_frule(tangents, a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, **kwargs):
+    _no_real_dtype("numpy.std", a, dtype)
     where, dof = kwargs.get("where", True), kwargs.get("correction", ddof)
     y = np.std(a, axis, dtype, ddof=ddof, keepdims=keepdims, **kwargs)
-    dy = np.sum(_masked(tangents[1] * _center(a, axis, kwargs), where), axis, keepdims=True)
+    dy = np.sum(_masked(_real_dot(tangents[1], _center(a, axis, kwargs)), where), axis, keepdims=True)
     return y, np.reshape(dy / (_count(a, axis, where) - dof), np.shape(y)) * _inverse_or_zero(y)
 
 
@@ -349,37 +391,41 @@ def _prod_factors(a, kwargs):
     return (a if where is True else np.where(where, a, 1.0)), kwargs.get("initial", 1)
 
 
-@numpy_rrule(np.prod)
+@numpy_rrule(np.prod, complex=True)
 def prod_rrule(a, axis=None, dtype=None, out=None, keepdims=False, **kwargs):
+    _no_real_dtype("numpy.prod", a, dtype)
     def prod_pullback(g):
         x, initial = _prod_factors(a, kwargs)
         others = _product_of_others(x, normalize_axes(axis, np.ndim(a))) * initial
-        return NoTangent(), _masked(_broadcast_back(g, a, axis, keepdims) * others, kwargs.get("where", True))
+        return NoTangent(), _masked(_broadcast_back(g, a, axis, keepdims) * _conj(others), kwargs.get("where", True))
 
     return np.prod(a, axis, dtype, keepdims=keepdims, **kwargs), prod_pullback
 
 
-@numpy_frule(np.prod)
+@numpy_frule(np.prod, complex=True)
 def prod_frule(tangents, a, axis=None, dtype=None, out=None, keepdims=False, **kwargs):
+    _no_real_dtype("numpy.prod", a, dtype)
     x, initial = _prod_factors(a, kwargs)
     others = _product_of_others(x, normalize_axes(axis, np.ndim(a))) * initial
     dy = np.sum(_masked(tangents[1] * others, kwargs.get("where", True)), axis, keepdims=keepdims)
     return np.prod(a, axis, dtype, keepdims=keepdims, **kwargs), dy
 
 
-@numpy_rrule(np.multiply.reduce)
+@numpy_rrule(np.multiply.reduce, complex=True)
 def multiply_reduce_rrule(array, axis=0, dtype=None, out=None, keepdims=False, **kwargs):
     return prod_rrule(array, axis, dtype, out, keepdims, **kwargs)
 
 
-@numpy_frule(np.multiply.reduce)
+@numpy_frule(np.multiply.reduce, complex=True)
 def multiply_reduce_frule(tangents, array, axis=0, dtype=None, out=None, keepdims=False, **kwargs):
     return prod_frule(tangents, array, axis, dtype, out, keepdims, **kwargs)
 
 
 # ---- extrema (ties share the cotangent equally) -----------------------------------------------
+# Complex values: NumPy orders them by real part, then imaginary part; the extremum selects
+# elements (real coefficients, no conjugate), so the rules hold as they are.
 def _register_extremum(f, *keys, default_axis=None):
-    @numpy_rrule(*keys)
+    @numpy_rrule(*keys, complex=True)
     def extremum_rrule(a, axis=default_axis, out=None, keepdims=False, **kwargs):
         y = f(a, axis, keepdims=keepdims, **kwargs)
 
@@ -389,7 +435,7 @@ def _register_extremum(f, *keys, default_axis=None):
 
         return y, extremum_pullback
 
-    @numpy_frule(*keys)
+    @numpy_frule(*keys, complex=True)
     def extremum_frule(tangents, a, axis=default_axis, out=None, keepdims=False, **kwargs):
         y = f(a, axis, keepdims=keepdims, **kwargs)
         share = _extremum_share(a, y, axis, keepdims, kwargs.get("where", True))
@@ -408,7 +454,7 @@ def _flat_axis(a, axis):
     return (np.ravel(a), 0) if axis is None else (a, axis)
 
 
-@numpy_rrule(np.cumsum)
+@numpy_rrule(np.cumsum, complex=True)
 def cumsum_rrule(a, axis=None, dtype=None, out=None):
     def cumsum_pullback(g):
         return NoTangent(), np.reshape(_reverse_cumsum(g, 0 if axis is None else axis), np.shape(a))
@@ -416,42 +462,46 @@ def cumsum_rrule(a, axis=None, dtype=None, out=None):
     return np.cumsum(a, axis, dtype), cumsum_pullback
 
 
-@numpy_frule(np.cumsum)
+@numpy_frule(np.cumsum, complex=True)
 def cumsum_frule(tangents, a, axis=None, dtype=None, out=None):
-    return np.cumsum(a, axis, dtype), np.cumsum(tangents[1], axis)
+    return np.cumsum(a, axis, dtype), np.cumsum(_in_dtype(tangents[1], dtype), axis)
 
 
-@numpy_rrule(np.cumprod)
+@numpy_rrule(np.cumprod, complex=True)
 def cumprod_rrule(a, axis=None, dtype=None, out=None):
+    _no_real_dtype("numpy.cumprod", a, dtype)
     def cumprod_pullback(g):
         x, along = _flat_axis(a, axis)
+        if getattr(x, "dtype", None) is not None and x.dtype.kind == "c":  # conj(Jᵀ conj(g)) = Jᴴ g
+            return NoTangent(), np.reshape(np.conjugate(_cumprod_cotangent(x, np.conjugate(g), along)), np.shape(a))
         return NoTangent(), np.reshape(_cumprod_cotangent(x, g, along), np.shape(a))
 
     return np.cumprod(a, axis, dtype), cumprod_pullback
 
 
-@numpy_frule(np.cumprod)
+@numpy_frule(np.cumprod, complex=True)
 def cumprod_frule(tangents, a, axis=None, dtype=None, out=None):
+    _no_real_dtype("numpy.cumprod", a, dtype)
     x, along = _flat_axis(a, axis)
     return np.cumprod(a, axis, dtype), _cumprod_tangent(x, _flat_axis(tangents[1], axis)[0], along)
 
 
-@numpy_rrule(np.add.accumulate)
+@numpy_rrule(np.add.accumulate, complex=True)
 def add_accumulate_rrule(array, axis=0, dtype=None, out=None):
     return cumsum_rrule(array, axis, dtype)
 
 
-@numpy_frule(np.add.accumulate)
+@numpy_frule(np.add.accumulate, complex=True)
 def add_accumulate_frule(tangents, array, axis=0, dtype=None, out=None):
     return cumsum_frule(tangents, array, axis, dtype)
 
 
-@numpy_rrule(np.multiply.accumulate)
+@numpy_rrule(np.multiply.accumulate, complex=True)
 def multiply_accumulate_rrule(array, axis=0, dtype=None, out=None):
     return cumprod_rrule(array, axis, dtype)
 
 
-@numpy_frule(np.multiply.accumulate)
+@numpy_frule(np.multiply.accumulate, complex=True)
 def multiply_accumulate_frule(tangents, array, axis=0, dtype=None, out=None):
     return cumprod_frule(tangents, array, axis, dtype)
 
@@ -538,7 +588,7 @@ def _reduceat_options(options, kwargs):
     return options_of(*options, **kwargs)
 
 
-@numpy_rrule(np.add.reduceat)
+@numpy_rrule(np.add.reduceat, complex=True)
 def add_reduceat_rrule(array, *options, **kwargs):
     indices, axis, dtype = _reduceat_options(options, kwargs)
     shape = np.shape(array)
@@ -551,7 +601,7 @@ def add_reduceat_rrule(array, *options, **kwargs):
     return np.add.reduceat(array, indices, axis, dtype), add_reduceat_pullback
 
 
-@numpy_frule(np.add.reduceat)
+@numpy_frule(np.add.reduceat, complex=True)
 def add_reduceat_frule(tangents, array, *options, **kwargs):
     indices, axis, dtype = _reduceat_options(options, kwargs)
     return np.add.reduceat(array, indices, axis, dtype), np.add.reduceat(tangents[1], indices, axis)
@@ -605,7 +655,7 @@ def _eye_along(a, offset, axis1, axis2):
     return np.reshape(eye, [np.shape(a)[d] if d in (ax1, ax2) else 1 for d in range(ndim)])
 
 
-@numpy_rrule(np.trace)
+@numpy_rrule(np.trace, complex=True)
 def trace_rrule(a, offset=0, axis1=0, axis2=1, dtype=None, out=None):
     def trace_pullback(g):
         axes = tuple(sorted((axis1 % np.ndim(a), axis2 % np.ndim(a))))
@@ -614,6 +664,6 @@ def trace_rrule(a, offset=0, axis1=0, axis2=1, dtype=None, out=None):
     return np.trace(a, offset, axis1, axis2, dtype), trace_pullback
 
 
-@numpy_frule(np.trace)
+@numpy_frule(np.trace, complex=True)
 def trace_frule(tangents, a, offset=0, axis1=0, axis2=1, dtype=None, out=None):
     return np.trace(a, offset, axis1, axis2, dtype), np.trace(tangents[1], offset, axis1, axis2)

@@ -1,5 +1,7 @@
 """Rules: scipy.linalg's ``solve_triangular``, ``solve_banded``, ``cholesky``,
-``cho_factor``, ``cho_solve``, ``solve_sylvester``, ``sqrtm`` and ``expm`` (real matrices).
+``cho_factor``, ``cho_solve``, ``solve_sylvester``, ``sqrtm`` and ``expm``, real or complex
+(ChainRules' convention: each pullback is its frule's adjoint for Re tr(xᴴ y), with
+conjugate transposes where real matrices have transposes).
 
 Python functions that call ``np.asarray``: each name in ``scipy.linalg`` becomes an
 ``@adrules.primitive`` (``_scipy_entry.replace_function``). ``solve_triangular``,
@@ -9,7 +11,8 @@ derivatives work):
 
 * ``solve_triangular(a, b, trans, lower, unit_diagonal)`` reads one triangle of ``a`` (not
   its diagonal with ``unit_diagonal``): ``a``'s cotangent is in that triangle. ``trans``
-  0/'N', 1/'T' (2/'C' is 'T' for real matrices). ``a`` may be a stack of matrices.
+  0/'N', 1/'T', 2/'C' (the conjugate transpose; 'T' for real matrices). ``a`` may be a
+  stack of matrices.
 * ``solve_banded((l, u), ab, b)``: A's entries a[i, j] are ab[u + i - j, j]; b's cotangent
   solves with the transpose, banded too, and ab's holds the cotangent's band (0 in the
   corners SciPy does not read).
@@ -49,13 +52,34 @@ def _T(x):
     return np.swapaxes(x, -1, -2)
 
 
-def _transposed(trans):
-    """Whether ``solve_triangular``'s ``trans`` solves with the transpose (real matrices)."""
+def _is_complex(x):
+    return np.iscomplexobj(x)
+
+
+def _conj(x):
+    """``x``'s conjugate; ``x`` itself when real (np.conjugate would copy it)."""
+    return np.conjugate(x) if _is_complex(x) else x
+
+
+def _H(x):
+    """The conjugate transpose of a stack of matrices (the transpose of real ones)."""
+    return np.conjugate(_T(x)) if _is_complex(x) else _T(x)
+
+
+def _operation(trans, a):
+    """``solve_triangular``'s ``trans`` as 0 (a), 1 (aᵀ) or 2 (aᴴ); 2 is 1 for a real ``a``."""
     if trans in (0, "N", "n"):
-        return False
-    if trans in (1, 2, "T", "C", "t", "c"):
-        return True
+        return 0
+    if trans in (1, "T", "t"):
+        return 1
+    if trans in (2, "C", "c"):
+        return 2 if _is_complex(a) else 1
     raise ValueError(f"scipy.linalg.solve_triangular: trans must be 0, 1, 2, 'N', 'T' or 'C', got {trans!r}")
+
+
+def _apply(op, m):
+    """op(m): m, mᵀ or mᴴ."""
+    return m if op == 0 else _T(m) if op == 1 else _H(m)
 
 
 def _triangle(m, lower, unit_diagonal):
@@ -70,28 +94,31 @@ def _as_columns(b, a):
 
 
 # ---- solve_triangular -----------------------------------------------------------------------------
-@numpy_rrule(solve_triangular)
+@numpy_rrule(solve_triangular, complex=True)
 def solve_triangular_rrule(a, b, trans=0, lower=False, unit_diagonal=False, overwrite_b=False,
                            check_finite=True):
-    transposed = _transposed(trans)
+    op = _operation(trans, a)
     x = solve_triangular(a, b, trans, lower, unit_diagonal, False, check_finite)
 
-    def solve_triangular_pullback(g):
-        b_bar = solve_triangular(a, g, 0 if transposed else 1, lower, unit_diagonal, False, check_finite)
+    def solve_triangular_pullback(g):  # b̄ = op(a)⁻ᴴ ḡ
+        if op == 0:
+            b_bar = solve_triangular(a, g, 2 if _is_complex(a) else 1, lower, unit_diagonal, False, check_finite)
+        else:  # op(a)⁻ᴴ is a⁻¹ for aᴴ, conj(a)⁻¹ for aᵀ
+            b_bar = solve_triangular(_conj(a) if op == 1 else a, g, 0, lower, unit_diagonal, False, check_finite)
 
         def a_bar():
-            m = -_as_columns(b_bar, a) @ _T(_as_columns(x, a))  # of the matrix solved with
-            return _triangle(_T(m) if transposed else m, lower, unit_diagonal)
+            m = -_as_columns(b_bar, a) @ _H(_as_columns(x, a))  # of the matrix solved with
+            return _triangle(_apply(op, m), lower, unit_diagonal)
 
         return NoTangent(), Thunk(a_bar), b_bar
 
     return x, solve_triangular_pullback
 
 
-@numpy_frule(solve_triangular)
+@numpy_frule(solve_triangular, complex=True)
 def solve_triangular_frule(tangents, a, b, trans=0, lower=False, unit_diagonal=False, overwrite_b=False,
                            check_finite=True):
-    transposed = _transposed(trans)
+    op = _operation(trans, a)
     x = solve_triangular(a, b, trans, lower, unit_diagonal, False, check_finite)
     da, db = tangent_at(tangents, 0), tangent_at(tangents, 1)
     if is_zero(da) and is_zero(db):
@@ -99,7 +126,7 @@ def solve_triangular_frule(tangents, a, b, trans=0, lower=False, unit_diagonal=F
     rhs = 0.0 if is_zero(db) else _as_columns(db, a)
     if not is_zero(da):
         dm = _triangle(da, lower, unit_diagonal)
-        rhs = rhs - (_T(dm) if transposed else dm) @ _as_columns(x, a)
+        rhs = rhs - _apply(op, dm) @ _as_columns(x, a)
     dx = solve_triangular(a, rhs, trans, lower, unit_diagonal, False, check_finite)
     return x, np.reshape(dx, np.shape(x))
 
@@ -127,16 +154,17 @@ def _columns(v, x):
     return v if np.ndim(x) == 1 else v[:, None]
 
 
-@numpy_rrule(solve_banded)
+@numpy_rrule(solve_banded, complex=True)
 def solve_banded_rrule(l_and_u, ab, b, overwrite_ab=False, overwrite_b=False, check_finite=True):
     lower, upper = (int(n) for n in l_and_u)
     x = solve_banded((lower, upper), ab, b, False, False, check_finite)
 
-    def solve_banded_pullback(g):
-        b_bar = solve_banded((upper, lower), _banded_transpose(lower, upper, ab), g, False, False, check_finite)
+    def solve_banded_pullback(g):  # b̄ = A⁻ᴴ ḡ, Ā = -b̄ xᴴ
+        ab_h = _conj(_banded_transpose(lower, upper, ab))
+        b_bar = solve_banded((upper, lower), ab_h, g, False, False, check_finite)
 
-        def ab_bar():  # a[i, j] = ab[u + i - j, j]: row k of ab's cotangent is -b̄[j + k - u] x[j]
-            rows = [-_shifted(b_bar, k - upper) * x for k in range(lower + upper + 1)]
+        def ab_bar():  # a[i, j] = ab[u + i - j, j]: row k of ab's cotangent is -b̄[j + k - u] conj(x[j])
+            rows = [-_shifted(b_bar, k - upper) * _conj(x) for k in range(lower + upper + 1)]
             return np.stack([r if np.ndim(x) == 1 else np.sum(r, axis=1) for r in rows])
 
         return NoTangent(), NoTangent(), Thunk(ab_bar), b_bar
@@ -144,7 +172,7 @@ def solve_banded_rrule(l_and_u, ab, b, overwrite_ab=False, overwrite_b=False, ch
     return x, solve_banded_pullback
 
 
-@numpy_frule(solve_banded)
+@numpy_frule(solve_banded, complex=True)
 def solve_banded_frule(tangents, l_and_u, ab, b, overwrite_ab=False, overwrite_b=False, check_finite=True):
     lower, upper = (int(n) for n in l_and_u)
     x = solve_banded((lower, upper), ab, b, False, False, check_finite)
@@ -159,18 +187,18 @@ def solve_banded_frule(tangents, l_and_u, ab, b, overwrite_ab=False, overwrite_b
 
 
 # ---- Sylvester equations, square roots, exponentials --------------------------------------------------
-@numpy_rrule(solve_sylvester)
+@numpy_rrule(solve_sylvester, complex=True)
 def solve_sylvester_rrule(a, b, q):
     x = solve_sylvester(a, b, q)
 
-    def solve_sylvester_pullback(g):
-        q_bar = solve_sylvester(_T(a), _T(b), g)
-        return NoTangent(), Thunk(lambda: -q_bar @ _T(x)), Thunk(lambda: -_T(x) @ q_bar), q_bar
+    def solve_sylvester_pullback(g):  # q̄ solves aᴴ q̄ + q̄ bᴴ = ḡ
+        q_bar = solve_sylvester(_H(a), _H(b), g)
+        return NoTangent(), Thunk(lambda: -q_bar @ _H(x)), Thunk(lambda: -_H(x) @ q_bar), q_bar
 
     return x, solve_sylvester_pullback
 
 
-@numpy_frule(solve_sylvester)
+@numpy_frule(solve_sylvester, complex=True)
 def solve_sylvester_frule(tangents, a, b, q):
     x = solve_sylvester(a, b, q)
     da, db, dq = (tangent_at(tangents, i) for i in range(3))
@@ -184,17 +212,17 @@ def solve_sylvester_frule(tangents, a, b, q):
     return x, solve_sylvester(a, b, rhs)
 
 
-@numpy_rrule(sqrtm)
+@numpy_rrule(sqrtm, complex=True)
 def sqrtm_rrule(A, *args, **kwargs):
     y = sqrtm(A, *args, **kwargs)
 
-    def sqrtm_pullback(g):
-        return NoTangent(), solve_sylvester(_T(y), _T(y), g)
+    def sqrtm_pullback(g):  # Ā solves yᴴ Ā + Ā yᴴ = ḡ
+        return NoTangent(), solve_sylvester(_H(y), _H(y), g)
 
     return y, sqrtm_pullback
 
 
-@numpy_frule(sqrtm)
+@numpy_frule(sqrtm, complex=True)
 def sqrtm_frule(tangents, A, *args, **kwargs):
     y, dA = sqrtm(A, *args, **kwargs), tangent_at(tangents, 0)
     return y, (ZeroTangent() if is_zero(dA) else solve_sylvester(y, y, dA))
@@ -209,17 +237,17 @@ def _frechet(A, E):
     return expm(np.concatenate([top, bottom], axis=-2))[..., :n, n:]
 
 
-@numpy_rrule(expm)
+@numpy_rrule(expm, complex=True)
 def expm_rrule(A):
     y = expm(A)
 
-    def expm_pullback(g):
-        return NoTangent(), _frechet(_T(A), g)
+    def expm_pullback(g):  # the Fréchet derivative's adjoint: the derivative at Aᴴ
+        return NoTangent(), _frechet(_H(A), g)
 
     return y, expm_pullback
 
 
-@numpy_frule(expm)
+@numpy_frule(expm, complex=True)
 def expm_frule(tangents, A):
     y, dA = expm(A), tangent_at(tangents, 0)
     return y, (ZeroTangent() if is_zero(dA) else _frechet(A, dA))
@@ -248,9 +276,10 @@ def _cho_factor(a, lower=False, overwrite_a=False, check_finite=True):
 
 def _cho_solve(c_and_lower, b, overwrite_b=False, check_finite=True):
     c, lower = c_and_lower
-    # a = L L^T (lower) or U^T U: two triangular solves with the factor's triangle
-    y = solve_triangular(c, b, 0 if lower else 1, lower)
-    return solve_triangular(c, y, 1 if lower else 0, lower)
+    # a = L Lᴴ (lower) or Uᴴ U: two triangular solves with the factor's triangle
+    adjoint = 2 if np.iscomplexobj(c) else 1
+    y = solve_triangular(c, b, 0 if lower else adjoint, lower)
+    return solve_triangular(c, y, adjoint if lower else 0, lower)
 
 
 composite_rule(cholesky, _cholesky)

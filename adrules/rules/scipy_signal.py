@@ -1,14 +1,16 @@
 """Rules: scipy.signal's N-dimensional ``convolve`` and ``correlate`` (``mode`` 'full',
 'valid', 'same'; any ``method``), ``fftconvolve`` (``axes=None``), and the 2-D
-``convolve2d`` and ``correlate2d`` (``boundary='fill'`` with ``fillvalue=0``); real inputs.
+``convolve2d`` and ``correlate2d`` (``boundary='fill'`` with ``fillvalue=0``); real and complex
+values.
 
 Python functions that call ``np.asarray``: each name in ``scipy.signal`` becomes an
 ``@adrules.primitive`` (``_scipy_entry.replace_function``). A convolution is bilinear, and
 every mode is a centered part of the full convolution (SciPy's ``_centered``), so
 ``convolve``'s pullback pads the cotangent back to the full shape and correlates it with
-the other input ('valid' mode); its frule is ``convolve(da, b) + convolve(a, db)``. Both
+the other input ('valid' mode; SciPy's correlate conjugates its second input, which is the
+adjoint's conj for complex values); its frule is ``convolve(da, b) + convolve(a, db)``. Both
 call the primitives again: derivatives of derivatives work. ``correlate(a, b)`` is
-``convolve(a, flip(b))`` and the others are written with ``convolve`` too
+``convolve(a, conj(flip(b)))`` and the others are written with ``convolve`` too
 (``_compose.composite_rule``); ``correlate2d``'s 'same' mode takes the part of the full
 correlation that starts half a sample later than ``correlate``'s does, as SciPy's.
 """
@@ -20,6 +22,7 @@ from ..tangents import NoTangent, Thunk, ZeroTangent, is_zero
 from ._compose import composite_rule
 from ._scipy_entry import replace_function
 from ._utils import numpy_frule, numpy_rrule, tangent_at
+from .signal import conj_if_complex, embed
 
 convolve = replace_function(sg, "convolve")
 correlate = replace_function(sg, "correlate")
@@ -38,11 +41,15 @@ def _padded_to_full(g, full):
     shape = np.shape(g)
     if shape == full:
         return g
-    starts = [(f - n) // 2 for f, n in zip(full, shape)]
-    return np.pad(g, [(s, f - s - n) for s, f, n in zip(starts, full, shape)])
+    return embed(g, full, [(f - n) // 2 for f, n in zip(full, shape)])
 
 
-@numpy_rrule(convolve)
+def _flipped(a):
+    """``a`` reversed along every axis (np.flip, as a slice)."""
+    return a[(slice(None, None, -1),) * np.ndim(a)]
+
+
+@numpy_rrule(convolve, complex=True)
 def convolve_rrule(in1, in2, mode="full", method="auto"):
     y = convolve(in1, in2, mode, method)
 
@@ -54,7 +61,7 @@ def convolve_rrule(in1, in2, mode="full", method="auto"):
     return y, convolve_pullback
 
 
-@numpy_frule(convolve)
+@numpy_frule(convolve, complex=True)
 def convolve_frule(tangents, in1, in2, mode="full", method="auto"):
     y = convolve(in1, in2, mode, method)
     d1, d2 = tangent_at(tangents, 0), tangent_at(tangents, 1)
@@ -67,7 +74,7 @@ def convolve_frule(tangents, in1, in2, mode="full", method="auto"):
 
 
 def _correlate(in1, in2, mode="full", method="auto"):
-    return convolve(in1, np.flip(in2), mode, method)
+    return convolve(in1, conj_if_complex(_flipped(in2)), mode, method)
 
 
 def _fftconvolve(in1, in2, mode="full", axes=None):
@@ -91,13 +98,16 @@ def _convolve2d(in1, in2, mode="full", boundary="fill", fillvalue=0):
 
 def _correlate2d(in1, in2, mode="full", boundary="fill", fillvalue=0):
     _fill_only("correlate2d", boundary, fillvalue)
-    full = convolve(in1, np.flip(in2), "full", "direct")
+    full = convolve(in1, conj_if_complex(_flipped(in2)), "full", "direct")
     if mode == "full":
         return full
     s1, s2 = np.shape(in1), np.shape(in2)
     out = s1 if mode == "same" else tuple(abs(m - n) + 1 for m, n in zip(s1, s2))
     starts = [(f - n + 1) // 2 for f, n in zip(np.shape(full), out)]  # SciPy's 2-D 'same' rounds up
-    return full[tuple(slice(s, s + n) for s, n in zip(starts, out))]
+    part = full[tuple(slice(s, s + n) for s, n in zip(starts, out))]
+    if mode == "valid" and any(m < n for m, n in zip(s1, s2)):
+        return conj_if_complex(part)  # SciPy swaps the inputs here, and unlike correlate does not conjugate back
+    return part
 
 
 composite_rule(correlate, _correlate)

@@ -11,6 +11,17 @@ reaches them. ``sici``, ``shichi`` and ``fresnel`` have two outputs: their rrule
 frule are written out. ``kolmogorov`` and ``smirnov`` use SciPy's own derivative, which
 has no rule: first derivatives only.
 
+Complex arguments: the functions SciPy computes for complex values that are holomorphic and
+whose partials are right for them (checked against finite differences along real and
+imaginary directions) are flagged ``complex=True``: the error functions, ``ndtr`` and
+``log_ndtr``, ``gamma``, ``rgamma``, ``loggamma``, ``exp1``, ``expi``, ``expm1``, ``log1p``,
+``spence``, ``wrightomega``, ``xlogy``, ``xlog1py``, ``jv``, ``yv``, ``iv``, ``kv``, ``kve``, the
+hypergeometric functions, the orthogonal polynomials SciPy evaluates at complex x, ``sici``,
+``shichi`` and ``fresnel``. The others refuse a complex value: ``ive``, ``jve`` and ``yve``
+scale by ``exp(-|Re z|)`` or ``exp(-|Im z|)`` (not holomorphic), and ``psi``'s partial has no
+complex version (so the second derivatives of ``gamma``, ``rgamma`` and ``loggamma`` refuse
+one too).
+
 ``logsumexp``, ``softmax``, ``log_softmax``, ``polygamma``, ``multigammaln``, ``zeta``
 and ``factorial`` are Python functions that call ``np.asarray`` on their input: their
 rules are in ``scipy_special_python``, which puts primitives in their place.
@@ -51,20 +62,20 @@ scalar_rule(sp.logit, lambda x, y: 1.0 / (x * (1.0 - x)))
 scalar_rule(sp.log_expit, lambda x, y: sp.expit(-x))
 
 # ---- error functions and the normal distribution ----------------------------------------------
-scalar_rule(sp.erf, lambda x, y: (2.0 / _SQRT_PI) * np.exp(-x * x))
-scalar_rule(sp.erfc, lambda x, y: (-2.0 / _SQRT_PI) * np.exp(-x * x))
+scalar_rule(sp.erf, lambda x, y: (2.0 / _SQRT_PI) * np.exp(-x * x), complex=True)
+scalar_rule(sp.erfc, lambda x, y: (-2.0 / _SQRT_PI) * np.exp(-x * x), complex=True)
 scalar_rule(sp.erfinv, lambda x, y: (_SQRT_PI / 2.0) * np.exp(y * y))
 scalar_rule(sp.erfcinv, lambda x, y: (-_SQRT_PI / 2.0) * np.exp(y * y))
-scalar_rule(sp.erfcx, lambda x, y: 2.0 * x * y - 2.0 / _SQRT_PI)
-scalar_rule(sp.erfi, lambda x, y: (2.0 / _SQRT_PI) * np.exp(x * x))
-scalar_rule(sp.dawsn, lambda x, y: 1.0 - 2.0 * x * y)
-scalar_rule(sp.ndtr, lambda x, y: np.exp(-0.5 * x * x) / _SQRT_2PI)
-scalar_rule(sp.log_ndtr, lambda x, y: np.exp(-0.5 * x * x - y) / _SQRT_2PI)
+scalar_rule(sp.erfcx, lambda x, y: 2.0 * x * y - 2.0 / _SQRT_PI, complex=True)
+scalar_rule(sp.erfi, lambda x, y: (2.0 / _SQRT_PI) * np.exp(x * x), complex=True)
+scalar_rule(sp.dawsn, lambda x, y: 1.0 - 2.0 * x * y, complex=True)
+scalar_rule(sp.ndtr, lambda x, y: np.exp(-0.5 * x * x) / _SQRT_2PI, complex=True)
+scalar_rule(sp.log_ndtr, lambda x, y: np.exp(-0.5 * x * x - y) / _SQRT_2PI, complex=True)
 scalar_rule(sp.ndtri, lambda x, y: _SQRT_2PI * np.exp(0.5 * y * y))
 
 # ---- gamma family --------------------------------------------------------------------------------
-scalar_rule(sp.gamma, lambda x, y: y * sp.digamma(x))
-scalar_rule(sp.rgamma, lambda x, y: -y * sp.digamma(x))
+scalar_rule(sp.gamma, lambda x, y: y * sp.digamma(x), complex=True)
+scalar_rule(sp.rgamma, lambda x, y: -y * sp.digamma(x), complex=True)
 scalar_rule(sp.gammaln, lambda x, y: sp.digamma(x))
 scalar_rule(sp.digamma, lambda x, y: _polygamma(1, x))  # sp.psi is the same ufunc
 scalar_rule(hurwitz_zeta, no_derivative("zeta", "s"), lambda s, q, y: -s * hurwitz_zeta(s + 1.0, q))
@@ -144,8 +155,8 @@ scalar_rule(_kolmogorov_partial, _first_order_only("kolmogorov"))
 scalar_rule(_smirnov_partial, _first_order_only("smirnov"), _first_order_only("smirnov"))
 
 # ---- x log y and entropies ---------------------------------------------------------------------------
-scalar_rule(sp.xlogy, lambda x, y, out: np.log(y), lambda x, y, out: x / y)
-scalar_rule(sp.xlog1py, lambda x, y, out: np.log1p(y), lambda x, y, out: x / (1.0 + y))
+scalar_rule(sp.xlogy, lambda x, y, out: np.log(y), lambda x, y, out: x / y, complex=True)
+scalar_rule(sp.xlog1py, lambda x, y, out: np.log1p(y), lambda x, y, out: x / (1.0 + y), complex=True)
 scalar_rule(sp.entr, lambda x, y: -(np.log(x) + 1.0))
 scalar_rule(sp.rel_entr, lambda x, y, out: np.log(x / y) + 1.0, lambda x, y, out: -x / y)
 scalar_rule(sp.kl_div, lambda x, y, out: np.log(x / y), lambda x, y, out: 1.0 - x / y)
@@ -190,8 +201,8 @@ scalar_rule(sp.ellipk, _ellipk_partial)
 scalar_rule(sp.ellipe, _ellipe_partial)
 
 # ---- exponential integrals ---------------------------------------------------------------------------
-scalar_rule(sp.expi, lambda x, y: np.exp(x) / x)
-scalar_rule(sp.exp1, lambda x, y: -np.exp(-x) / x)
+scalar_rule(sp.expi, lambda x, y: np.exp(x) / x, complex=True)
+scalar_rule(sp.exp1, lambda x, y: -np.exp(-x) / x, complex=True)
 
 def _exprel_partial(x, y):
     """(e^x - exprel(x)) / x, by its series near 0, where that difference cancels."""
@@ -204,8 +215,8 @@ def _exprel_partial(x, y):
 _DEGREE = np.pi / 180.0
 scalar_rule(sp.exp2, lambda x, y: y * np.log(2.0))
 scalar_rule(sp.exp10, lambda x, y: y * np.log(10.0))
-scalar_rule(sp.expm1, lambda x, y: y + 1.0)
-scalar_rule(sp.log1p, lambda x, y: 1.0 / (1.0 + x))
+scalar_rule(sp.expm1, lambda x, y: y + 1.0, complex=True)
+scalar_rule(sp.log1p, lambda x, y: 1.0 / (1.0 + x), complex=True)
 scalar_rule(sp.cbrt, lambda x, y: 1.0 / (3.0 * y * y))
 scalar_rule(sp.cosm1, lambda x, y: -np.sin(x))
 scalar_rule(sp.powm1, lambda x, p, y: p * np.power(x, p - 1.0), lambda x, p, y: (y + 1.0) * np.log(x))
@@ -247,13 +258,13 @@ scalar_rule(sp.boxcox1p, lambda x, lmbda, y: np.power(1.0 + x, lmbda - 1.0),
 scalar_rule(sp.inv_boxcox, lambda y, lmbda, x: np.power(x, 1.0 - lmbda), _inv_boxcox_lmbda)
 scalar_rule(sp.inv_boxcox1p, lambda y, lmbda, x: np.power(1.0 + x, 1.0 - lmbda),
             lambda y, lmbda, x: _inv_boxcox_lmbda(y, lmbda, 1.0 + x))
-scalar_rule(sp.loggamma, lambda x, y: sp.digamma(x))  # real x > 0
+scalar_rule(sp.loggamma, lambda x, y: sp.digamma(x), complex=True)  # real x > 0
 scalar_rule(sp.poch, lambda z, m, y: y * (sp.digamma(z + m) - sp.digamma(z)), lambda z, m, y: y * sp.digamma(z + m))
 scalar_rule(sp.expn, no_derivative("expn", "the order n"), lambda n, x, y: -sp.expn(n - 1, x))
-scalar_rule(sp.spence, lambda z, y: np.log(z) / (1.0 - z))
+scalar_rule(sp.spence, lambda z, y: np.log(z) / (1.0 - z), complex=True)
 scalar_rule(sp.ndtri_exp, lambda x, y: _SQRT_2PI * np.exp(x + 0.5 * y * y))
 scalar_rule(sp.exprel, lambda x, y: _exprel_partial(x, y))
-scalar_rule(sp.wrightomega, lambda x, y: y / (1.0 + y))
+scalar_rule(sp.wrightomega, lambda x, y: y / (1.0 + y), complex=True)
 non_differentiable(sp.round)
 
 # ---- Bessel functions (derivatives w.r.t. the argument) ---------------------------------------------------
@@ -269,18 +280,22 @@ scalar_rule(sp.k0, lambda x, y: -sp.k1(x))
 scalar_rule(sp.k1, lambda x, y: -0.5 * (sp.k0(x) + sp.kv(2.0, x)))
 scalar_rule(sp.k0e, lambda x, y: y - sp.k1e(x))
 scalar_rule(sp.k1e, lambda x, y: y - 0.5 * (sp.k0e(x) + sp.kve(2.0, x)))
-scalar_rule(sp.jv, no_derivative("jv", "the order v"), lambda v, z, y: 0.5 * (sp.jv(v - 1, z) - sp.jv(v + 1, z)))
-scalar_rule(sp.yv, no_derivative("yv", "the order v"), lambda v, z, y: 0.5 * (sp.yv(v - 1, z) - sp.yv(v + 1, z)))
+scalar_rule(sp.jv, no_derivative("jv", "the order v"),
+            lambda v, z, y: 0.5 * (sp.jv(v - 1, z) - sp.jv(v + 1, z)), complex=True)
+scalar_rule(sp.yv, no_derivative("yv", "the order v"),
+            lambda v, z, y: 0.5 * (sp.yv(v - 1, z) - sp.yv(v + 1, z)), complex=True)
 scalar_rule(sp.yn, no_derivative("yn", "the order n"), lambda n, z, y: 0.5 * (sp.yv(n - 1, z) - sp.yv(n + 1, z)))
-scalar_rule(sp.iv, no_derivative("iv", "the order v"), lambda v, z, y: 0.5 * (sp.iv(v - 1, z) + sp.iv(v + 1, z)))
+scalar_rule(sp.iv, no_derivative("iv", "the order v"),
+            lambda v, z, y: 0.5 * (sp.iv(v - 1, z) + sp.iv(v + 1, z)), complex=True)
 scalar_rule(sp.ive, no_derivative("ive", "the order v"),
             lambda v, z, y: 0.5 * (sp.ive(v - 1, z) + sp.ive(v + 1, z)) - np.sign(z) * y)
-scalar_rule(sp.kv, no_derivative("kv", "the order v"), lambda v, z, y: -0.5 * (sp.kv(v - 1, z) + sp.kv(v + 1, z)))
+scalar_rule(sp.kv, no_derivative("kv", "the order v"),
+            lambda v, z, y: -0.5 * (sp.kv(v - 1, z) + sp.kv(v + 1, z)), complex=True)
 scalar_rule(sp.kn, no_derivative("kn", "the order n"), lambda n, z, y: -0.5 * (sp.kv(n - 1, z) + sp.kv(n + 1, z)))
 scalar_rule(sp.jve, no_derivative("jve", "the order v"), lambda v, z, y: 0.5 * (sp.jve(v - 1, z) - sp.jve(v + 1, z)))
 scalar_rule(sp.yve, no_derivative("yve", "the order v"), lambda v, z, y: 0.5 * (sp.yve(v - 1, z) - sp.yve(v + 1, z)))
 scalar_rule(sp.kve, no_derivative("kve", "the order v"),
-            lambda v, z, y: y - 0.5 * (sp.kve(v - 1, z) + sp.kve(v + 1, z)))
+            lambda v, z, y: y - 0.5 * (sp.kve(v - 1, z) + sp.kve(v + 1, z)), complex=True)
 
 
 # ---- sine, cosine and Fresnel integrals: two outputs ---------------------------------------------------
@@ -294,7 +309,7 @@ def _by_x(f, x, c2):
 
 def _two_outputs(ufunc, d0, d1):
     """The rrule and frule of ``ufunc`` of one input and two outputs, whose derivatives are
-    ``d0(x)`` and ``d1(x)``."""
+    ``d0(x)`` and ``d1(x)`` (holomorphic: the pullback multiplies by their conjugates)."""
     def pair_rrule(x, **kwargs):
         def pair_pullback(g):
             gx = ZeroTangent()
@@ -302,7 +317,8 @@ def _two_outputs(ufunc, d0, d1):
                 # an unused output's cotangent, constant zeros, is skipped: its derivative can
                 # be infinite where the other's is not (Ci at 0)
                 if not (is_zero(gi) or isinstance(gi, (np.ndarray, np.generic, float)) and not np.any(gi)):
-                    gx = gx + gi * d(x)
+                    dx = d(x)
+                    gx = gx + gi * (np.conjugate(dx) if np.iscomplexobj(dx) else dx)
             return NoTangent(), gx
 
         return ufunc(x, **kwargs), pair_pullback
@@ -313,8 +329,8 @@ def _two_outputs(ufunc, d0, d1):
             return ufunc(x, **kwargs), (ZeroTangent(), ZeroTangent())
         return ufunc(x, **kwargs), (dx * d0(x), dx * d1(x))
 
-    rrule.register(ufunc)(pair_rrule)
-    frule.register(ufunc)(pair_frule)
+    rrule.register(ufunc, complex=True)(pair_rrule)
+    frule.register(ufunc, complex=True)(pair_frule)
 
 
 _two_outputs(sp.sici, lambda x: _by_x(np.sin, x, -1.0 / 6.0), lambda x: np.cos(x) / x)
@@ -323,11 +339,11 @@ _two_outputs(sp.fresnel, lambda x: np.sin(0.5 * np.pi * x * x), lambda x: np.cos
 
 
 # ---- hypergeometric functions (w.r.t. z) ------------------------------------------------------------------
-scalar_rule(sp.hyp0f1, no_derivative("hyp0f1", "b"), lambda b, z, y: sp.hyp0f1(b + 1.0, z) / b)
+scalar_rule(sp.hyp0f1, no_derivative("hyp0f1", "b"), lambda b, z, y: sp.hyp0f1(b + 1.0, z) / b, complex=True)
 scalar_rule(sp.hyp1f1, no_derivative("hyp1f1", "a"), no_derivative("hyp1f1", "b"),
-            lambda a, b, z, y: a / b * sp.hyp1f1(a + 1.0, b + 1.0, z))
+            lambda a, b, z, y: a / b * sp.hyp1f1(a + 1.0, b + 1.0, z), complex=True)
 scalar_rule(sp.hyp2f1, no_derivative("hyp2f1", "a"), no_derivative("hyp2f1", "b"), no_derivative("hyp2f1", "c"),
-            lambda a, b, c, z, y: a * b / c * sp.hyp2f1(a + 1.0, b + 1.0, c + 1.0, z))
+            lambda a, b, c, z, y: a * b / c * sp.hyp2f1(a + 1.0, b + 1.0, c + 1.0, z), complex=True)
 
 
 # ---- orthogonal polynomials (w.r.t. x) ----------------------------------------------------------------------
@@ -348,30 +364,31 @@ def _degree(function):
     return no_derivative(function, "the degree n")
 
 
-scalar_rule(sp.eval_chebyt, _degree("eval_chebyt"), lambda n, x, y: n * sp.eval_chebyu(_below(n), x))
+scalar_rule(sp.eval_chebyt, _degree("eval_chebyt"), lambda n, x, y: n * sp.eval_chebyu(_below(n), x), complex=True)
 scalar_rule(sp.eval_chebyu, _degree("eval_chebyu"),
-            lambda n, x, y: 2.0 * _positive(n) * sp.eval_gegenbauer(_below(n), 2.0, x))
-scalar_rule(sp.eval_chebyc, _degree("eval_chebyc"), lambda n, x, y: n * sp.eval_chebys(_below(n), x))
+            lambda n, x, y: 2.0 * _positive(n) * sp.eval_gegenbauer(_below(n), 2.0, x), complex=True)
+scalar_rule(sp.eval_chebyc, _degree("eval_chebyc"), lambda n, x, y: n * sp.eval_chebys(_below(n), x), complex=True)
 scalar_rule(sp.eval_chebys, _degree("eval_chebys"),
-            lambda n, x, y: _positive(n) * sp.eval_gegenbauer(_below(n), 2.0, 0.5 * x))
+            lambda n, x, y: _positive(n) * sp.eval_gegenbauer(_below(n), 2.0, 0.5 * x), complex=True)
 scalar_rule(sp.eval_sh_chebyt, _degree("eval_sh_chebyt"),
-            lambda n, x, y: 2.0 * n * sp.eval_chebyu(_below(n), 2.0 * x - 1.0))
+            lambda n, x, y: 2.0 * n * sp.eval_chebyu(_below(n), 2.0 * x - 1.0), complex=True)
 scalar_rule(sp.eval_sh_chebyu, _degree("eval_sh_chebyu"),
-            lambda n, x, y: 4.0 * _positive(n) * sp.eval_gegenbauer(_below(n), 2.0, 2.0 * x - 1.0))
+            lambda n, x, y: 4.0 * _positive(n) * sp.eval_gegenbauer(_below(n), 2.0, 2.0 * x - 1.0), complex=True)
 scalar_rule(sp.eval_legendre, _degree("eval_legendre"),
-            lambda n, x, y: _positive(n) * sp.eval_gegenbauer(_below(n), 1.5, x))
+            lambda n, x, y: _positive(n) * sp.eval_gegenbauer(_below(n), 1.5, x), complex=True)
 scalar_rule(sp.eval_sh_legendre, _degree("eval_sh_legendre"),
-            lambda n, x, y: 2.0 * _positive(n) * sp.eval_gegenbauer(_below(n), 1.5, 2.0 * x - 1.0))
+            lambda n, x, y: 2.0 * _positive(n) * sp.eval_gegenbauer(_below(n), 1.5, 2.0 * x - 1.0), complex=True)
 scalar_rule(sp.eval_hermite, _degree("eval_hermite"), lambda n, x, y: 2.0 * n * sp.eval_hermite(_below(n), x))
 scalar_rule(sp.eval_hermitenorm, _degree("eval_hermitenorm"),
             lambda n, x, y: n * sp.eval_hermitenorm(_below(n), x))
 scalar_rule(sp.eval_laguerre, _degree("eval_laguerre"),
-            lambda n, x, y: -_positive(n) * sp.eval_genlaguerre(_below(n), 1.0, x))
+            lambda n, x, y: -_positive(n) * sp.eval_genlaguerre(_below(n), 1.0, x), complex=True)
 scalar_rule(sp.eval_genlaguerre, _degree("eval_genlaguerre"), no_derivative("eval_genlaguerre", "alpha"),
-            lambda n, alpha, x, y: -_positive(n) * sp.eval_genlaguerre(_below(n), alpha + 1.0, x))
+            lambda n, alpha, x, y: -_positive(n) * sp.eval_genlaguerre(_below(n), alpha + 1.0, x), complex=True)
 scalar_rule(sp.eval_gegenbauer, _degree("eval_gegenbauer"), no_derivative("eval_gegenbauer", "alpha"),
-            lambda n, alpha, x, y: 2.0 * alpha * _positive(n) * sp.eval_gegenbauer(_below(n), alpha + 1.0, x))
+            lambda n, alpha, x, y: 2.0 * alpha * _positive(n) * sp.eval_gegenbauer(_below(n), alpha + 1.0, x),
+            complex=True)
 scalar_rule(sp.eval_jacobi, _degree("eval_jacobi"), no_derivative("eval_jacobi", "alpha"),
             no_derivative("eval_jacobi", "beta"),
             lambda n, alpha, beta, x, y: (0.5 * (n + alpha + beta + 1.0) * _positive(n)
-                                          * sp.eval_jacobi(_below(n), alpha + 1.0, beta + 1.0, x)))
+                                          * sp.eval_jacobi(_below(n), alpha + 1.0, beta + 1.0, x)), complex=True)

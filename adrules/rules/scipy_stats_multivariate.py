@@ -24,7 +24,7 @@ import scipy.stats as st
 from scipy.stats import _multivariate
 
 from ..callables import has_traced
-from ..registry import frule, rrule
+from ..registry import ComplexRuleError, frule, rrule
 from .._state import STATE
 from ..tangents import NoTangent, Thunk, ZeroTangent, is_zero
 from ._compose import composite_rule
@@ -203,6 +203,10 @@ for _prim, _make, _primal, _density in [
 
 def _mvn_entropy(mean=None, cov=1):
     """Half the log determinant of 2 pi e cov, for the matrix SciPy reads."""
+    if np.iscomplexobj(cov):
+        raise ComplexRuleError(
+            "scipy.stats.multivariate_normal.entropy: a complex cov reached its rule; SciPy reads "
+            "only its real part (a real distribution): pass np.real(cov).")
     d = _dimension(mean, cov)
     return 0.5 * (d * np.log(2.0 * np.pi * np.e) + np.linalg.slogdet(_full_cov(cov, d))[1])
 

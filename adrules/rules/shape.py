@@ -7,6 +7,10 @@ only NumPy functions that have rules themselves, so they are traced again for
 higher derivatives.
 
 Rules follow the convention of ``_utils.py`` for optional trailing arguments.
+
+Moving elements is linear with real coefficients, so every rule here is right for
+complex values as it stands (``complex=True``): nothing to conjugate. A real array joined
+with a complex one gets the real part of its cotangent (projection).
 """
 
 import numpy as np
@@ -131,7 +135,7 @@ def _atleast_shape(shape, nd):
 
 
 # ---- views: reshape, ravel, transpose, axes ----------------------------------------
-@numpy_rrule(np.reshape)
+@numpy_rrule(np.reshape, complex=True)
 def reshape_rrule(a, shape=None, order="C", **kwargs):
     _check_order("numpy.reshape", order)
     y = np.reshape(a, shape, order=order, **kwargs)
@@ -142,12 +146,12 @@ def reshape_rrule(a, shape=None, order="C", **kwargs):
     return y, reshape_pullback
 
 
-@numpy_frule(np.reshape)
+@numpy_frule(np.reshape, complex=True)
 def reshape_frule(tangents, a, shape=None, order="C", **kwargs):
     return np.reshape(a, shape, order=order, **kwargs), np.reshape(tangents[1], shape, order=order)
 
 
-@numpy_rrule(np.ravel)
+@numpy_rrule(np.ravel, complex=True)
 def ravel_rrule(a, order="C"):
     _check_order("numpy.ravel", order)
 
@@ -157,12 +161,12 @@ def ravel_rrule(a, order="C"):
     return np.ravel(a, order), ravel_pullback
 
 
-@numpy_frule(np.ravel)
+@numpy_frule(np.ravel, complex=True)
 def ravel_frule(tangents, a, order="C"):
     return np.ravel(a, order), np.ravel(tangents[1], order)
 
 
-@numpy_rrule(np.transpose)
+@numpy_rrule(np.transpose, complex=True)
 def transpose_rrule(a, axes=None):
     inverse = None if axes is None else tuple(np.argsort([ax % np.ndim(a) for ax in axes]).tolist())
 
@@ -172,12 +176,12 @@ def transpose_rrule(a, axes=None):
     return np.transpose(a, axes), transpose_pullback
 
 
-@numpy_frule(np.transpose)
+@numpy_frule(np.transpose, complex=True)
 def transpose_frule(tangents, a, axes=None):
     return np.transpose(a, axes), np.transpose(tangents[1], axes)
 
 
-@numpy_rrule(np.swapaxes)
+@numpy_rrule(np.swapaxes, complex=True)
 def swapaxes_rrule(a, axis1, axis2):
     def swapaxes_pullback(g):
         return NoTangent(), np.swapaxes(g, axis1, axis2)
@@ -185,12 +189,12 @@ def swapaxes_rrule(a, axis1, axis2):
     return np.swapaxes(a, axis1, axis2), swapaxes_pullback
 
 
-@numpy_frule(np.swapaxes)
+@numpy_frule(np.swapaxes, complex=True)
 def swapaxes_frule(tangents, a, axis1, axis2):
     return np.swapaxes(a, axis1, axis2), np.swapaxes(tangents[1], axis1, axis2)
 
 
-@numpy_rrule(np.moveaxis)
+@numpy_rrule(np.moveaxis, complex=True)
 def moveaxis_rrule(a, source, destination):
     def moveaxis_pullback(g):
         return NoTangent(), np.moveaxis(g, destination, source)
@@ -198,12 +202,12 @@ def moveaxis_rrule(a, source, destination):
     return np.moveaxis(a, source, destination), moveaxis_pullback
 
 
-@numpy_frule(np.moveaxis)
+@numpy_frule(np.moveaxis, complex=True)
 def moveaxis_frule(tangents, a, source, destination):
     return np.moveaxis(a, source, destination), np.moveaxis(tangents[1], source, destination)
 
 
-@numpy_rrule(np.expand_dims)
+@numpy_rrule(np.expand_dims, complex=True)
 def expand_dims_rrule(a, axis):
     def expand_dims_pullback(g):
         return NoTangent(), np.reshape(g, np.shape(a))
@@ -211,12 +215,12 @@ def expand_dims_rrule(a, axis):
     return np.expand_dims(a, axis), expand_dims_pullback
 
 
-@numpy_frule(np.expand_dims)
+@numpy_frule(np.expand_dims, complex=True)
 def expand_dims_frule(tangents, a, axis):
     return np.expand_dims(a, axis), np.expand_dims(tangents[1], axis)
 
 
-@numpy_rrule(np.squeeze)
+@numpy_rrule(np.squeeze, complex=True)
 def squeeze_rrule(a, axis=None):
     def squeeze_pullback(g):
         return NoTangent(), np.reshape(g, np.shape(a))
@@ -224,12 +228,12 @@ def squeeze_rrule(a, axis=None):
     return np.squeeze(a, axis), squeeze_pullback
 
 
-@numpy_frule(np.squeeze)
+@numpy_frule(np.squeeze, complex=True)
 def squeeze_frule(tangents, a, axis=None):
     return np.squeeze(a, axis), np.squeeze(tangents[1], axis)
 
 
-@numpy_rrule(np.broadcast_to)
+@numpy_rrule(np.broadcast_to, complex=True)
 def broadcast_to_rrule(array, shape, subok=False):
     def broadcast_to_pullback(g):
         return NoTangent(), unbroadcast(g, np.shape(array))
@@ -237,13 +241,13 @@ def broadcast_to_rrule(array, shape, subok=False):
     return np.broadcast_to(array, shape, subok), broadcast_to_pullback
 
 
-@numpy_frule(np.broadcast_to)
+@numpy_frule(np.broadcast_to, complex=True)
 def broadcast_to_frule(tangents, array, shape, subok=False):
     return np.broadcast_to(array, shape, subok), np.broadcast_to(tangents[1], shape)
 
 
 def _register_atleast(f, nd):
-    @numpy_rrule(f)
+    @numpy_rrule(f, complex=True)
     def atleast_rrule(*arys):
         y = f(*arys)
 
@@ -253,7 +257,7 @@ def _register_atleast(f, nd):
 
         return y, atleast_pullback
 
-    @numpy_frule(f)
+    @numpy_frule(f, complex=True)
     def atleast_frule(tangents, *arys):
         dys = [np.reshape(dense(dx, a), _atleast_shape(np.shape(a), nd)) for dx, a in zip(tangents[1:], arys)]
         return f(*arys), dys[0] if len(arys) == 1 else tuple(dys)
@@ -265,7 +269,7 @@ _register_atleast(np.atleast_3d, 3)
 
 
 # ---- joins: concatenate, stack and friends -------------------------------------------
-@numpy_rrule(np.concatenate)
+@numpy_rrule(np.concatenate, complex=True)
 def concatenate_rrule(arrays, axis=0, out=None, **kwargs):
     shapes = [np.shape(a) for a in arrays]
 
@@ -275,12 +279,12 @@ def concatenate_rrule(arrays, axis=0, out=None, **kwargs):
     return np.concatenate(arrays, axis, **kwargs), concatenate_pullback
 
 
-@numpy_frule(np.concatenate)
+@numpy_frule(np.concatenate, complex=True)
 def concatenate_frule(tangents, arrays, axis=0, out=None, **kwargs):
     return np.concatenate(arrays, axis, **kwargs), np.concatenate(_dense_all(tangents[1], arrays), axis)
 
 
-@numpy_rrule(np.stack)
+@numpy_rrule(np.stack, complex=True)
 def stack_rrule(arrays, axis=0, out=None, **kwargs):
     n = len(arrays)
 
@@ -290,7 +294,7 @@ def stack_rrule(arrays, axis=0, out=None, **kwargs):
     return np.stack(arrays, axis, **kwargs), stack_pullback
 
 
-@numpy_frule(np.stack)
+@numpy_frule(np.stack, complex=True)
 def stack_frule(tangents, arrays, axis=0, out=None, **kwargs):
     return np.stack(arrays, axis, **kwargs), np.stack(_dense_all(tangents[1], arrays), axis)
 
@@ -304,7 +308,7 @@ def _register_join(f, nd, axis_for):
             return (shape[0] if shape else 1, 1)
         return _atleast_shape(shape, abs(nd))
 
-    @numpy_rrule(f)
+    @numpy_rrule(f, complex=True)
     def join_rrule(tup, **kwargs):
         shapes = [np.shape(a) for a in tup]
         joined = [promoted(s) for s in shapes]
@@ -314,7 +318,7 @@ def _register_join(f, nd, axis_for):
 
         return f(tup, **kwargs), join_pullback
 
-    @numpy_frule(f)
+    @numpy_frule(f, complex=True)
     def join_frule(tangents, tup, **kwargs):
         return f(tup, **kwargs), f(_dense_all(tangents[1], tup))
 
@@ -327,7 +331,7 @@ _register_join(np.column_stack, -2, lambda shape: 1)
 
 # ---- splits (multiple outputs: the pullback gets one cotangent per piece) ------------
 def _register_split(f, axis_for):
-    @numpy_rrule(f)
+    @numpy_rrule(f, complex=True)
     def split_rrule(ary, indices_or_sections, *args, **kwargs):
         axis = axis_for(np.ndim(ary), *args, **kwargs)
 
@@ -336,7 +340,7 @@ def _register_split(f, axis_for):
 
         return f(ary, indices_or_sections, *args, **kwargs), split_pullback
 
-    @numpy_frule(f)
+    @numpy_frule(f, complex=True)
     def split_frule(tangents, ary, indices_or_sections, *args, **kwargs):
         dys = f(tangents[1], indices_or_sections, *args, **kwargs)
         return f(ary, indices_or_sections, *args, **kwargs), dys
@@ -350,7 +354,7 @@ _register_split(np.dsplit, lambda ndim: 2)
 
 
 # ---- copies: tile, repeat ------------------------------------------------------------
-@numpy_rrule(np.tile)
+@numpy_rrule(np.tile, complex=True)
 def tile_rrule(A, reps):
     full_reps, shape = _tile_reps(A, reps)
 
@@ -360,12 +364,12 @@ def tile_rrule(A, reps):
     return np.tile(A, reps), tile_pullback
 
 
-@numpy_frule(np.tile)
+@numpy_frule(np.tile, complex=True)
 def tile_frule(tangents, A, reps):
     return np.tile(A, reps), np.tile(tangents[1], reps)
 
 
-@numpy_rrule(np.repeat)
+@numpy_rrule(np.repeat, complex=True)
 def repeat_rrule(a, repeats, axis=None):
     counts = _repeat_counts(a, repeats, axis)
 
@@ -375,12 +379,12 @@ def repeat_rrule(a, repeats, axis=None):
     return np.repeat(a, repeats, axis), repeat_pullback
 
 
-@numpy_frule(np.repeat)
+@numpy_frule(np.repeat, complex=True)
 def repeat_frule(tangents, a, repeats, axis=None):
     return np.repeat(a, repeats, axis), np.repeat(tangents[1], repeats, axis)
 
 
-@numpy_rrule(_sum_runs)
+@numpy_rrule(_sum_runs, complex=True)
 def sum_runs_rrule(g, counts, axis):
     def sum_runs_pullback(h):
         return NoTangent(), np.repeat(h, counts, axis)
@@ -388,13 +392,13 @@ def sum_runs_rrule(g, counts, axis):
     return _sum_runs(g, counts, axis), sum_runs_pullback
 
 
-@numpy_frule(_sum_runs)
+@numpy_frule(_sum_runs, complex=True)
 def sum_runs_frule(tangents, g, counts, axis):
     return _sum_runs(g, counts, axis), _sum_runs(tangents[1], counts, axis)
 
 
 # ---- reordering: flip, roll -------------------------------------------------------------
-@numpy_rrule(np.flip)
+@numpy_rrule(np.flip, complex=True)
 def flip_rrule(m, axis=None):
     def flip_pullback(g):
         return NoTangent(), np.flip(g, axis)
@@ -402,7 +406,7 @@ def flip_rrule(m, axis=None):
     return np.flip(m, axis), flip_pullback
 
 
-@numpy_frule(np.flip)
+@numpy_frule(np.flip, complex=True)
 def flip_frule(tangents, m, axis=None):
     return np.flip(m, axis), np.flip(tangents[1], axis)
 
@@ -410,14 +414,14 @@ def flip_frule(tangents, m, axis=None):
 def _register_self_adjoint(f):
     """Rules for a linear ``f(x)`` that is its own adjoint (a flip, a triangle mask)."""
 
-    @numpy_rrule(f)
+    @numpy_rrule(f, complex=True)
     def self_adjoint_rrule(m, *args, **kwargs):
         def self_adjoint_pullback(g):
             return NoTangent(), f(g, *args, **kwargs)
 
         return f(m, *args, **kwargs), self_adjoint_pullback
 
-    @numpy_frule(f)
+    @numpy_frule(f, complex=True)
     def self_adjoint_frule(tangents, m, *args, **kwargs):
         return f(m, *args, **kwargs), f(tangents[1], *args, **kwargs)
 
@@ -426,7 +430,7 @@ _register_self_adjoint(np.fliplr)
 _register_self_adjoint(np.flipud)
 
 
-@numpy_rrule(np.roll)
+@numpy_rrule(np.roll, complex=True)
 def roll_rrule(a, shift, axis=None):
     def roll_pullback(g):
         return NoTangent(), np.roll(g, _negated(shift), axis)
@@ -434,7 +438,7 @@ def roll_rrule(a, shift, axis=None):
     return np.roll(a, shift, axis), roll_pullback
 
 
-@numpy_frule(np.roll)
+@numpy_frule(np.roll, complex=True)
 def roll_frule(tangents, a, shift, axis=None):
     return np.roll(a, shift, axis), np.roll(tangents[1], shift, axis)
 
@@ -448,7 +452,7 @@ def _check_pad_mode(mode):
             f"other modes from np.concatenate and np.flip of slices, which are differentiable.")
 
 
-@numpy_rrule(np.pad)
+@numpy_rrule(np.pad, complex=True)
 def pad_rrule(array, pad_width, mode="constant", **kwargs):
     _check_pad_mode(mode)
     widths = _pad_pairs(pad_width, np.ndim(array))
@@ -459,14 +463,14 @@ def pad_rrule(array, pad_width, mode="constant", **kwargs):
     return np.pad(array, pad_width, mode, **kwargs), pad_pullback
 
 
-@numpy_frule(np.pad)
+@numpy_frule(np.pad, complex=True)
 def pad_frule(tangents, array, pad_width, mode="constant", **kwargs):
     _check_pad_mode(mode)
     return np.pad(array, pad_width, mode, **kwargs), np.pad(tangents[1], pad_width)
 
 
 # ---- diagonals and triangles ---------------------------------------------------------------
-@numpy_rrule(np.diag)
+@numpy_rrule(np.diag, complex=True)
 def diag_rrule(v, k=0):
     shape = np.shape(v)
 
@@ -476,7 +480,7 @@ def diag_rrule(v, k=0):
     return np.diag(v, k), diag_pullback
 
 
-@numpy_frule(np.diag)
+@numpy_frule(np.diag, complex=True)
 def diag_frule(tangents, v, k=0):
     return np.diag(v, k), np.diag(tangents[1], k)
 

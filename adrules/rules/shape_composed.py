@@ -7,6 +7,10 @@
 rules (flip, transpose, concatenate, take...), registered with ``composite_rule``.
 The extra ``pad`` modes extend the existing ``pad`` rule: each is one ``np.take`` along
 each axis with the index map the mode describes.
+
+Complex values go through the rules each implementation calls (each checks itself); where
+NumPy treats them apart (``geomspace`` rotates ``start`` onto the positive reals, ``insert``
+casts values to the array's dtype), the implementation does the same.
 """
 
 import numpy as np
@@ -95,8 +99,14 @@ def full_like(a, fill_value, dtype=None, order="K", subok=True, shape=None, **kw
 
 
 def geomspace(start, stop, num=50, endpoint=True, dtype=None, axis=0):
-    sign = np.sign(start)  # NumPy's geomspace keeps the sign of start (start and stop share it)
-    y = sign * np.exp(linspace(np.log(np.abs(start)), np.log(np.abs(stop)), num, endpoint, axis=axis))
+    if np.iscomplexobj(start) or np.iscomplexobj(stop):
+        # NumPy turns start onto the positive real axis, takes the principal logs, turns back;
+        # start's direction moves with start, so it is computed from it (np.sign has no derivative)
+        sign = start / np.abs(start)
+        lo, hi = np.log(np.abs(start)), np.log(stop / sign)
+    else:  # start and stop share their sign
+        sign, lo, hi = np.sign(start), np.log(np.abs(start)), np.log(np.abs(stop))
+    y = sign * np.exp(linspace(lo, hi, num, endpoint, axis=axis))
     return y if dtype is None else ops.astype(y, dtype)
 
 
@@ -136,6 +146,8 @@ def insert(arr, obj, values, axis=None):
     # (values broadcast and moved the way NumPy moves them); -1 marks the other source
     if axis is None:
         arr, axis = np.ravel(arr), 0
+    if np.iscomplexobj(values) and not np.iscomplexobj(arr):  # NumPy casts values to arr's dtype
+        values = ops.astype(np.real(values), np.result_type(arr))
     from_arr = np.insert(np.reshape(np.arange(np.size(arr)), np.shape(arr)), obj, np.full(np.shape(values), -1), axis)
     from_values = np.insert(np.full(np.shape(arr), -1), obj,
                             np.reshape(np.arange(np.size(values)), np.shape(values)), axis)

@@ -8,7 +8,12 @@ differentiable: ``interp`` w.r.t. ``x``, ``xp`` and ``fp``, ``gradient`` and
 ``polyadd``, ``polysub``, ``polymul``, ``polyder``, ``polyint``, ``vander``, ``poly``,
 ``polyfit``) are 1-d coefficient arrays, highest power first. ``polyfit`` is NumPy's
 algorithm with the least-squares solve through ``pinv`` (at constant rank), w.r.t. ``x``,
-``y`` and ``w``; ``poly`` multiplies out real roots.
+``y`` and ``w``; ``poly`` multiplies out the roots.
+
+``np.convolve`` has a rule of its own: bilinear, its pullback is NumPy's ``correlate`` (which
+conjugates its second argument: right for complex values too) and its frule two convolutions;
+``correlate`` is written with it. Complex values go wherever the rules traced through take
+them (each refuses them otherwise).
 """
 
 import warnings
@@ -16,7 +21,11 @@ import warnings
 import numpy as np
 
 from .. import ops
+from ..registry import frule, primitive, rrule
+from ..tracer import primal_value
+from ..tangents import NoTangent, Thunk, ZeroTangent, is_zero
 from ._compose import composite_rule
+from ._utils import numpy_frule, numpy_rrule, tangent_at
 
 _NOVALUE = getattr(np, "_NoValue", None)  # NumPy's "argument not given" marker
 
@@ -132,6 +141,9 @@ def trapezoid(y, x=None, dx=1.0, axis=-1):
 
 # ---- interpolation --------------------------------------------------------------------------------
 def interp(x, xp, fp, left=None, right=None, period=None):
+    if np.iscomplexobj(x) or np.iscomplexobj(xp):  # as NumPy: only fp (and left, right) may be complex
+        raise TypeError("numpy.interp: x and xp must be real (Cannot cast array data from complex to "
+                        "float64); interpolate np.real(x) or the real and imaginary parts separately.")
     if period is not None:
         raise NotImplementedError(
             "numpy.interp(..., period=...) has no derivative rule; map x into one period "
@@ -148,36 +160,92 @@ def interp(x, xp, fp, left=None, right=None, period=None):
 
 
 # ---- convolution ------------------------------------------------------------------------------------
-def _convolve_full(a, v):
-    """``sum_i a[i] v[k - i]`` as a (Toeplitz matrix of v) @ a product."""
-    n, m = np.shape(a)[0], np.shape(v)[0]
-    k, i = np.arange(n + m - 1)[:, None], np.arange(n)[None, :]
-    inside = (k - i >= 0) & (k - i < m)
-    padded = np.concatenate([v, np.zeros(1, dtype=_float_dtype(v))])
-    return padded[np.where(inside, k - i, m)] @ a
+def _length(a):
+    return np.shape(a)[0] if np.ndim(a) else 1  # NumPy takes a number as a 1-element signal
 
 
-def _mode_slice(full, n, m, mode):
+def _mode_start(n, m, mode):
+    """Where ``mode``'s part of the full convolution of lengths ``n`` and ``m`` begins."""
     if mode in ("full", 2):
-        return full
+        return 0
     if mode in ("same", 1):
-        start = (min(n, m) - 1) // 2
-        return full[start:start + max(n, m)]
+        return (min(n, m) - 1) // 2
     if mode in ("valid", 0):
-        return full[min(n, m) - 1:max(n, m)]
+        return min(n, m) - 1
     raise ValueError(f"numpy.convolve: mode must be 'full', 'same' or 'valid', got {mode!r}")
 
 
-def convolve(a, v, mode="full"):
-    n, m = np.shape(a)[0], np.shape(v)[0]
-    return _mode_slice(_convolve_full(a, v), n, m, mode)
+def conj_if_complex(x):
+    """conj(x) for a complex x; a real x as it is (np.conjugate would copy it).
+
+    >>> conj_if_complex(np.array([1 + 2j])), conj_if_complex(1.5)
+    (array([1.-2.j]), 1.5)
+    """
+    return np.conjugate(x) if np.iscomplexobj(x) else x
+
+
+@primitive
+def embed(x, shape, starts):
+    """``x`` placed at ``starts`` in zeros of ``shape``: the cotangent of a part of the full
+    convolution as one of the whole (the adjoint of taking the part).
+
+    >>> embed(np.array([1.0, 2.0]), (4,), (1,))
+    array([0., 1., 2., 0.])
+    """
+    return np.pad(x, [(s, n - s - k) for s, n, k in zip(starts, shape, np.shape(x))])
+
+
+@rrule.register(embed, complex=True)
+def embed_rrule(x, shape, starts):
+    part = tuple(slice(s, s + k) for s, k in zip(starts, np.shape(x)))
+
+    def embed_pullback(g):
+        return NoTangent(), g[part], NoTangent(), NoTangent()
+
+    return embed(x, shape, starts), embed_pullback
+
+
+@frule.register(embed, complex=True)
+def embed_frule(tangents, x, shape, starts):
+    dx = tangents[1]
+    return embed(x, shape, starts), (dx if is_zero(dx) else embed(dx, shape, starts))
+
+
+@numpy_rrule(np.convolve, complex=True)
+def convolve_rrule(a, v, mode="full"):
+    """y[k] = sum_i a[i] v[k - i], from ``mode``'s start in the full convolution. Its adjoint
+    in a is sum_k conj(v[k - i]) ȳ[k]: NumPy's correlate, which conjugates its second argument,
+    of ȳ (zero-padded to the full length) with v."""
+    y = np.convolve(a, v, mode)
+    n, m = _length(a), _length(v)
+    s = _mode_start(n, m, mode)
+    a, v = (np.reshape(x, (1,)) if np.ndim(x) == 0 else x for x in (a, v))  # correlate takes 1-d only
+
+    def convolve_pullback(g):
+        if np.shape(g)[0] != n + m - 1:
+            g = embed(g, (n + m - 1,), (s,))
+        return (NoTangent(), Thunk(lambda: np.correlate(g, v, "valid")),
+                Thunk(lambda: np.correlate(g, a, "valid")))
+
+    return y, convolve_pullback
+
+
+@numpy_frule(np.convolve, complex=True)
+def convolve_frule(tangents, a, v, mode="full"):
+    y = np.convolve(a, v, mode)
+    da, dv = tangent_at(tangents, 0), tangent_at(tangents, 1)
+    dy = ZeroTangent() if is_zero(da) else np.convolve(da, v, mode)
+    if not is_zero(dv):
+        dy = dy + np.convolve(a, dv, mode)
+    return y, dy
 
 
 def correlate(a, v, mode="valid"):
-    n, m = np.shape(a)[0], np.shape(v)[0]
-    if n < m:  # NumPy correlates the longer against the shorter, then reverses
-        return _mode_slice(_convolve_full(v, a[::-1]), m, n, mode)[::-1]
-    return _mode_slice(_convolve_full(a, v[::-1]), n, m, mode)
+    """sum_n a[n + k] conj(v[n]), as NumPy defines it for either order of lengths."""
+    v = conj_if_complex(v)
+    if _length(a) < _length(v):  # NumPy correlates the longer against the shorter, then reverses
+        return np.convolve(v, a[::-1], mode)[::-1]
+    return np.convolve(a, v[::-1], mode)
 
 
 # ---- cross products -----------------------------------------------------------------------------------
@@ -220,7 +288,7 @@ def polysub(a1, a2):
 
 
 def polymul(a1, a2):
-    return convolve(a1, a2)
+    return np.convolve(a1, a2)
 
 
 def polyder(p, m=1):
@@ -262,6 +330,10 @@ def poly(seq_of_zeros):
     a = np.ones(1, dtype)
     for i in range(shape[0]):  # a times (x - root): NumPy's convolve with [1, -root]
         a = np.concatenate([a, zero]) - roots[i] * np.concatenate([zero, a])
+    if dtype.kind == "c":  # as NumPy: real coefficients when the roots come in conjugate pairs
+        values = np.asarray(primal_value(roots))
+        if np.all(np.sort(values) == np.sort(np.conjugate(values))):
+            a = np.real(a)
     return a
 
 
@@ -309,7 +381,6 @@ composite_rule(np.ediff1d, ediff1d)
 composite_rule(np.gradient, gradient)
 composite_rule(getattr(np, "trapezoid", None) or getattr(np, "trapz"), trapezoid)  # trapz before NumPy 2.0
 composite_rule(np.interp, interp)
-composite_rule(np.convolve, convolve)
 composite_rule(np.correlate, correlate)
 composite_rule(np.cross, cross)
 composite_rule(np.polyval, polyval)

@@ -9,6 +9,10 @@ calls that have rules, registered with ``composite_rule``.
 
 Zero spread: ``nanstd`` of a constant lane has derivative 0 (the minimum-norm
 subgradient of the convex function std), the same in both modes, like ``np.std``.
+
+Complex values: ``nanvar``/``nanstd`` are real (``|z - mean|**2``) and ``cov`` is
+``X X^H``, as NumPy's; the order statistics and ``ptp`` compare, and refuse complex values
+through the rules they are made of (``sort``, ``max``).
 """
 
 import numpy as np
@@ -120,7 +124,10 @@ def cov(m, y=None, rowvar=True, bias=False, ddof=None, fweights=None, aweights=N
         x = np.concatenate([x, _variables_as_rows(y, rowvar)], 0)
     ddof = (0 if bias else 1) if ddof is None else ddof
     centred = x - np.mean(x, 1, keepdims=True)
-    return np.squeeze(centred @ np.transpose(centred) / (np.shape(x)[1] - ddof))
+    other = np.transpose(centred)
+    if np.iscomplexobj(centred):  # NumPy's X X^H
+        other = np.conjugate(other)
+    return np.squeeze(centred @ other / (np.shape(x)[1] - ddof))
 
 
 def corrcoef(x, y=None, rowvar=True, *, dtype=None):
@@ -165,7 +172,8 @@ def nanvar(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, **kwargs)
     present = ~np.isnan(a)
     count = np.sum(present, axis, keepdims=True)
     centred = np.where(present, a - np.nansum(a, axis, keepdims=True) / count, 0.0)
-    var = np.sum(centred * centred, axis, keepdims=True) / (count - ddof)
+    squares = np.real(centred * np.conjugate(centred)) if np.iscomplexobj(centred) else centred * centred
+    var = np.sum(squares, axis, keepdims=True) / (count - ddof)
     return var if keepdims else np.reshape(var, np.shape(np.nansum(present, axis)))
 
 
