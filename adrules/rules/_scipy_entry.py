@@ -19,7 +19,9 @@ an entry point in SciPy's place:
   and calls the primitive; otherwise SciPy's method runs, unchanged. On the class, not
   the object ``st.norm``: a frozen distribution (``st.norm(0.0, 2.0)``) makes a new object
   of the class; classes deriving from it (``erlang_gen`` from ``gamma_gen``) get SciPy's
-  method.
+  method. The method is named where it lives (``norm_gen.logpdf``): cloudpickle then sends
+  a bound method such as ``st.norm.logpdf`` by name, as it does without adrules, and it
+  loads (as SciPy's own method) where adrules is not installed.
 """
 
 import functools
@@ -97,6 +99,10 @@ def route_method(cls, name, prim):
             return prim(*bound.args)
         return original(self, *args, **kwargs)
 
+    # Named where it lives (``norm_gen.logpdf``), so pickles that send functions by
+    # reference when their name finds them (cloudpickle's) send a name, not adrules' code:
+    # loaded where adrules is absent, the name gives SciPy's own method.
+    routed.__module__, routed.__qualname__ = cls.__module__, f"{cls.__qualname__}.{name}"
     routed.__adrules_routed__ = prim
     setattr(cls, name, routed)
 
