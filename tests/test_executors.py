@@ -140,6 +140,12 @@ def exit_at_3(x):
     return x
 
 
+def raise_base_at_1(x, kind):
+    if x == 1:
+        raise kind("from f")
+    return x
+
+
 def square(x):
     return x * x
 
@@ -631,6 +637,23 @@ def test_sys_exit_in_a_task_raises_system_exit_in_the_caller_and_keeps_the_worke
     assert info.value.code == 3 and time.perf_counter() - t < 3
     assert any("item 3 of 4" in n for n in getattr(info.value, "__notes__", [])), info.value.__notes__
     assert remote_ex.map(square, [2]) == [4]
+
+
+@pytest.mark.parametrize("kind", [KeyboardInterrupt, GeneratorExit, BaseException])
+@pytest.mark.parametrize("name", ["processes-1", "dask-2"])
+def test_a_base_exception_raised_by_f_comes_back_as_itself_and_keeps_the_workers(name, kind, local_pools,
+                                                                                  request):
+    """On processes it read "worker died (os._exit, crash)" and the worker was started
+    again; on Dask a KeyboardInterrupt could close the worker and its nanny."""
+    ex = request.getfixturevalue("dask_executor") if name == "dask-2" else local_pools[name]
+    ex.map(square, [2])
+    pids = sorted(ex.client.run(os.getpid).values()) if name == "dask-2" else ex.worker_pids()
+    with pytest.raises(kind, match="from f") as info:
+        ex.map(raise_base_at_1, range(3), shared=(kind,))
+    assert type(info.value) is kind
+    assert any("item 1 of 3" in n for n in getattr(info.value, "__notes__", [])), info.value
+    assert ex.map(square, [2]) == [4]
+    assert (sorted(ex.client.run(os.getpid).values()) if name == "dask-2" else ex.worker_pids()) == pids
 
 
 def test_an_exception_that_cannot_be_pickled_comes_back_with_its_notes_and_plain_attributes(remote_ex):
