@@ -49,7 +49,7 @@ def serve(address: str, preload: Iterable[str], idle_timeout: float) -> str:
     conn = Connection(sock.detach())
     try:
         conn.send_bytes(str(os.getpid()).encode())
-        while conn.poll(idle_timeout):
+        while conn.poll(None if idle_timeout == float("inf") else idle_timeout):
             try:
                 task = conn.recv_bytes()
             except (EOFError, OSError):

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import contextvars
+import math
 import multiprocessing
 import multiprocessing.util
 import os
@@ -42,6 +43,7 @@ WORKER_MALLOC_ENV = {
     "MALLOC_TRIM_THRESHOLD_": os.environ.get("MALLOC_TRIM_THRESHOLD_", str(2**30)),
 }
 # loky restarts a worker whose memory grew, taking it for a leak: allow the heap glibc keeps.
+_MAX_IDLE_SECONDS = 2_000_000  # Connection.poll's timeout, in milliseconds, fits a C int
 _LOKY_ENV = {**PIN_ENV, **WORKER_MALLOC_ENV, "LOKY_MAX_MEMORY_LEAK_SIZE": os.environ.get(
     "LOKY_MAX_MEMORY_LEAK_SIZE", str(int(WORKER_MALLOC_ENV["MALLOC_TRIM_THRESHOLD_"]) + 300 * 10**6))}
 
@@ -159,9 +161,13 @@ class ProcessExecutor(Executor):
     def __init__(self, n_workers: int | None = None, *, idle_timeout: float = 300.0,
                  max_nbytes: int | None = 2**20) -> None:
         self.n_workers = check_positive_int(n_workers) or usable_cpu_count()
-        if isinstance(idle_timeout, bool) or not isinstance(idle_timeout, (int, float)) or not idle_timeout > 0:
-            raise ValueError(f"ProcessExecutor: idle_timeout must be a positive number of seconds (how long "
-                             f"an idle worker waits before it exits), got {idle_timeout!r}")
+        # at least a second: a worker must outlive the wait for its first task; at most what a
+        # socket's poll takes (~24 days, in milliseconds as a C int); math.inf: never
+        if (isinstance(idle_timeout, bool) or not isinstance(idle_timeout, (int, float))
+                or not (1.0 <= idle_timeout <= _MAX_IDLE_SECONDS or idle_timeout == math.inf)):
+            raise ValueError(f"ProcessExecutor: idle_timeout must be a number of seconds from 1 to "
+                             f"{_MAX_IDLE_SECONDS:,} (how long an idle worker waits before it exits), or "
+                             f"math.inf for never; got {idle_timeout!r}")
         self.idle_timeout = idle_timeout
         self.max_nbytes = check_positive_int(max_nbytes, "max_nbytes")
         self._arrays = _shm.ArrayStore(self.max_nbytes) if self.max_nbytes is not None else None

@@ -2,6 +2,8 @@
 runs no atexit hook), when closed from another thread mid-map, and what settings they
 refuse. Real processes, real scripts."""
 
+import math
+import re
 import subprocess
 import sys
 import textwrap
@@ -49,11 +51,20 @@ def test_executors_made_inside_a_multiprocessing_worker_close_with_it(tmp_path, 
     assert time.perf_counter() - t0 < 90  # seconds of work and start-up, not an idle timeout
 
 
-@pytest.mark.parametrize("bad", [0, -1, 0.0, "60", True, None])
-def test_a_process_executor_refuses_an_idle_timeout_that_is_not_a_positive_number(bad):
-    with pytest.raises(ValueError, match=r"ProcessExecutor: idle_timeout must be a positive number of "
-                                         r"seconds .*got " + repr(bad).replace("(", r"\(")):
+@pytest.mark.parametrize("bad", [0, -1, 0.0, "60", True, None, 1e-3, 0.01, 1e10, float("nan"), -math.inf])
+def test_a_process_executor_refuses_an_idle_timeout_it_cannot_keep(bad):
+    """1e-3 and 0.01 were accepted, and every call failed: the workers exited before their
+    first task ("killed ... for lack of memory"); 1e10 failed in the worker's poll."""
+    with pytest.raises(ValueError, match=r"ProcessExecutor: idle_timeout must be a number of seconds from 1 "
+                                         r"to 2,000,000 .*or math.inf for never; got " + re.escape(repr(bad))):
         executors.ProcessExecutor(2, idle_timeout=bad)
+
+
+def test_a_process_executor_with_an_infinite_idle_timeout_keeps_its_workers():
+    """It was accepted, and every call failed: "cannot convert float infinity to integer"."""
+    with executors.ProcessExecutor(1, idle_timeout=math.inf) as ex:
+        assert ex.map(abs, [-1, -2]) == [1, 2]
+        assert ex.map(abs, [-3]) == [3]
 
 
 def _slow(x):
