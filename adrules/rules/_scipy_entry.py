@@ -27,6 +27,8 @@ an entry point in SciPy's place:
 import functools
 import inspect
 
+import numpy as np
+
 from .. import unsupported
 from .._state import STATE, TracedValue
 from ..callables import has_traced
@@ -89,6 +91,8 @@ def route_method(cls, name, prim):
     @functools.wraps(original)
     def routed(self, *args, **kwargs):
         if STATE.active and type(self) is cls and _traced_among(args, kwargs):
+            args = tuple(map(_stacked, args))
+            kwargs = {k: _stacked(v) for k, v in kwargs.items()}
             if not kwargs and len(args) == n:  # every argument given by position
                 return prim(*args)
             try:
@@ -105,6 +109,14 @@ def route_method(cls, name, prim):
     routed.__module__, routed.__qualname__ = cls.__module__, f"{cls.__qualname__}.{name}"
     routed.__adrules_routed__ = prim
     setattr(cls, name, routed)
+
+
+def _stacked(value):
+    """A list (or tuple) holding traced values as one traced array, as SciPy's method
+    would make an array of it (``st.norm.logpdf([x[0], x[1]])``); anything else as it is."""
+    if type(value) in (list, tuple) and has_traced(value):
+        return np.stack([_stacked(v) for v in value])
+    return value
 
 
 def _traced_among(args, kwargs):
