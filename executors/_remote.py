@@ -377,7 +377,8 @@ def stand_in(exc, reason):
     """A RemoteError for ``exc``, which cannot be pickled: its notes (the element that
     raised) and its plain attributes (an error code) go with it."""
     err = RemoteError(f"{type(exc).__module__}.{type(exc).__qualname__}", str(exc), reason)
-    err.__dict__.update(_plain_attributes(exc))
+    own = vars(err).keys()  # type_name, message, reason: the exception's own do not replace them
+    err.__dict__.update({k: v for k, v in _plain_attributes(exc).items() if k not in own})
     notes = getattr(exc, "__notes__", None)
     if isinstance(notes, list):
         err.__notes__ = [str(n) for n in notes]

@@ -134,6 +134,12 @@ def raise_locked(x):
     return x
 
 
+def raise_locked_with_a_reason(x):
+    e = LockedError("locked out")
+    e.reason, e.message = "the user's reason", "the user's message"
+    raise e
+
+
 def exit_at_3(x):
     if x == 3:
         sys.exit(3)  # argparse and library code call it too
@@ -667,6 +673,17 @@ def test_an_exception_that_cannot_be_pickled_comes_back_with_its_notes_and_plain
     notes = getattr(info.value, "__notes__", [])
     assert "raised where the user said" in notes and any("item 1 of 3" in n for n in notes), notes
     assert remote_ex.map(square, [2]) == [4]
+
+
+def test_an_exception_with_its_own_reason_attribute_keeps_the_remote_errors_message(remote_ex):
+    """The user's ``reason`` replaced RemoteError's: the message said "could not be sent
+    back from the worker: the user's reason"."""
+    from executors.base import RemoteError
+
+    with pytest.raises(RemoteError) as info:
+        remote_ex.map(raise_locked_with_a_reason, range(1))
+    assert "LockedError: locked out (the original exception could not be sent back" in str(info.value)
+    assert "the user's" not in str(info.value) and "lock" in info.value.reason
 
 
 def test_serial_and_threads_need_no_pickling(local_pools):
