@@ -483,6 +483,14 @@ def _check_partials(f: Callable[..., Any], partials: tuple[Any, ...]) -> None:
         raise TypeError(f"scalar_rule({name}) was given no partials: give one per positional "
                         f"input, each called as d(x, y) with the output y last: "
                         f"scalar_rule({name}, lambda x, y: ...).")
+    inputs = f.nin if isinstance(f, np.ufunc) else None
+    if inputs is None:
+        capacity = _positional_capacity(getattr(f, "__adrules_primitive__", f))
+        inputs = None if capacity is None else capacity[0]
+    if inputs is not None and inputs < len(partials):
+        raise TypeError(f"scalar_rule({name}) was given {len(partials)} partials, but {name} takes "
+                        f"{int(inputs)} positional argument{'s' if inputs != 1 else ''}: give one "
+                        f"partial per input, each called as d(x1, ..., xn, y) with the output y last.")
     for i, d in enumerate(partials):
         if d is None or d is ONE:
             continue
@@ -501,8 +509,8 @@ def _check_partials(f: Callable[..., Any], partials: tuple[Any, ...]) -> None:
 
 def _arguments_at_least(f: Callable[..., Any], n_partials: int) -> int:
     """How many arguments every call of ``f`` passes its partials, at least: one per partial
-    when ``f`` takes that many (the tracer fills in defaults), else only the one that is
-    traced (extra partials of a function of fewer inputs are never called)."""
+    when ``f`` takes that many (the tracer fills in defaults), else (its signature unknown)
+    only the one that is traced."""
     inputs: float | None = f.nin if isinstance(f, np.ufunc) else None
     if inputs is None:
         capacity = _positional_capacity(getattr(f, "__adrules_primitive__", f))
