@@ -491,6 +491,10 @@ def _call(kind, f, xs, shared, executor, chunk_size, vectorized, progress, dispa
         fix = ", which can be gone through once only: pass list(xs)" if hasattr(xs, "__next__") else ""
         raise TypeError(f"{kind}: xs must be a sequence of elements (list, tuple, range, array), "
                         f"got {type(xs).__name__}{fix}.")
+    if getattr(primal_value(xs), "ndim", None) == 0:
+        raise TypeError(f"{kind}: xs is a 0-d array (one value), which has no elements to go "
+                        f"through: pass [x] for one element, or an array whose first axis runs over "
+                        f"the elements.")
     for name, flag in (("vectorized", vectorized), ("progress", progress)):
         if not isinstance(flag, (bool, np.bool_)):
             raise TypeError(f"{kind}: {name} must be True or False, got {flag!r}.")
