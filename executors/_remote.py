@@ -245,10 +245,13 @@ def _load_on_worker(loader, blob, what, backend):
         raise  # names the file and what to do
     except Exception as exc:
         data = blob[1] if isinstance(blob, tuple) else blob
-        raise SerializationError(
-            f"could not unpickle {what} on a worker of the {backend!r} executor: "
-            f"{_why_not_loaded(exc, data)}"
-        ) from exc
+        why = _why_not_loaded(exc, data)
+        # a name found says what to fix; "shared arg 0" would name an argument the user may
+        # never have passed (psum sends its own, holding f)
+        head = (f"a worker of the {backend!r} executor could not unpickle what it was sent"
+                if why.startswith("it refers to ") else
+                f"could not unpickle {what} on a worker of the {backend!r} executor")
+        raise SerializationError(f"{head}: {why}") from exc
 
 
 class _NameFinder(pickle.Unpickler):

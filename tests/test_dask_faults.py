@@ -172,7 +172,8 @@ def test_f_from_a_module_the_workers_cannot_import_is_named(tmp_path, monkeypatc
         import only_here_losses
 
         with pytest.raises(executors.SerializationError,
-                           match=r"it refers to only_here_losses\.loss, and the workers cannot import module "
+                           match=r"^a worker of the 'dask' executor could not unpickle what it was sent: "
+                                 r"it refers to only_here_losses\.loss, and the workers cannot import module "
                                  r"'only_here_losses' \(ModuleNotFoundError.*\)\. Make 'only_here_losses' importable "
                                  r"where the workers run .*cloudpickle\.register_pickle_by_value\(only_here_losses\)"):
             ad.psum(only_here_losses.loss, [np.ones(3)] * 4, executor=ex)
