@@ -58,7 +58,7 @@ from . import _abandon, _context, _remote
 
 if TYPE_CHECKING:
     import distributed
-from .base import Executor, WorkerError, annotate, check_positive_int, usable_cpu_count
+from .base import Executor, WorkerError, annotate, check_positive_int, closed_mid_map, usable_cpu_count
 from .local import WORKER_MALLOC_ENV
 
 __all__ = ["DaskExecutor", "Scattered"]
@@ -307,6 +307,7 @@ class DaskExecutor(Executor):
         self._n_workers_seen: tuple[int, float] | None = None  # (count, time.monotonic() when asked)
         self._closed = False
         self._lock = threading.Lock()  # one restart after close(), however many threads map
+        self._closes = 0  # close() calls: a map tells a close from another thread by it
         self._abandoned: list[str] = []  # tokens of maps that raised, whose tasks may run on
         self._abandoned_at = 0.0
         if client is None:
@@ -499,6 +500,7 @@ class DaskExecutor(Executor):
         allowed = int(dask.config.get("distributed.scheduler.allowed-failures"))
         deaths: collections.Counter = collections.Counter()  # item -> workers that died running it
         pending, rounds, futures, tokens = list(range(n)), 0, [], []
+        closes = self._closes
         try:
             while pending:
                 refs = [self._in_tasks(s) for s in sendables]
@@ -518,8 +520,12 @@ class DaskExecutor(Executor):
                     self._clear_cache()
                     raise self._lost(killer, deaths, lost, n, rounds)
                 pending = lost
-        except BaseException:
+        except BaseException as exc:
             flag.set()  # tasks already on the workers, or running, stop early
+            if self._closes != closes:  # close() from another thread: the client is gone
+                if isinstance(exc, Exception) and not hasattr(exc, "executors_item_index"):
+                    raise closed_mid_map(self.name) from exc
+                raise
             self._client.cancel(futures)
             if self._cluster is not None:  # those that run on get their workers restarted
                 self._abandoned += tokens
@@ -682,6 +688,7 @@ class DaskExecutor(Executor):
             return
         self._n_workers_seen = (self.n_workers, 0.0)  # what a map would start again
         self._closed = True
+        self._closes += 1
         self._clear_cache()
         try:
             if self._own_client:

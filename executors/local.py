@@ -32,7 +32,8 @@ from typing import Any, Iterable
 from . import _abandon, _context, _lane, _remote, _shm
 from ._blas import PIN_ENV, blas_pinned
 from ._futures import collect
-from .base import Executor, WorkerError, annotate, check_positive_int, map_inline, usable_cpu_count
+from .base import (Executor, WorkerError, annotate, check_positive_int, closed_mid_map, map_inline,
+                   usable_cpu_count)
 
 __all__ = ["SerialExecutor", "ThreadExecutor", "ProcessExecutor"]
 
@@ -118,7 +119,7 @@ class ThreadExecutor(Executor):
         except RuntimeError as exc:  # a cancelled item, or a submit after shutdown
             if self._closes == closes:
                 raise
-            raise _closed_mid_map(self.name) from exc
+            raise closed_mid_map(self.name) from exc
 
     def close(self) -> None:
         """Shut the pool down (waits for running tasks); a later map starts a new one.
@@ -130,11 +131,6 @@ class ThreadExecutor(Executor):
             self._closes += 1
         if pool is not None:
             pool.shutdown(wait=True, cancel_futures=True)
-
-
-def _closed_mid_map(name):
-    return WorkerError(f"the {name!r} executor was closed (close() from another thread) while this map "
-                       "was running: its unfinished items did not run. The next map starts it afresh.")
 
 
 class ProcessExecutor(Executor):
@@ -243,7 +239,7 @@ class ProcessExecutor(Executor):
         except Exception as exc:
             if self._closes == closes:
                 raise
-            raise _closed_mid_map(self.name) from exc
+            raise closed_mid_map(self.name) from exc
         finally:
             if paths:
                 self._arrays.release(paths)

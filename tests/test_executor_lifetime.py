@@ -72,9 +72,13 @@ def _slow(x):
     return x
 
 
-@pytest.mark.parametrize("backend", ["threads", "processes"])
+@pytest.mark.parametrize("backend", ["threads", "processes", "dask"])
 def test_close_from_another_thread_mid_map_gives_a_clear_error_and_the_executor_works_after(backend):
-    ex = executors.ThreadExecutor(2) if backend == "threads" else executors.ProcessExecutor(2)
+    """On Dask it raised distributed's own ClosedClientError."""
+    if backend == "dask":
+        pytest.importorskip("distributed")
+    ex = {"threads": executors.ThreadExecutor, "processes": executors.ProcessExecutor,
+          "dask": lambda n: executors.DaskExecutor(n_workers=n)}[backend](2)
     ex.map(abs, [1, 2])  # up
     closer = threading.Timer(0.2, ex.close)
     closer.start()
