@@ -55,6 +55,7 @@ import weakref
 from typing import TYPE_CHECKING, Any, Iterable
 
 from . import _abandon, _context, _remote
+from ._leftovers import remove_stale_folders
 
 if TYPE_CHECKING:
     import distributed
@@ -365,7 +366,8 @@ class DaskExecutor(Executor):
         self._own_client = False
         if client is None:
             _refuse_unguarded_script(kwargs)
-            scratch = tempfile.mkdtemp(prefix="executors-dask-")  # this user's only (0700)
+            remove_stale_folders(tempfile.gettempdir(), "executors-dask-")  # of killed processes
+            scratch = tempfile.mkdtemp(prefix=f"executors-dask-{os.getpid()}-")  # this user's only (0700)
             self._scratch = weakref.finalize(self, shutil.rmtree, scratch, True)
             self._cluster = _local_cluster(kwargs, http_routes=self._dashboard, scratch=scratch)
             try:

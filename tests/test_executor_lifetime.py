@@ -3,9 +3,12 @@ runs no atexit hook), when closed from another thread mid-map, and what settings
 refuse. Real processes, real scripts."""
 
 import math
+import os
 import re
+import shutil
 import subprocess
 import sys
+import tempfile
 import textwrap
 import threading
 import time
@@ -122,3 +125,46 @@ def test_an_error_on_processes_is_raised_as_soon_as_it_arrives():
         with pytest.raises(ValueError, match="element 1 is bad"):
             ad.pmap(_fails_fast_or_waits, list(range(4)), executor=ex, chunk_size=1, dispatch="always")
         assert time.perf_counter() - t0 < 2.0  # element 0's 3 s, or more, were not waited for
+
+
+_LEAVES_A_STOP_FLAG_AND_STARTS_DASK = '''
+import executors
+
+
+def fails(x):
+    raise ValueError("a failed map sets its stop flag")
+
+
+if __name__ == "__main__":
+    try:
+        executors.ProcessExecutor(1).map(fails, [1])
+    except ValueError:
+        pass
+    with executors.DaskExecutor(n_workers=1) as ex:
+        print(ex.map(abs, [-1]))
+'''
+
+
+def test_folders_of_killed_processes_are_removed_at_the_next_start(tmp_path):
+    """SIGTERM or SIGKILL left executors-dask-* in the temporary folder and executors-stop-*
+    in shared memory behind, for good."""
+    pytest.importorskip("distributed")
+    ended = subprocess.Popen([sys.executable, "-c", "pass"])
+    ended.wait()
+    stop_root = "/dev/shm" if os.path.isdir("/dev/shm") else tempfile.gettempdir()
+    stale = [os.path.join(stop_root, f"executors-stop-{ended.pid}-left"),
+             os.path.join(tempfile.gettempdir(), f"executors-dask-{ended.pid}-left")]
+    in_use = os.path.join(tempfile.gettempdir(), f"executors-dask-{os.getpid()}-in-use")
+    try:
+        for folder in [*stale, in_use]:
+            os.makedirs(os.path.join(folder, "inside"))
+        script = tmp_path / "script.py"
+        script.write_text(_LEAVES_A_STOP_FLAG_AND_STARTS_DASK)
+        r = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120,
+                           cwd=tmp_path)
+        assert r.stdout.strip() == "[1]", r.stderr
+        assert not [f for f in stale if os.path.exists(f)]
+        assert os.path.isdir(in_use)  # its process runs: kept
+    finally:
+        for folder in [*stale, in_use]:
+            shutil.rmtree(folder, ignore_errors=True)
