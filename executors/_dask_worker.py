@@ -10,12 +10,14 @@ gets the KeyboardInterrupt; the workers ignore SIGINT, and stop when the executo
 
 from __future__ import annotations
 
+import multiprocessing
 import signal
 import threading
 from typing import Any
 
 
 def dask_setup(worker: Any) -> None:
-    """Called by Dask in a worker process as the worker starts: ignore SIGINT."""
-    if threading.current_thread() is threading.main_thread():
+    """Called by Dask as a worker starts: in a worker process of its own, ignore SIGINT
+    (a worker in the user's process, ``processes=False``, leaves the user's Ctrl-C alone)."""
+    if multiprocessing.parent_process() is not None and threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGINT, signal.SIG_IGN)
