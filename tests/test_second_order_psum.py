@@ -271,3 +271,14 @@ def test_forward_mode_takes_a_shared_object_that_is_not_an_array(name, data):
     np.testing.assert_allclose([y, dy], [plain(x), fd_jvp], rtol=1e-6)
     np.testing.assert_allclose(ad.hvp(total, x, v), fd_hvp, rtol=1e-6, atol=1e-7)
     np.testing.assert_allclose(ad.hessian(total, x) @ v, fd_hvp, rtol=1e-6, atol=1e-7)
+
+
+@pytest.mark.parametrize("mode", ["gradient", "jvp"])
+def test_an_object_inside_a_shared_container_is_named_as_the_user_passed_it(mode, data):
+    """Both modes named psum's internals: "pullback(chunks_fn): leaf 1 of argument 0",
+    "jvp(chunk): leaf 1 of argument 1"."""
+    models, x, v = data
+    total = lambda x: ad.psum(lambda m, p: scaled_loss(m, p[0], p[1], executors.SerialExecutor()),  # noqa: E731
+                              models, (x, Settings(1.5)), executor="serial")
+    with pytest.raises(TypeError, match=r"^psum: leaf 1 of shared argument 0 is a Settings, which is neither"):
+        ad.gradient(total, x) if mode == "gradient" else ad.jvp(total, (x,), (v,))
