@@ -715,9 +715,11 @@ class DaskExecutor(Executor):
 
     def _kill_workers(self, addresses):
         """Kill the worker processes at ``addresses`` (their nannies start new ones) and
-        wait until the scheduler has dropped them, so no new task goes there. Not Dask's
-        ``restart_workers``: it first waits 4 s for a worker to close of itself, which one
-        running a stuck task never does."""
+        wait until the scheduler has dropped them and the new ones have joined (a
+        broadcast scatter during a restart fails in Dask: "Can not use replicate to delete
+        data"). Not Dask's ``restart_workers``: it first waits 4 s for a worker to close of
+        itself, which one running a stuck task never does."""
+        n_before = len(self._client.scheduler_info()["workers"])
         killed = []
         for nanny in list(self._cluster.workers.values()):
             pid = getattr(getattr(getattr(nanny, "process", None), "process", None), "pid", None)
@@ -729,7 +731,8 @@ class DaskExecutor(Executor):
                     pass
         deadline = time.monotonic() + 10
         while killed and time.monotonic() < deadline:
-            if not set(killed) & set(self._client.scheduler_info()["workers"]):
+            workers = self._client.scheduler_info()["workers"]
+            if not set(killed) & set(workers) and len(workers) >= n_before:
                 return
             time.sleep(0.05)
 
