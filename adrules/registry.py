@@ -319,7 +319,7 @@ class RuleRegistry:
         def decorate(rule: _F) -> _F:
             _check_rule(self.name, f, rule, config)
             self.rules[f] = RuleEntry(rule, RULE, config=config, name=function_name(f), complex=complex)
-            USER_REGISTRATIONS.note(f, sys._getframe(1))
+            USER_REGISTRATIONS.note(f, sys._getframe(1), (self.name,))
             return rule
 
         return decorate
@@ -560,6 +560,14 @@ def _check_partials(f: Callable[..., Any], partials: tuple[Any, ...]) -> None:
         raise TypeError(f"scalar_rule({name}) was given no partials: give one per positional "
                         f"input, each called as d(x, y) with the output y last: "
                         f"scalar_rule({name}, lambda x, y: ...).")
+    inputs: float | None = f.nin if isinstance(f, np.ufunc) else None
+    if inputs is None:
+        capacity = _positional_capacity(getattr(f, "__adrules_primitive__", f))
+        inputs = None if capacity is None else capacity[0]
+    if inputs is not None and inputs < len(partials):
+        raise TypeError(f"scalar_rule({name}) was given {len(partials)} partials, but {name} takes "
+                        f"{int(inputs)} positional argument{'s' if inputs != 1 else ''}: give one "
+                        f"partial per input, each called as d(x1, ..., xn, y) with the output y last.")
     for i, d in enumerate(partials):
         if d is None or d is ONE:
             continue
@@ -578,8 +586,8 @@ def _check_partials(f: Callable[..., Any], partials: tuple[Any, ...]) -> None:
 
 def _arguments_at_least(f: Callable[..., Any], n_partials: int) -> int:
     """How many arguments every call of ``f`` passes its partials, at least: one per partial
-    when ``f`` takes that many (the tracer fills in defaults), else only the one that is
-    traced (extra partials of a function of fewer inputs are never called)."""
+    when ``f`` takes that many (the tracer fills in defaults), else (its signature unknown)
+    only the one that is traced."""
     inputs: float | None = f.nin if isinstance(f, np.ufunc) else None
     if inputs is None:
         capacity = _positional_capacity(getattr(f, "__adrules_primitive__", f))
@@ -708,16 +716,35 @@ class UserRegistrations:
     False
     """
 
-    __slots__ = ("keys", "version")
+    __slots__ = ("keys", "version", "sites")
 
     def __init__(self) -> None:
         self.keys: dict = {}
         self.version = 0
+        self.sites: dict = {}  # (kind, f) -> (file, line) of the user's registration
 
-    def note(self, f: Callable[..., Any], caller: types.FrameType) -> None:
-        """``f``'s rules were registered by the code of frame ``caller``."""
+    def note(self, f: Callable[..., Any], caller: types.FrameType,
+             kinds: tuple[str, ...] = ("rrule", "frule")) -> None:
+        """``f``'s rules (of ``kinds``) were registered by the code of frame ``caller``. A
+        second registration by users for the same function and kind replaces the first,
+        as Julia's method redefinition does, and says so (a warning at the new site);
+        replacing one of adrules's own rules is quiet: that is what registering is for."""
         if str(caller.f_globals.get("__name__", "")).partition(".")[0] == "adrules":
             return  # adrules's own library (also when loaded late, as its SciPy rules are)
+        site = (caller.f_code.co_filename, caller.f_lineno)
+        replaced = [(kind, self.sites[kind, f]) for kind in kinds if (kind, f) in self.sites]
+        for kind in kinds:
+            self.sites[kind, f] = site
+        if replaced:
+            import warnings
+
+            where = ", ".join(f"{file}:{line}" for _, (file, line) in replaced)
+            warnings.warn_explicit(
+                f"{' and '.join(k for k, _ in replaced)} for {function_name(f)} registered again, "
+                f"replacing the rule{'s' if len(replaced) > 1 else ''} registered at {where}",
+                UserWarning, site[0], site[1],
+                module=str(caller.f_globals.get("__name__", "")), registry=caller.f_globals.setdefault(
+                    "__warningregistry__", {}))
         self.keys[f] = None
         self.version += 1
 

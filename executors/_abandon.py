@@ -25,6 +25,8 @@ import time
 import uuid
 from typing import Any, Callable
 
+from ._leftovers import remove_stale_folders
+
 _FLAG: contextvars.ContextVar[Any] = contextvars.ContextVar("executors_abandon", default=None)
 
 
@@ -171,7 +173,8 @@ def _folder(make: bool = False) -> str:
             base = "/dev/shm" if os.path.isdir("/dev/shm") else tempfile.gettempdir()
             _folder_path = os.path.join(base, f"executors-stop-{os.getpid()}-{uuid.uuid4().hex[:8]}")
         if make and not _folder_made:
-            os.makedirs(_folder_path, exist_ok=True)
+            remove_stale_folders(os.path.dirname(_folder_path), "executors-stop-")  # of processes killed before they could
+            os.makedirs(_folder_path, mode=0o700, exist_ok=True)  # this user's (workers run as them)
             atexit.register(shutil.rmtree, _folder_path, True)
             _folder_made = True
         return _folder_path

@@ -39,6 +39,12 @@ class GlobalRandomWarning(RuntimeWarning):
     """A function mapped on worker processes drew from NumPy's global random state
     (``np.random.normal`` and the like), so its values differ between runs and backends.
 
+    A cheap check of that one state on process workers, not a proof that ``f`` is pure:
+    not seen are threads (every thread shares the state), draws of more than
+    ``MAX_REFILLS`` refills of it without seeding (``np.random.rand(3_000_000)``), the
+    standard library's ``random``, ``np.random.default_rng()`` with no seed, and a state
+    restored after drawing (``np.random.set_state``).
+
     >>> import warnings, executors
     >>> warnings.filterwarnings("error", category=executors.GlobalRandomWarning)  # make it an error
     >>> warnings.resetwarnings()

@@ -49,7 +49,7 @@ def serve(address: str, preload: Iterable[str], idle_timeout: float) -> str:
     conn = Connection(sock.detach())
     try:
         conn.send_bytes(str(os.getpid()).encode())
-        while conn.poll(idle_timeout):
+        while conn.poll(None if idle_timeout == float("inf") else idle_timeout):
             try:
                 task = conn.recv_bytes()
             except (EOFError, OSError):
@@ -58,7 +58,7 @@ def serve(address: str, preload: Iterable[str], idle_timeout: float) -> str:
                 drew, result = _remote.run_task(*pickle.loads(task))
                 header, buffers = result if result is not None else (pickle.dumps(None), [])  # abandoned
                 reply = (_OK_DREW if drew else _OK) + pickle.dumps((header, [b.nbytes for b in buffers]))
-            except (Exception, SystemExit) as exc:  # loky sends SystemExit back as it is; so do we
+            except BaseException as exc:  # KeyboardInterrupt, GeneratorExit too: f raised it, the worker is fine
                 reply, buffers = _ERROR + _pickled_error(exc), []
             try:
                 conn.send_bytes(reply)

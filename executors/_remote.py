@@ -245,10 +245,13 @@ def _load_on_worker(loader, blob, what, backend):
         raise  # names the file and what to do
     except Exception as exc:
         data = blob[1] if isinstance(blob, tuple) else blob
-        raise SerializationError(
-            f"could not unpickle {what} on a worker of the {backend!r} executor: "
-            f"{_why_not_loaded(exc, data)}"
-        ) from exc
+        why = _why_not_loaded(exc, data)
+        # a name found says what to fix; "shared arg 0" would name an argument the user may
+        # never have passed (psum sends its own, holding f)
+        head = (f"a worker of the {backend!r} executor could not unpickle what it was sent"
+                if why.startswith("it refers to ") else
+                f"could not unpickle {what} on a worker of the {backend!r} executor")
+        raise SerializationError(f"{head}: {why}") from exc
 
 
 class _NameFinder(pickle.Unpickler):
@@ -315,10 +318,10 @@ def _run(index, item_data, fn_blob, shared_blobs, chunk_size, backend, flag=None
         if reason is None:
             raise
         failure: Exception = stand_in(exc, reason)
-    except SystemExit as exc:
-        if backend != "dask":  # loky sends it back as it is
+    except BaseException as exc:  # sys.exit(), KeyboardInterrupt, GeneratorExit, ...
+        if backend != "dask":  # a process worker sends it back as it is (_lane.serve)
             raise
-        failure = ExitRequested(exc)  # a Dask worker would die of it, and the map with it
+        failure = BaseExceptionRaised(exc)  # a Dask worker could die of it, and the map with it
     else:
         return dumps_out_of_band(result, f"the result of item {index}", backend)
     finally:
@@ -328,32 +331,38 @@ def _run(index, item_data, fn_blob, shared_blobs, chunk_size, backend, flag=None
     raise failure
 
 
-class ExitRequested(Exception):
-    """``sys.exit()`` called by a task on a Dask worker, carried back as an error (the
-    worker's SystemExit ended the worker, and the map reported "item 0 of 4 was lost"
-    4 s later); the caller raises ``system_exit()``, as inline code would have."""
+class BaseExceptionRaised(Exception):
+    """A ``BaseException`` that is no ``Exception`` (``sys.exit()``, ``KeyboardInterrupt``,
+    ``GeneratorExit``, a bare ``BaseException``) raised by a task on a Dask worker, carried
+    back as an error: the worker died of it (for ``sys.exit()``, the map reported "item 0
+    of 4 was lost" 4 s later; a ``KeyboardInterrupt`` could close the worker and its
+    nanny). The caller raises ``original()``, as inline code would have."""
 
-    def __init__(self, exit: SystemExit) -> None:
-        super().__init__(exit.code)
-        self.code = exit.code
-        self.notes = [str(n) for n in getattr(exit, "__notes__", [])]
-        self.attributes = _plain_attributes(exit)  # which chunk of a task raised, say
+    def __init__(self, exc: BaseException) -> None:
+        super().__init__(*exc.args)
+        self.kind = type(exc)
+        self.notes = [str(n) for n in getattr(exc, "__notes__", [])]
+        self.attributes = _plain_attributes(exc)  # which chunk of a task raised, say
 
     def __reduce__(self):
-        return (_exit_requested, (self.code, self.notes, self.attributes))
+        return (_base_exception_raised, (self.kind, self.args, self.notes, self.attributes))
 
-    def system_exit(self) -> SystemExit:
-        return _system_exit(self.code, self.notes, self.attributes)
-
-
-def _exit_requested(code, notes, attributes):
-    return ExitRequested(_system_exit(code, notes, attributes))
+    def original(self) -> BaseException:
+        return _rebuilt(self.kind, self.args, self.notes, self.attributes)
 
 
-def _system_exit(code, notes, attributes):
-    exit = _with_notes(SystemExit(code), notes)
-    exit.__dict__.update(attributes)
-    return exit
+def _base_exception_raised(kind, args, notes, attributes):
+    return BaseExceptionRaised(_rebuilt(kind, args, notes, attributes))
+
+
+def _rebuilt(kind, args, notes, attributes):
+    try:
+        exc = kind(*args)
+    except Exception:  # a class of the user's whose __init__ takes other arguments
+        exc = BaseException(*args)
+    exc = _with_notes(exc, notes)
+    exc.__dict__.update(attributes)
+    return exc
 
 
 def _plain_attributes(exc):
@@ -371,7 +380,8 @@ def stand_in(exc, reason):
     """A RemoteError for ``exc``, which cannot be pickled: its notes (the element that
     raised) and its plain attributes (an error code) go with it."""
     err = RemoteError(f"{type(exc).__module__}.{type(exc).__qualname__}", str(exc), reason)
-    err.__dict__.update(_plain_attributes(exc))
+    own = vars(err).keys()  # type_name, message, reason: the exception's own do not replace them
+    err.__dict__.update({k: v for k, v in _plain_attributes(exc).items() if k not in own})
     notes = getattr(exc, "__notes__", None)
     if isinstance(notes, list):
         err.__notes__ = [str(n) for n in notes]

@@ -138,6 +138,16 @@ def annotate(exc: BaseException, index: int, n_items: int, name: str) -> BaseExc
     return exc
 
 
+def closed_mid_map(name: str) -> WorkerError:
+    """The error of a map whose executor ``close()`` (from another thread) stopped.
+
+    >>> print(closed_mid_map("dask"))  # doctest: +ELLIPSIS
+    the 'dask' executor was closed (close() from another thread) while this map was running: ...
+    """
+    return WorkerError(f"the {name!r} executor was closed (close() from another thread) while this map "
+                       "was running: its unfinished items did not run. The next map starts it afresh.")
+
+
 class Executor:
     """Base class of all backends: ``map`` in item order, ``close``, context manager.
 

@@ -160,14 +160,19 @@ def _check_executor(executor: Executor | str | None, n_workers: int | None,
 
 
 def _name_and_count(text: str) -> tuple[str, int | None] | None:
-    """``(name, worker count or None)`` of ``"NAME"`` or ``"NAME:N"``, None if it is neither.
+    """``(name, worker count or None)`` of ``"NAME"`` or ``"NAME:N"``, None if it is neither;
+    the name in any case (as ``ADRULES_EXECUTOR`` is read).
 
-    >>> _name_and_count("processes:4"), _name_and_count("threads"), _name_and_count("gpu")
+    >>> _name_and_count("processes:4"), _name_and_count("THREADS"), _name_and_count("gpu")
     (('processes', 4), ('threads', None), None)
     """
     name, sep, count = text.partition(":")
-    if name not in backend_names():
-        return None
+    names = backend_names()
+    if name not in names:
+        name = {n.lower(): n for n in names}.get(name.strip().lower(), "")
+        if not name:
+            return None
+    count = count.strip()
     if not sep:
         return name, None
     return (name, int(count)) if count.isdigit() and int(count) >= 1 else None

@@ -29,6 +29,14 @@ before it was fetched is rerun the same way.  The deaths of the workers running
 each item are counted across rounds (the scheduler's "remove-worker" events):
 an item that killed more than ``allowed-failures`` of them is raised as
 :class:`executors.WorkerError` naming it, as ``KilledWorker`` is.
+
+Interrupts, on the cluster the executor starts (a user's cluster is left as it is): its
+workers ignore SIGINT (the terminal's Ctrl-C goes to the whole process group; they
+stop with the executor). The tasks of a map that raised or was interrupted run on (a
+thread cannot be stopped): the next map first kills the workers still running one a
+second after (their nannies start new ones), so no new task waits behind a task stuck
+for good; and it starts the cluster again if none of its nannies runs any more, rather
+than wait on no workers.
 """
 
 from __future__ import annotations
@@ -47,10 +55,11 @@ import weakref
 from typing import TYPE_CHECKING, Any, Iterable
 
 from . import _abandon, _context, _remote
+from ._leftovers import remove_stale_folders
 
 if TYPE_CHECKING:
     import distributed
-from .base import Executor, WorkerError, annotate, check_positive_int, usable_cpu_count
+from .base import Executor, WorkerError, annotate, check_positive_int, closed_mid_map, usable_cpu_count
 from .local import WORKER_MALLOC_ENV
 
 __all__ = ["DaskExecutor", "Scattered"]
@@ -105,6 +114,14 @@ def _processing_when_workers_died(prefix, dask_scheduler=None):
             for key in msg.get("processing-tasks", ()) if isinstance(key, str) and key.startswith(prefix)]
 
 
+def _running_keys(prefixes, dask_worker=None):
+    """Run on a worker: the keys starting with one of ``prefixes`` that it is still
+    executing (a cancelled task runs on: a thread cannot be stopped)."""
+    state = dask_worker.state
+    return [ts.key for ts in (state.executing | state.long_running)
+            if isinstance(ts.key, str) and ts.key.startswith(prefixes)]
+
+
 def _local_cluster(kwargs: dict[str, Any], http_routes: bool, scratch: str) -> distributed.LocalCluster:
     """A LocalCluster whose worker processes keep freed memory, as loky's do
     (``WORKER_MALLOC_ENV``). Dask's own default, ``MALLOC_TRIM_THRESHOLD_=65536``, hands
@@ -130,6 +147,9 @@ def _local_cluster(kwargs: dict[str, Any], http_routes: bool, scratch: str) -> d
         # (Dask's retry count, and the count a map keeps across its rounds)
         "distributed.scheduler.worker-saturation": 1.0,
         "temporary-directory": scratch,
+        # the workers ignore the terminal's Ctrl-C, sent to the whole process group
+        "distributed.worker.preload": [*dask.config.get("distributed.worker.preload", []),
+                                       "executors._dask_worker"],
     }
     if not http_routes:
         config["distributed.scheduler.http.routes"] = []
@@ -288,6 +308,9 @@ class DaskExecutor(Executor):
         self._n_workers_seen: tuple[int, float] | None = None  # (count, time.monotonic() when asked)
         self._closed = False
         self._lock = threading.Lock()  # one restart after close(), however many threads map
+        self._closes = 0  # close() calls: a map tells a close from another thread by it
+        self._abandoned: list[str] = []  # tokens of maps that raised, whose tasks may run on
+        self._abandoned_at = 0.0
         if client is None:
             kwargs = dict(
                 n_workers=n if n is not None else usable_cpu_count(),
@@ -343,7 +366,8 @@ class DaskExecutor(Executor):
         self._own_client = False
         if client is None:
             _refuse_unguarded_script(kwargs)
-            scratch = tempfile.mkdtemp(prefix="executors-dask-")  # this user's only (0700)
+            remove_stale_folders(tempfile.gettempdir(), "executors-dask-")  # of killed processes
+            scratch = tempfile.mkdtemp(prefix=f"executors-dask-{os.getpid()}-")  # this user's only (0700)
             self._scratch = weakref.finalize(self, shutil.rmtree, scratch, True)
             self._cluster = _local_cluster(kwargs, http_routes=self._dashboard, scratch=scratch)
             try:
@@ -468,6 +492,8 @@ class DaskExecutor(Executor):
 
         if self._closed:  # as the pools do, a map after close() starts afresh
             self._reopen()
+        if self._cluster is not None:
+            self._heal()
         n = len(items)
         sendables = [self._sendable(fn, "fn")]
         sendables += [self._sendable(a, f"shared arg {j}") for j, a in enumerate(shared)]
@@ -475,11 +501,13 @@ class DaskExecutor(Executor):
         flag = _abandon.FileFlag()  # seen by workers on this machine (a LocalCluster's)
         allowed = int(dask.config.get("distributed.scheduler.allowed-failures"))
         deaths: collections.Counter = collections.Counter()  # item -> workers that died running it
-        pending, rounds, futures = list(range(n)), 0, []
+        pending, rounds, futures, tokens = list(range(n)), 0, [], []
+        closes = self._closes
         try:
             while pending:
                 refs = [self._in_tasks(s) for s in sendables]
                 token = uuid.uuid4().hex
+                tokens.append(token)
                 futures = self._submit(pending, token, items_data, refs, flag)
                 lost = self._gather(futures, pending, n, on_done, results)
                 if not lost:
@@ -494,10 +522,45 @@ class DaskExecutor(Executor):
                     self._clear_cache()
                     raise self._lost(killer, deaths, lost, n, rounds)
                 pending = lost
-        except BaseException:
+        except BaseException as exc:
             flag.set()  # tasks already on the workers, or running, stop early
+            if self._closes != closes:  # close() from another thread: the client is gone
+                if isinstance(exc, Exception) and not hasattr(exc, "executors_item_index"):
+                    raise closed_mid_map(self.name) from exc
+                raise
             self._client.cancel(futures)
+            if self._cluster is not None:  # those that run on get their workers restarted
+                self._abandoned += tokens
+                self._abandoned_at = time.monotonic()
             raise
+
+    def _heal(self):
+        """Before a map on the cluster this executor owns: restart the workers still
+        running a task of a map that raised (a task stuck for good, its call interrupted,
+        would hold its worker, and the new tasks sent there would wait behind it), after
+        giving them a second since to stop of themselves; and start the cluster again if
+        none of its nannies runs any more (the map would wait on no workers for ever)."""
+        from distributed.core import Status
+
+        if self._abandoned:
+            prefixes = tuple(f"executors-{t}-" for t in self._abandoned)
+            self._abandoned = []
+            while True:
+                try:
+                    running = [a for a, keys in self._client.run(_running_keys, prefixes).items() if keys]
+                except Exception:  # a worker gone meanwhile: its task with it
+                    running = []
+                if not running or time.monotonic() > self._abandoned_at + 1.0:
+                    break
+                time.sleep(0.05)
+            if running:
+                self._kill_workers(running)
+        cluster = self._cluster
+        if not any(w.status == Status.running for w in list(cluster.workers.values())):
+            with self._lock:  # one thread starts it again; the others then find it running
+                if self._cluster is cluster and not self._closed:
+                    self._close_locked()
+                    self._connect()
 
     def _submit(self, indices, token, items_data, refs, flag):
         import dask
@@ -549,8 +612,8 @@ class DaskExecutor(Executor):
             elif status == "error":
                 exc, tb = f.exception(), f.traceback()
                 self._client.cancel(futures)
-                if isinstance(exc, _remote.ExitRequested):
-                    exc = exc.system_exit()
+                if isinstance(exc, _remote.BaseExceptionRaised):
+                    exc = exc.original()
                 if isinstance(exc, KilledWorker):
                     self._clear_cache()
                     err = WorkerError(
@@ -620,31 +683,58 @@ class DaskExecutor(Executor):
         exits as on an uncaught Ctrl-C (by SIGINT: status 130).
         """
         with self._lock:  # held throughout: a map waiting to start afresh waits for this
-            if self._closed:
+            self._close_locked()
+
+    def _close_locked(self) -> None:
+        if self._closed:
+            return
+        self._n_workers_seen = (self.n_workers, 0.0)  # what a map would start again
+        self._closed = True
+        self._closes += 1
+        self._clear_cache()
+        try:
+            if self._own_client:
+                try:
+                    self._client.close()
+                except Exception:  # pragma: no cover
+                    pass
+            if self._cluster is not None:
+                self._cluster.close()
+                self._scratch()  # removed, with what the workers left in it
+        except KeyboardInterrupt:
+            self._stop_now()
+            if threading.main_thread().is_alive():
+                raise
+            # At exit, Python would print the interrupted close's traceback through
+            # Dask, run Dask's own exit hook (which waited 10 s to close the cluster
+            # again) and exit with status 0: an atexit callback cannot set the status.
+            print("executors: Ctrl-C while the Dask cluster shut down at exit: its worker "
+                  "processes were stopped", file=sys.stderr)
+            logging.getLogger("distributed").setLevel(logging.CRITICAL)  # its notes on them
+            _EXIT_BY_SIGINT.interrupted = True
+
+    def _kill_workers(self, addresses):
+        """Kill the worker processes at ``addresses`` (their nannies start new ones) and
+        wait until the scheduler has dropped them and the new ones have joined (a
+        broadcast scatter during a restart fails in Dask: "Can not use replicate to delete
+        data"). Not Dask's ``restart_workers``: it first waits 4 s for a worker to close of
+        itself, which one running a stuck task never does."""
+        n_before = len(self._client.scheduler_info()["workers"])
+        killed = []
+        for nanny in list(self._cluster.workers.values()):
+            pid = getattr(getattr(getattr(nanny, "process", None), "process", None), "pid", None)
+            if getattr(nanny, "worker_address", None) in addresses and pid:
+                try:
+                    os.kill(pid, getattr(signal, "SIGKILL", signal.SIGTERM))
+                    killed.append(nanny.worker_address)
+                except OSError:
+                    pass
+        deadline = time.monotonic() + 10
+        while killed and time.monotonic() < deadline:
+            workers = self._client.scheduler_info()["workers"]
+            if not set(killed) & set(workers) and len(workers) >= n_before:
                 return
-            self._n_workers_seen = (self.n_workers, 0.0)  # what a map would start again
-            self._closed = True
-            self._clear_cache()
-            try:
-                if self._own_client:
-                    try:
-                        self._client.close()
-                    except Exception:  # pragma: no cover
-                        pass
-                if self._cluster is not None:
-                    self._cluster.close()
-                    self._scratch()  # removed, with what the workers left in it
-            except KeyboardInterrupt:
-                self._stop_now()
-                if threading.main_thread().is_alive():
-                    raise
-                # At exit, Python would print the interrupted close's traceback through
-                # Dask, run Dask's own exit hook (which waited 10 s to close the cluster
-                # again) and exit with status 0: an atexit callback cannot set the status.
-                print("executors: Ctrl-C while the Dask cluster shut down at exit: its worker "
-                      "processes were stopped", file=sys.stderr)
-                logging.getLogger("distributed").setLevel(logging.CRITICAL)  # its notes on them
-                _EXIT_BY_SIGINT.interrupted = True
+            time.sleep(0.05)
 
     def _stop_now(self) -> None:
         """Kill the worker processes of the cluster this executor started (not its

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import contextvars
+import math
 import multiprocessing
 import multiprocessing.util
 import os
@@ -31,7 +32,8 @@ from typing import Any, Iterable
 from . import _abandon, _context, _lane, _remote, _shm
 from ._blas import PIN_ENV, blas_pinned
 from ._futures import collect
-from .base import Executor, WorkerError, annotate, check_positive_int, map_inline, usable_cpu_count
+from .base import (Executor, WorkerError, annotate, check_positive_int, closed_mid_map, map_inline,
+                   usable_cpu_count)
 
 __all__ = ["SerialExecutor", "ThreadExecutor", "ProcessExecutor"]
 
@@ -42,6 +44,7 @@ WORKER_MALLOC_ENV = {
     "MALLOC_TRIM_THRESHOLD_": os.environ.get("MALLOC_TRIM_THRESHOLD_", str(2**30)),
 }
 # loky restarts a worker whose memory grew, taking it for a leak: allow the heap glibc keeps.
+_MAX_IDLE_SECONDS = 2_000_000  # Connection.poll's timeout, in milliseconds, fits a C int
 _LOKY_ENV = {**PIN_ENV, **WORKER_MALLOC_ENV, "LOKY_MAX_MEMORY_LEAK_SIZE": os.environ.get(
     "LOKY_MAX_MEMORY_LEAK_SIZE", str(int(WORKER_MALLOC_ENV["MALLOC_TRIM_THRESHOLD_"]) + 300 * 10**6))}
 
@@ -116,7 +119,7 @@ class ThreadExecutor(Executor):
         except RuntimeError as exc:  # a cancelled item, or a submit after shutdown
             if self._closes == closes:
                 raise
-            raise _closed_mid_map(self.name) from exc
+            raise closed_mid_map(self.name) from exc
 
     def close(self) -> None:
         """Shut the pool down (waits for running tasks); a later map starts a new one.
@@ -128,11 +131,6 @@ class ThreadExecutor(Executor):
             self._closes += 1
         if pool is not None:
             pool.shutdown(wait=True, cancel_futures=True)
-
-
-def _closed_mid_map(name):
-    return WorkerError(f"the {name!r} executor was closed (close() from another thread) while this map "
-                       "was running: its unfinished items did not run. The next map starts it afresh.")
 
 
 class ProcessExecutor(Executor):
@@ -159,9 +157,13 @@ class ProcessExecutor(Executor):
     def __init__(self, n_workers: int | None = None, *, idle_timeout: float = 300.0,
                  max_nbytes: int | None = 2**20) -> None:
         self.n_workers = check_positive_int(n_workers) or usable_cpu_count()
-        if isinstance(idle_timeout, bool) or not isinstance(idle_timeout, (int, float)) or not idle_timeout > 0:
-            raise ValueError(f"ProcessExecutor: idle_timeout must be a positive number of seconds (how long "
-                             f"an idle worker waits before it exits), got {idle_timeout!r}")
+        # at least a second: a worker must outlive the wait for its first task; at most what a
+        # socket's poll takes (~24 days, in milliseconds as a C int); math.inf: never
+        if (isinstance(idle_timeout, bool) or not isinstance(idle_timeout, (int, float))
+                or not (1.0 <= idle_timeout <= _MAX_IDLE_SECONDS or idle_timeout == math.inf)):
+            raise ValueError(f"ProcessExecutor: idle_timeout must be a number of seconds from 1 to "
+                             f"{_MAX_IDLE_SECONDS:,} (how long an idle worker waits before it exits), or "
+                             f"math.inf for never; got {idle_timeout!r}")
         self.idle_timeout = idle_timeout
         self.max_nbytes = check_positive_int(max_nbytes, "max_nbytes")
         self._arrays = _shm.ArrayStore(self.max_nbytes) if self.max_nbytes is not None else None
@@ -237,7 +239,7 @@ class ProcessExecutor(Executor):
         except Exception as exc:
             if self._closes == closes:
                 raise
-            raise _closed_mid_map(self.name) from exc
+            raise closed_mid_map(self.name) from exc
         finally:
             if paths:
                 self._arrays.release(paths)

@@ -188,6 +188,7 @@ def _power(x, n):
     return x ** n
 
 
+@pytest.mark.filterwarnings("ignore:rrule for .* registered again")  # one function, three rules
 def test_check_rrule_refuses_a_zero_tangent_where_no_tangent_belongs():
     # ChainRulesTestUtils: an argument with no tangent space (an int) and a plain
     # function's self slot get NoTangent(); ZeroTangent() there passed silently

@@ -172,7 +172,8 @@ def test_f_from_a_module_the_workers_cannot_import_is_named(tmp_path, monkeypatc
         import only_here_losses
 
         with pytest.raises(executors.SerializationError,
-                           match=r"it refers to only_here_losses\.loss, and the workers cannot import module "
+                           match=r"^a worker of the 'dask' executor could not unpickle what it was sent: "
+                                 r"it refers to only_here_losses\.loss, and the workers cannot import module "
                                  r"'only_here_losses' \(ModuleNotFoundError.*\)\. Make 'only_here_losses' importable "
                                  r"where the workers run .*cloudpickle\.register_pickle_by_value\(only_here_losses\)"):
             ad.psum(only_here_losses.loss, [np.ones(3)] * 4, executor=ex)
@@ -242,3 +243,91 @@ def test_ctrl_c_while_the_cluster_shuts_down_at_exit_exits_at_once_as_interrupte
     while any(os.path.exists(f"/proc/{pid}") for pid in pids) and time.monotonic() < deadline:
         time.sleep(0.1)  # (reaped by init once their parent is gone)
     assert not [pid for pid in pids if os.path.exists(f"/proc/{pid}")], "worker processes left running"
+
+
+_AFTER_AN_INTERRUPT = '''
+import os, signal, sys, threading, time
+import numpy as np, adrules as ad, executors
+
+
+def f(x):
+    if x[0] == 2.0 and sys.argv[1] == "hung":
+        time.sleep(3600)  # stuck for good
+    return np.sum(x ** 2)
+
+
+if __name__ == "__main__":
+    xs = [np.ones(3) * i for i in range(4)]
+    with executors.DaskExecutor(n_workers=1) as ex:
+        print(ad.psum(f, xs[:2], executor=ex, dispatch="always"), flush=True)
+        t = time.monotonic()
+        try:
+            if sys.argv[1] == "hung":  # the call interrupted, as Jupyter does: SIGINT to this process
+                threading.Timer(3, os.kill, (os.getpid(), signal.SIGINT)).start()
+                ad.psum(f, xs, executor=ex, dispatch="always", chunk_size=1)
+            else:  # Ctrl-C at the terminal, at an idle prompt: SIGINT to the process group
+                os.killpg(os.getpgrp(), signal.SIGINT)
+                time.sleep(5)
+        except KeyboardInterrupt:
+            print("interrupted after", round(time.monotonic() - t), flush=True)
+        time.sleep(1)
+        t = time.monotonic()
+        print(ad.psum(f, xs[:2], executor=ex, dispatch="always"), flush=True)
+        print(time.monotonic() - t, flush=True)
+'''
+
+
+@pytest.mark.skipif(not hasattr(os, "killpg"), reason="process groups (POSIX)")
+@pytest.mark.parametrize("case", ["ctrl-c", "hung"])
+def test_the_next_call_works_within_10_s_after_a_ctrl_c_or_an_interrupted_stuck_task(case, tmp_path):
+    """After the terminal's Ctrl-C (to the whole process group) the workers and their
+    nannies had closed, and the next call waited for ever on no workers; after an
+    interrupted call whose task was stuck, the worker still ran it and got the new tasks."""
+    script = tmp_path / "script.py"
+    script.write_text(_AFTER_AN_INTERRUPT)
+    p = subprocess.Popen([sys.executable, str(script), case], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True, cwd=tmp_path, start_new_session=True)
+    try:
+        out, err = p.communicate(timeout=150)
+    except subprocess.TimeoutExpired:
+        os.killpg(p.pid, signal.SIGKILL)
+        out, err = p.communicate()
+        pytest.fail(f"hung; printed {out!r}")
+    finally:
+        if p.poll() is None:
+            os.killpg(p.pid, signal.SIGKILL)
+    lines = out.split("\n")
+    assert p.returncode == 0 and lines[:3] == ["3.0", f"interrupted after {3 if case == 'hung' else 0}", "3.0"], err
+    assert float(lines[3]) < 10, out
+
+
+_WORKERS_CLOSED_FOR_GOOD = '''
+import time, executors
+
+
+def close_worker(dask_worker=None):  # closes for good, its nanny with it (as a Ctrl-C did)
+    dask_worker.loop.add_callback(dask_worker.close, nanny=True, reason="closed by the test")
+
+
+if __name__ == "__main__":
+    with executors.DaskExecutor(n_workers=1) as ex:
+        print(ex.map(abs, [-1, -2]), flush=True)
+        ex.client.run(close_worker)
+        time.sleep(2)
+        t = time.monotonic()
+        print(ex.map(abs, [-1, -2]), flush=True)
+        print(time.monotonic() - t, flush=True)
+'''
+
+
+def test_a_cluster_whose_nannies_all_closed_is_started_again_not_waited_on(tmp_path):
+    script = tmp_path / "script.py"
+    script.write_text(_WORKERS_CLOSED_FOR_GOOD)
+    try:
+        r = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, cwd=tmp_path,
+                           timeout=120)
+    except subprocess.TimeoutExpired as e:
+        pytest.fail(f"hung; printed {e.stdout!r}")
+    lines = r.stdout.split("\n")
+    assert r.returncode == 0 and lines[:2] == ["[1, 2]", "[1, 2]"], r.stderr
+    assert float(lines[2]) < 10, r.stdout

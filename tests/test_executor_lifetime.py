@@ -2,8 +2,13 @@
 runs no atexit hook), when closed from another thread mid-map, and what settings they
 refuse. Real processes, real scripts."""
 
+import math
+import os
+import re
+import shutil
 import subprocess
 import sys
+import tempfile
 import textwrap
 import threading
 import time
@@ -49,11 +54,20 @@ def test_executors_made_inside_a_multiprocessing_worker_close_with_it(tmp_path, 
     assert time.perf_counter() - t0 < 90  # seconds of work and start-up, not an idle timeout
 
 
-@pytest.mark.parametrize("bad", [0, -1, 0.0, "60", True, None])
-def test_a_process_executor_refuses_an_idle_timeout_that_is_not_a_positive_number(bad):
-    with pytest.raises(ValueError, match=r"ProcessExecutor: idle_timeout must be a positive number of "
-                                         r"seconds .*got " + repr(bad).replace("(", r"\(")):
+@pytest.mark.parametrize("bad", [0, -1, 0.0, "60", True, None, 1e-3, 0.01, 1e10, float("nan"), -math.inf])
+def test_a_process_executor_refuses_an_idle_timeout_it_cannot_keep(bad):
+    """1e-3 and 0.01 were accepted, and every call failed: the workers exited before their
+    first task ("killed ... for lack of memory"); 1e10 failed in the worker's poll."""
+    with pytest.raises(ValueError, match=r"ProcessExecutor: idle_timeout must be a number of seconds from 1 "
+                                         r"to 2,000,000 .*or math.inf for never; got " + re.escape(repr(bad))):
         executors.ProcessExecutor(2, idle_timeout=bad)
+
+
+def test_a_process_executor_with_an_infinite_idle_timeout_keeps_its_workers():
+    """It was accepted, and every call failed: "cannot convert float infinity to integer"."""
+    with executors.ProcessExecutor(1, idle_timeout=math.inf) as ex:
+        assert ex.map(abs, [-1, -2]) == [1, 2]
+        assert ex.map(abs, [-3]) == [3]
 
 
 def _slow(x):
@@ -61,9 +75,13 @@ def _slow(x):
     return x
 
 
-@pytest.mark.parametrize("backend", ["threads", "processes"])
+@pytest.mark.parametrize("backend", ["threads", "processes", "dask"])
 def test_close_from_another_thread_mid_map_gives_a_clear_error_and_the_executor_works_after(backend):
-    ex = executors.ThreadExecutor(2) if backend == "threads" else executors.ProcessExecutor(2)
+    """On Dask it raised distributed's own ClosedClientError."""
+    if backend == "dask":
+        pytest.importorskip("distributed")
+    ex = {"threads": executors.ThreadExecutor, "processes": executors.ProcessExecutor,
+          "dask": lambda n: executors.DaskExecutor(n_workers=n)}[backend](2)
     ex.map(abs, [1, 2])  # up
     closer = threading.Timer(0.2, ex.close)
     closer.start()
@@ -107,3 +125,46 @@ def test_an_error_on_processes_is_raised_as_soon_as_it_arrives():
         with pytest.raises(ValueError, match="element 1 is bad"):
             ad.pmap(_fails_fast_or_waits, list(range(4)), executor=ex, chunk_size=1, dispatch="always")
         assert time.perf_counter() - t0 < 2.0  # element 0's 3 s, or more, were not waited for
+
+
+_LEAVES_A_STOP_FLAG_AND_STARTS_DASK = '''
+import executors
+
+
+def fails(x):
+    raise ValueError("a failed map sets its stop flag")
+
+
+if __name__ == "__main__":
+    try:
+        executors.ProcessExecutor(1).map(fails, [1])
+    except ValueError:
+        pass
+    with executors.DaskExecutor(n_workers=1) as ex:
+        print(ex.map(abs, [-1]))
+'''
+
+
+def test_folders_of_killed_processes_are_removed_at_the_next_start(tmp_path):
+    """SIGTERM or SIGKILL left executors-dask-* in the temporary folder and executors-stop-*
+    in shared memory behind, for good."""
+    pytest.importorskip("distributed")
+    ended = subprocess.Popen([sys.executable, "-c", "pass"])
+    ended.wait()
+    stop_root = "/dev/shm" if os.path.isdir("/dev/shm") else tempfile.gettempdir()
+    stale = [os.path.join(stop_root, f"executors-stop-{ended.pid}-left"),
+             os.path.join(tempfile.gettempdir(), f"executors-dask-{ended.pid}-left")]
+    in_use = os.path.join(tempfile.gettempdir(), f"executors-dask-{os.getpid()}-in-use")
+    try:
+        for folder in [*stale, in_use]:
+            os.makedirs(os.path.join(folder, "inside"))
+        script = tmp_path / "script.py"
+        script.write_text(_LEAVES_A_STOP_FLAG_AND_STARTS_DASK)
+        r = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120,
+                           cwd=tmp_path)
+        assert r.stdout.strip() == "[1]", r.stderr
+        assert not [f for f in stale if os.path.exists(f)]
+        assert os.path.isdir(in_use)  # its process runs: kept
+    finally:
+        for folder in [*stale, in_use]:
+            shutil.rmtree(folder, ignore_errors=True)

@@ -134,9 +134,21 @@ def raise_locked(x):
     return x
 
 
+def raise_locked_with_a_reason(x):
+    e = LockedError("locked out")
+    e.reason, e.message = "the user's reason", "the user's message"
+    raise e
+
+
 def exit_at_3(x):
     if x == 3:
         sys.exit(3)  # argparse and library code call it too
+    return x
+
+
+def raise_base_at_1(x, kind):
+    if x == 1:
+        raise kind("from f")
     return x
 
 
@@ -633,6 +645,23 @@ def test_sys_exit_in_a_task_raises_system_exit_in_the_caller_and_keeps_the_worke
     assert remote_ex.map(square, [2]) == [4]
 
 
+@pytest.mark.parametrize("kind", [KeyboardInterrupt, GeneratorExit, BaseException])
+@pytest.mark.parametrize("name", ["processes-1", "dask-2"])
+def test_a_base_exception_raised_by_f_comes_back_as_itself_and_keeps_the_workers(name, kind, local_pools,
+                                                                                  request):
+    """On processes it read "worker died (os._exit, crash)" and the worker was started
+    again; on Dask a KeyboardInterrupt could close the worker and its nanny."""
+    ex = request.getfixturevalue("dask_executor") if name == "dask-2" else local_pools[name]
+    ex.map(square, [2])
+    pids = sorted(ex.client.run(os.getpid).values()) if name == "dask-2" else ex.worker_pids()
+    with pytest.raises(kind, match="from f") as info:
+        ex.map(raise_base_at_1, range(3), shared=(kind,))
+    assert type(info.value) is kind
+    assert any("item 1 of 3" in n for n in getattr(info.value, "__notes__", [])), info.value
+    assert ex.map(square, [2]) == [4]
+    assert (sorted(ex.client.run(os.getpid).values()) if name == "dask-2" else ex.worker_pids()) == pids
+
+
 def test_an_exception_that_cannot_be_pickled_comes_back_with_its_notes_and_plain_attributes(remote_ex):
     """On Dask it came back as a bare Exception (the stand-in was raised with the
     original as its context, which Dask's serializer then failed to pickle)."""
@@ -644,6 +673,17 @@ def test_an_exception_that_cannot_be_pickled_comes_back_with_its_notes_and_plain
     notes = getattr(info.value, "__notes__", [])
     assert "raised where the user said" in notes and any("item 1 of 3" in n for n in notes), notes
     assert remote_ex.map(square, [2]) == [4]
+
+
+def test_an_exception_with_its_own_reason_attribute_keeps_the_remote_errors_message(remote_ex):
+    """The user's ``reason`` replaced RemoteError's: the message said "could not be sent
+    back from the worker: the user's reason"."""
+    from executors.base import RemoteError
+
+    with pytest.raises(RemoteError) as info:
+        remote_ex.map(raise_locked_with_a_reason, range(1))
+    assert "LockedError: locked out (the original exception could not be sent back" in str(info.value)
+    assert "the user's" not in str(info.value) and "lock" in info.value.reason
 
 
 def test_serial_and_threads_need_no_pickling(local_pools):

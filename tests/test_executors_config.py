@@ -121,6 +121,14 @@ def test_a_name_carries_its_worker_count_everywhere_as_in_the_variable():
             resolve(bad)
 
 
+def test_a_name_is_taken_in_any_case_as_in_the_variable():
+    """executor="THREADS" was refused while ADRULES_EXECUTOR=Processes was accepted."""
+    assert resolve("THREADS") is resolve("threads")
+    assert resolve("Threads:2") is resolve("threads", 2)
+    with config(executor="Serial"):
+        assert resolve().name == "serial"
+
+
 def test_bad_names_and_values():
     with pytest.raises(ValueError, match="'proceses'"):
         resolve("proceses")

@@ -15,7 +15,8 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 LAYERS = {
     "executors": [
         ["executors._context", "executors._blas", "executors._plain", "executors._shm", "executors._abandon",
-         "executors._tracebacks", "executors._global_random", "executors._pickler"],
+         "executors._tracebacks", "executors._global_random", "executors._pickler", "executors._leftovers",
+         "executors._dask_worker"],
         ["executors.base"],
         ["executors._futures", "executors._remote", "executors.reduce"],
         ["executors._lane"],

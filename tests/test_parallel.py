@@ -513,6 +513,11 @@ def test_bad_arguments_are_named():
         ad.psum(np.sin, 3.0)
     with pytest.raises(TypeError, match="vectorized=True"):
         ad.psum(np.sin, [1.0, 2.0], vectorized=True)
+    for run in (ad.psum, ad.pmap):  # it said "len() of unsized object"
+        with pytest.raises(TypeError, match=r"p(sum|map): xs is a 0-d array \(one value\).*pass \[x\]"):
+            run(np.sin, np.array(1.0))
+        with pytest.raises(TypeError, match=r"xs is a 0-d array"):  # differentiated too
+            ad.gradient(lambda x: run(np.sin, x), np.array(1.0))
     with pytest.raises(TypeError, match=r"psum: vectorized must be True or False, got 'no'"):
         ad.psum(np.sin, np.ones(2), vectorized="no")
 

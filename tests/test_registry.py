@@ -1,10 +1,13 @@
 """The rule registries: rrule, frule, register, config rules, primitive, scalar_rule,
 non_differentiable, and how the tracer uses them (thunks, pruning)."""
 
+import warnings
+
 import numpy as np
 import pytest
 
 import adrules as ad
+from adrules.registry import USER_REGISTRATIONS
 from adrules import _state
 
 
@@ -734,3 +737,36 @@ def test_a_user_rule_gets_constant_keyword_arguments_as_keywords():
     np.testing.assert_array_equal(ad.gradient(lambda x: np.sum(scale(x=x, factor=3.0)), x)[0], [3.0, 3.0])
     ad.testing.check_rrule(scale, x, fkwargs={"factor": 3.0})
     ad.testing.check_frule(scale, x, fkwargs={"factor": 3.0})
+
+
+def test_registering_a_users_rule_again_replaces_it_and_says_so():
+    """The second registration replaced the first silently (Julia warns on a method's
+    redefinition); replacing one of adrules's own rules stays quiet."""
+    @ad.primitive
+    def cube(x):
+        return x ** 3
+
+    @ad.rrule.register(cube)
+    def first(x):
+        return cube(x), lambda g: (ad.NoTangent(), 0.0 * g)
+
+    @ad.frule.register(cube)  # the other registry: not a redefinition
+    def forward(tangents, x):
+        return cube(x), 3 * x ** 2 * tangents[1]
+
+    with pytest.warns(UserWarning, match=r"rrule for .*cube registered again, replacing the rule "
+                                         r"registered at .*test_registry.py:\d+") as seen:
+        @ad.rrule.register(cube)
+        def second(x):
+            return cube(x), lambda g: (ad.NoTangent(), 3 * x ** 2 * g)
+    assert seen[0].filename == __file__
+    assert ad.gradient(cube, 2.0) == (12.0,)  # the second one
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        saved = ad.rrule.lookup(np.cbrt), ad.frule.lookup(np.cbrt)
+        try:
+            ad.scalar_rule(np.cbrt, lambda x, y: 1 / (3 * y ** 2))
+        finally:
+            ad.rrule.rules[np.cbrt], ad.frule.rules[np.cbrt] = saved
+            USER_REGISTRATIONS.keys.pop(np.cbrt)
+            USER_REGISTRATIONS.sites.pop(("rrule", np.cbrt)), USER_REGISTRATIONS.sites.pop(("frule", np.cbrt))

@@ -213,10 +213,6 @@ def test_scalar_rule_with_partials_taking_every_input_and_the_output_still_regis
 
     ad.scalar_rule(hypot, lambda a, b, y: a / y, lambda a, b, y: b / y)
     ad.testing.check_rrule(hypot, np.array([3.0]), np.array([4.0]))
-    # an extra partial for a function of one input is never called: still accepted
-    g = _primitive("one_input")
-    ad.scalar_rule(g, lambda x, y: 2.0, lambda x, y: 0.0)
-    assert ad.gradient(lambda x: g(x), 1.0) == (2.0,)
 
 
 def test_a_scalar_rule_partial_failing_in_a_direct_call_is_named_as_in_the_tracer():
@@ -376,3 +372,16 @@ def test_a_type_error_from_the_user_s_own_code_is_raised_as_it_was(where):
     with pytest.raises(TypeError, match="^my own bug$") as info:
         call()
     assert info.value.__cause__ is None
+
+
+def test_scalar_rule_refuses_more_partials_than_the_function_has_inputs():
+    """Two partials for a one-argument function were accepted (the second never called)."""
+    @ad.primitive
+    def double(x):
+        return 2 * x
+
+    with pytest.raises(TypeError, match=r"scalar_rule\(.*double\) was given 2 partials, but .*double takes "
+                                        r"1 positional argument: give one partial per input"):
+        ad.scalar_rule(double, lambda x, y: 2.0, lambda x, y: 0.0)
+    with pytest.raises(TypeError, match=r"scalar_rule\(numpy.exp\) was given 2 partials, but numpy.exp takes 1"):
+        ad.scalar_rule(np.exp, lambda x, y: y, lambda x, y: y)

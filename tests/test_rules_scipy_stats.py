@@ -249,3 +249,12 @@ def test_multivariate_normal_entropy_refuses_a_complex_cov():
     cov = np.array([[2.0, 0.5j], [-0.5j, 1.0]])
     with pytest.raises(TypeError, match=r"multivariate_normal\.entropy.*np\.real\(cov\)"):
         ad.gradient(lambda c: st.multivariate_normal.entropy(cov=c), cov)
+
+
+def test_a_list_of_traced_values_is_taken_as_the_array_scipy_would_make_of_it():
+    """It failed in the backward pass ("'>=' not supported between 'list' and 'int'") and
+    in jvp blamed scalar_rule."""
+    f = lambda x: np.sum(st.norm.logpdf([x[0], x[1]], loc=[0.0, x[0]], scale=(1.0, 2.0)))  # noqa: E731
+    ad.testing.check_grads(f, np.array([0.5, -1.0]), modes=("fwd", "rev"), order=1)
+    expected = st.norm.logpdf([0.5, -1.0], loc=[0.0, 0.5], scale=[1.0, 2.0]).sum()
+    assert ad.value_and_gradient(f, np.array([0.5, -1.0]))[0] == expected

@@ -243,3 +243,42 @@ def test_psum_of_tuples_and_dicts_sums_field_by_field():
 def test_psum_of_containers_of_different_structure_says_so():
     with pytest.raises(ValueError, match="does not add"):
         ad.psum(lambda x: (x,) if x < 2 else (x, x), [1.0, 2.0, 3.0], executor="serial")
+
+
+class Settings:
+    """A shared argument that is neither array nor container: data for f, no tangent."""
+
+    def __init__(self, scale):
+        self.scale = scale
+
+
+def scaled_loss(m, x, settings, pool):
+    assert isinstance(pool, executors.Executor)
+    return loss(m, x) * settings.scale
+
+
+@pytest.mark.parametrize("name", ["serial", "threads"])
+def test_forward_mode_takes_a_shared_object_that_is_not_an_array(name, data):
+    models, x, v = data
+    settings, pool = Settings(1.5), executors.SerialExecutor()
+    total = lambda x: ad.psum(scaled_loss, models, x, settings, pool, executor=name, chunk_size=2)  # noqa: E731
+    plain = lambda x: loop(scaled_loss, models, x, settings, pool)  # noqa: E731
+    grad = lambda x: ad.gradient(plain, x)[0]  # noqa: E731
+    eps = 1e-6
+    fd_jvp = (plain(x + eps * v) - plain(x - eps * v)) / (2 * eps)
+    fd_hvp = (grad(x + eps * v) - grad(x - eps * v)) / (2 * eps)
+    y, dy = ad.jvp(total, (x,), (v,))
+    np.testing.assert_allclose([y, dy], [plain(x), fd_jvp], rtol=1e-6)
+    np.testing.assert_allclose(ad.hvp(total, x, v), fd_hvp, rtol=1e-6, atol=1e-7)
+    np.testing.assert_allclose(ad.hessian(total, x) @ v, fd_hvp, rtol=1e-6, atol=1e-7)
+
+
+@pytest.mark.parametrize("mode", ["gradient", "jvp"])
+def test_an_object_inside_a_shared_container_is_named_as_the_user_passed_it(mode, data):
+    """Both modes named psum's internals: "pullback(chunks_fn): leaf 1 of argument 0",
+    "jvp(chunk): leaf 1 of argument 1"."""
+    models, x, v = data
+    total = lambda x: ad.psum(lambda m, p: scaled_loss(m, p[0], p[1], executors.SerialExecutor()),  # noqa: E731
+                              models, (x, Settings(1.5)), executor="serial")
+    with pytest.raises(TypeError, match=r"^psum: leaf 1 of shared argument 0 is a Settings, which is neither"):
+        ad.gradient(total, x) if mode == "gradient" else ad.jvp(total, (x,), (v,))

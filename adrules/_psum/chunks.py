@@ -367,14 +367,25 @@ def _name_elements(e, who, group):
 def chunk_jvp(item, plan, state, shared, tangents):
     (xs, start), (dxs, dstate, dshared) = item, tangents
     body = plan.body
+    # Arguments with a zero tangent are constants of the chunk, not jvp's primals: a
+    # shared object that is neither array nor container (a settings object, an
+    # executor) gets one, and jvp would refuse it as a primal.
+    args, dargs = (state, xs, *shared), (dstate, dxs, *dshared)
+    moving = [i for i, d in enumerate(dargs) if not is_zero(d)]
 
-    def chunk(s, x, *sh):
+    def chunk(*moved):
+        s, x, *sh = args
+        if moved:
+            whole = list(args)
+            for i, v in zip(moving, moved):
+                whole[i] = v
+            s, x, *sh = whole
         y = body(s, x, start, *sh)
         if y is None:  # (jvp's own message named this function)
             raise TypeError(f"psum: {why_not_added(y, y)}")
         return y
 
-    return jvp(chunk, (state, xs, *shared), (dstate, dxs, *dshared))
+    return jvp(chunk, tuple(args[i] for i in moving), tuple(dargs[i] for i in moving))
 
 
 def jvp_chunks(group, plan, state, shared):

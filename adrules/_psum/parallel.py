@@ -37,7 +37,8 @@ from executors.base import add_note
 
 from .._state import STATE as _STATE, TracedValue
 from ..callables import has_traced as _has_traced, split_callable
-from ..pytrees import flatten, tangent_leaves, tree_map, unflatten
+from ..api import leaf_is_differentiable
+from ..pytrees import LEAF, flatten, tangent_leaves, tree_map, unflatten
 from ..registry import frule, primitive, rrule
 from ..tangents import NoTangent, ZeroTangent, add_tangents, dense, is_zero
 from ..tracer import Traced, TracerError, primal_value
@@ -492,6 +493,10 @@ def _call(kind, f, xs, shared, executor, chunk_size, vectorized, progress, dispa
         fix = ", which can be gone through once only: pass list(xs)" if hasattr(xs, "__next__") else ""
         raise TypeError(f"{kind}: xs must be a sequence of elements (list, tuple, range, array), "
                         f"got {type(xs).__name__}{fix}.")
+    if getattr(primal_value(xs), "ndim", None) == 0:
+        raise TypeError(f"{kind}: xs is a 0-d array (one value), which has no elements to go "
+                        f"through: pass [x] for one element, or an array whose first axis runs over "
+                        f"the elements.")
     for name, flag in (("vectorized", vectorized), ("progress", progress)):
         if not isinstance(flag, (bool, np.bool_)):
             raise TypeError(f"{kind}: {name} must be True or False, got {flag!r}.")
@@ -509,8 +514,23 @@ def _call(kind, f, xs, shared, executor, chunk_size, vectorized, progress, dispa
         as_received = to_workers.as_received
         return _value(call, as_received(state), as_received(xs), tuple(map(as_received, shared)))
     leaves, treedef = flatten((state, xs, list(shared)))
+    _check_shared_containers(kind, leaves, treedef)
     call.treedef, call.active = treedef, (state is not None, *_traced_parts(leaves, treedef))
     return call.rebuild(_map_chunks(call, *leaves))
+
+
+def _check_shared_containers(kind, leaves, treedef):
+    """Refuse, naming it as the user passed it, an object inside a shared argument's
+    container that is neither array, number nor container (the chunk's own
+    differentiation would name an argument of psum's internals). A shared argument that
+    is such an object itself is a constant of f, as in a closure."""
+    state_def, xs_def, shared_def = treedef.children
+    start = state_def.n_leaves + xs_def.n_leaves
+    for k, d in enumerate(shared_def.children):
+        if d is not LEAF:
+            for j, leaf in enumerate(leaves[start:start + d.n_leaves]):
+                leaf_is_differentiable(leaf, kind, f"leaf {j} of shared argument {k}")
+        start += d.n_leaves
 
 
 def _traced_parts(leaves, treedef):

@@ -2,14 +2,22 @@
 
 ``load_with("scipy.special", "adrules.rules.scipy_special")`` imports the rule module(s) at
 once if ``scipy.special`` is already imported, and otherwise right after the first
-``import scipy.special`` (a finder on ``sys.meta_path`` that wraps that one module's
-loader, then removes itself). So ``import adrules`` never pays for importing SciPy
-(~0.4 s), and costs nothing at all when SciPy is not installed.
+``import scipy.special`` has run the module's code. So ``import adrules`` never pays for
+importing SciPy (~0.4 s), and costs nothing at all when SciPy is not installed.
+
+How: a finder on ``sys.meta_path`` answers for that one module name with the spec the
+finders after it give, its loader's ``exec_module`` wrapped to load the rules once the
+module's code has run. The import system calls finders while it holds its global lock, so
+the finder asks the other finders directly (``finder.find_spec(name, path)``) and never
+imports anything there (``importlib.util.find_spec`` would wait for a parent module another
+thread is importing: a deadlock). A spec lookup alone (``importlib.util.find_spec``) loads
+nothing and leaves the finder in place; the finder removes itself once the rules loaded.
 """
 
 import importlib
 import importlib.util
 import sys
+import threading
 
 
 def is_installed(package):
@@ -20,26 +28,52 @@ def is_installed(package):
 
 
 class _LoadAfter:
-    """A meta path finder that runs ``then()`` once ``name`` has finished importing."""
+    """A meta path finder that runs ``then()`` once ``name``'s module code has run."""
 
     def __init__(self, name, then):
         self.name, self.then = name, then
+        self.lock, self.done = threading.Lock(), False
+        self.asking = threading.local()  # another such finder (a second copy of adrules) asks us back
 
     def find_spec(self, name, path=None, target=None):
-        if name != self.name:
+        if name != self.name or getattr(self.asking, "now", False):
             return None
-        sys.meta_path.remove(self)
-        spec = importlib.util.find_spec(name)
+        self.asking.now = True
+        try:
+            spec = self._spec_from_other_finders(name, path, target)
+        finally:
+            self.asking.now = False
         if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
             return spec
-        exec_module, then = spec.loader.exec_module, self.then
+        exec_module = spec.loader.exec_module
 
         def exec_then_load_rules(module):
             exec_module(module)
-            then()
+            self._load_once()
 
         spec.loader.exec_module = exec_then_load_rules
         return spec
+
+    def _spec_from_other_finders(self, name, path, target):
+        for finder in list(sys.meta_path):
+            find_spec = getattr(finder, "find_spec", None)
+            if finder is self or find_spec is None:
+                continue
+            spec = find_spec(name, path, target)
+            if spec is not None:
+                return spec
+        return None
+
+    def _load_once(self):
+        with self.lock:
+            if self.done:
+                return
+            self.done = True
+        try:
+            sys.meta_path.remove(self)
+        except ValueError:  # someone else took it out
+            pass
+        self.then()
 
 
 def load_with(package, *rules_modules):

@@ -19,11 +19,15 @@ an entry point in SciPy's place:
   and calls the primitive; otherwise SciPy's method runs, unchanged. On the class, not
   the object ``st.norm``: a frozen distribution (``st.norm(0.0, 2.0)``) makes a new object
   of the class; classes deriving from it (``erlang_gen`` from ``gamma_gen``) get SciPy's
-  method.
+  method. The method is named where it lives (``norm_gen.logpdf``): cloudpickle then sends
+  a bound method such as ``st.norm.logpdf`` by name, as it does without adrules, and it
+  loads (as SciPy's own method) where adrules is not installed.
 """
 
 import functools
 import inspect
+
+import numpy as np
 
 from .. import unsupported
 from .._state import STATE, TracedValue
@@ -87,6 +91,8 @@ def route_method(cls, name, prim):
     @functools.wraps(original)
     def routed(self, *args, **kwargs):
         if STATE.active and type(self) is cls and _traced_among(args, kwargs):
+            args = tuple(map(_stacked, args))
+            kwargs = {k: _stacked(v) for k, v in kwargs.items()}
             if not kwargs and len(args) == n:  # every argument given by position
                 return prim(*args)
             try:
@@ -97,8 +103,20 @@ def route_method(cls, name, prim):
             return prim(*bound.args)
         return original(self, *args, **kwargs)
 
+    # Named where it lives (``norm_gen.logpdf``), so pickles that send functions by
+    # reference when their name finds them (cloudpickle's) send a name, not adrules' code:
+    # loaded where adrules is absent, the name gives SciPy's own method.
+    routed.__module__, routed.__qualname__ = cls.__module__, f"{cls.__qualname__}.{name}"
     routed.__adrules_routed__ = prim
     setattr(cls, name, routed)
+
+
+def _stacked(value):
+    """A list (or tuple) holding traced values as one traced array, as SciPy's method
+    would make an array of it (``st.norm.logpdf([x[0], x[1]])``); anything else as it is."""
+    if type(value) in (list, tuple) and has_traced(value):
+        return np.stack([_stacked(v) for v in value])
+    return value
 
 
 def _traced_among(args, kwargs):
