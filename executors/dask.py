@@ -154,8 +154,21 @@ def _local_cluster(kwargs: dict[str, Any], http_routes: bool, scratch: str) -> d
     if not http_routes:
         config["distributed.scheduler.http.routes"] = []
         config["distributed.worker.http.routes"] = []
-    with dask.config.set(config):
-        return distributed.LocalCluster(**kwargs)
+    # A nanny copies its pre-spawn environment into this process's os.environ, where every
+    # later nanny reads it back over its own configuration: a cluster started earlier in
+    # the process (the user's own, with Dask's defaults) would hand our workers its trim
+    # threshold. Ours are set while the nannies read them, then put back.
+    saved = {k: os.environ.get(k) for k in WORKER_MALLOC_ENV}
+    os.environ.update(WORKER_MALLOC_ENV)
+    try:
+        with dask.config.set(config):
+            return distributed.LocalCluster(**kwargs)
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
 
 
 def _refuse_unguarded_script(kwargs: dict[str, Any]) -> None:

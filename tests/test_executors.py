@@ -512,6 +512,22 @@ def test_workers_keep_freed_memory_for_the_next_temporaries(backend, local_pools
     assert all(f < 40 * 256 // 4 for f in faults), faults
 
 
+def malloc_environment(_=None):
+    import os
+    return {k: os.environ.get(k) for k in ("MALLOC_TRIM_THRESHOLD_", "MALLOC_MMAP_THRESHOLD_")}
+
+
+def test_dask_workers_keep_their_heap_settings_after_another_cluster_started(loopback_dask_client):
+    """A nanny of any LocalCluster (here the user's own, with Dask's defaults) writes its
+    trim threshold into this process's environment, where later nannies read it over their
+    configuration: our workers handed freed memory back at every temporary."""
+    from executors.local import WORKER_MALLOC_ENV
+
+    assert loopback_dask_client.run(malloc_environment)  # the other cluster is up
+    with executors.DaskExecutor(n_workers=1, silence_logs=logging.CRITICAL) as ex:
+        assert ex.map(malloc_environment, [0]) == [WORKER_MALLOC_ENV]
+
+
 def test_dask_worker_killed_mid_map_is_recomputed(dask_executor, tmp_path):
     marker = str(tmp_path / "killed")
     t = time.perf_counter()
