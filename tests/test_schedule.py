@@ -147,7 +147,7 @@ def test_cheap_chunks_travel_in_batches_and_every_worker_gets_as_many():
     assert sum(sizes) == 13 and len(sizes) % 2 == 0 and max(sizes) - min(sizes) <= 1
     assert [len(b) for b in schedule.batches(3, 8, t=1e-6, per_task=1.0)] == [1, 1, 1]
     assert [len(b) for b in schedule.batches(16, 2, t=1e-6, per_task=1.0, one_each=True)] == [1] * 16
-    assert schedule.group_size(1e-5) == 100 and schedule.group_size(0.1) == 1
+    assert schedule.group_size(1e-4) == 50 and schedule.group_size(0.1) == 1  # 5 ms a tape
 
 
 # ------------------------------------------------------- the runner, on a clock

@@ -4,7 +4,7 @@
       decide(site, executor, n chunks left) ─▶ INLINE | PARALLEL | ONE_FIRST
         INLINE:    the chunks left, in groups (see ``group_size``), in this thread
         PARALLEL:  the chunks left, in tasks of consecutive chunks (``batches``), on the executor
-        ONE_FIRST: one group inline, stopping after a millisecond of work, then decide
+        ONE_FIRST: one group inline, stopping after ``GROUP_SECONDS`` of work, then decide
                    again (no estimate yet, or the workers still starting); an INLINE
                    group that stops early (heavier than estimated) decides again too
 
@@ -42,9 +42,11 @@ TASK_WORK = 10.0  # a task holds at least this many times the executor's per-tas
 BIG_RESULT = 2**20  # bytes: a chunk's result this big travels in a task of its own
 PRELOAD = ("adrules",)  # what starting worker processes import ahead of the first chunk
 
-#: a group's chunks traced on one tape hold up to this much work (CPU seconds): a group
-#: stops after the chunk that takes it past (its caller sends the rest again)
-GROUP_SECONDS = 1e-3
+#: a group's chunks traced on one tape hold up to this much work (seconds): a group
+#: stops after the chunk that takes it past (its caller sends the rest again). Each tape
+#: costs a traced call, a reverse pass and boxing of its own: fewer tapes of chunks under a
+#: millisecond pay on a loop of small models (asv_benchmarks/RESULTS.md)
+GROUP_SECONDS = 5e-3
 
 INLINE, PARALLEL, ONE_FIRST = "inline", "parallel", "a group inline first"
 
@@ -213,7 +215,7 @@ def run(executor, fn, items, shared=(), *, key=None, dispatch="auto", on_result=
     where, why = decide(site, executor, n, dispatch, result_bytes)
     try:
         while i < n and where is not PARALLEL:
-            # ONE_FIRST: one group, as long as a millisecond of work (chunk 0 if heavier)
+            # ONE_FIRST: one group, as long as GROUP_SECONDS of work (chunk 0 if heavier)
             once = where is ONE_FIRST
             size = 1 if one_chunk_a_task else (n - i if once else group_size(site.seconds))
             with executors.as_worker():  # (pinning BLAS may scan the libraries: not the chunks' time)
@@ -241,8 +243,8 @@ def group_size(t, one_each=False):
     those traced together on one tape hold up to ``GROUP_SECONDS`` of work; one when
     ``t`` is unknown, or each result is big (a dense cotangent).
 
-    >>> group_size(1e-5), group_size(0.1), group_size(None)
-    (100, 1, 1)
+    >>> group_size(1e-4), group_size(0.1), group_size(None)
+    (50, 1, 1)
     """
     return 1 if one_each or not t else max(1, int(GROUP_SECONDS / t))
 
