@@ -221,6 +221,7 @@ class DaskExecutor(Executor):
     """
 
     name = "dask"
+    prior_overhead = (2e-2, 3e-3, 1e-8)  # a LocalCluster's round trips, on the high side
     shares_memory = False
 
     def __init__(
