@@ -107,6 +107,11 @@ def _processing_when_workers_died(prefix, dask_scheduler=None):
             for key in msg.get("processing-tasks", ()) if isinstance(key, str) and key.startswith(prefix)]
 
 
+def _n_running_workers(dask_scheduler=None):
+    """Run on the scheduler: how many workers are up and taking work."""
+    return len(dask_scheduler.running)
+
+
 def _local_cluster(kwargs: dict[str, Any], http_routes: bool, scratch: str) -> distributed.LocalCluster:
     """A LocalCluster whose worker processes keep freed memory, as loky's do
     (``WORKER_MALLOC_ENV``). Dask's own default, ``MALLOC_TRIM_THRESHOLD_=65536``, hands
@@ -386,23 +391,35 @@ class DaskExecutor(Executor):
         """The future of ``(key, data)`` sent to every worker, once the workers are up:
         after a loss, a nanny takes seconds to restart a worker (a minute on a busy
         machine), and Dask's scatter finds none ("No valid workers found" after its
-        connect timeout) or sees one join mid-send. Waits at most ``WAIT_FOR_WORKERS``."""
+        connect timeout) or sees one join mid-send. Waits at most ``WAIT_FOR_WORKERS``; a
+        worker that dies mid-send (its connection closed) is waited for again, twice at most."""
+        for attempt in range(3):
+            self._wait_for_workers()
+            try:
+                return self._client.scatter([(key, data)], broadcast=True, hash=False)[0]
+            except (OSError, TimeoutError, ValueError) as e:  # CommClosedError is an OSError
+                if attempt == 2:
+                    raise WorkerError(f"the dask cluster lost its workers while data was sent to them, "
+                                      f"three times: are its workers dying (see their logs)? ({e})") from e
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _wait_for_workers(self):
+        # polled on the scheduler: Cluster.wait_for_workers replaces the cluster's view of
+        # the workers, and its watcher then fails on the removal of one it no longer lists
         deadline = time.monotonic() + WAIT_FOR_WORKERS
         while True:
             self._restore_workers()  # (the cluster may drop one while this waits)
             want = max(1, len(self._cluster.worker_spec)) if self._cluster is not None else 1
-            try:
-                self._client.wait_for_workers(want, timeout=1.0)
-                break
-            except TimeoutError as e:
-                if time.monotonic() < deadline:
-                    continue
-                if not self._client.scheduler_info()["workers"]:
+            running = self._client.run_on_scheduler(_n_running_workers)
+            if running >= want:
+                return
+            if time.monotonic() > deadline:
+                if not running:
                     raise WorkerError(
                         f"the dask cluster has had no worker for {WAIT_FOR_WORKERS:.0f} s after losing "
-                        "them: are its workers dying as they start (see their logs)?") from e
-                break  # fewer than all: the data goes to those there
-        return self._client.scatter([(key, data)], broadcast=True, hash=False)[0]
+                        "them: are its workers dying as they start (see their logs)?")
+                return  # fewer than all: the data goes to those there
+            time.sleep(0.1)
 
     def scatter(self, obj: Any) -> Scattered:
         """Send ``obj`` to every worker now; return a handle to pass in ``shared=``.
