@@ -155,20 +155,21 @@ class TrainingLoop:
     """A new user's loop, as filed: 16 MLPs 8-32-1, 100 SGD steps of ``value_and_gradient``
     of a psum, from a fresh process (pool start-up included), at three batch sizes (steps
     of ~1, ~5 and ~50 ms serially). Each backend's time over serial's, the runs alternated
-    (serial, threads, processes; three rounds, medians): the whole loop, and the median of
-    steps 1-10. The final models must have serial's bits."""
+    (serial, threads, processes; ``rounds`` rounds, medians): the whole loop, and the median
+    of steps 1-10. The final models must have serial's bits."""
 
     unit = "x serial time"
     params = [[32, 128, 2048], ["threads", "processes"]]
     param_names = ["batch", "backend"]
     timeout = 900
     number, repeat, warmup_time = 1, 1, 0
+    rounds = 1  # fresh processes per backend and batch (3 for the figures in RESULTS.md: CI's time)
 
     def setup_cache(self):
         out = {}
         for batch in self.params[0]:
             runs = {"serial": [], "threads": [], "processes": []}
-            for _ in range(3):
+            for _ in range(self.rounds):
                 for backend in runs:
                     code = subprocess.run([sys.executable, "-c", _LOOP, f"{backend}:2" if backend != "serial"
                                            else backend, str(batch), "100"], capture_output=True, text=True,
