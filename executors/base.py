@@ -211,13 +211,29 @@ class Executor:
         """Run the items; hand each result to ``results.put(i, result)``."""
         raise NotImplementedError
 
+    #: ``(per_call, per_task, per_byte)`` a map is expected to cost before its workers
+    #: are started and ``overhead()`` measured: psum starts workers only for work that
+    #: gains on them at this cost (on the high side: a pool started for nothing costs
+    #: the caller its start and more)
+    prior_overhead: tuple[float, float, float] = (0.0, 0.0, 0.0)
+
     def start(self, preload: Iterable[str] = ()) -> None:
         """Start workers in the background, if this backend has any to start (returns
-        at once); worker processes import the modules named in ``preload``.
+        at once); worker processes import the modules named in ``preload``. psum starts
+        them itself when a call's work can gain on them; call this to have them at once.
 
         >>> import executors
-        >>> executors.SerialExecutor().start()
+        >>> executors.ThreadExecutor(2).start()
         """
+
+    def started(self) -> bool:
+        """True once the workers are up or starting (after ``start`` or a map).
+
+        >>> import executors
+        >>> executors.ThreadExecutor(2).started()
+        True
+        """
+        return self.ready()
 
     def ready(self) -> bool:
         """True when a map would not wait for workers to start.

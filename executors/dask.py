@@ -64,6 +64,8 @@ from .local import WORKER_MALLOC_ENV
 
 __all__ = ["DaskExecutor", "Scattered"]
 
+WAIT_FOR_WORKERS = 120.0  # seconds the workers restarted after a loss are awaited before data is sent
+
 _INSTALL_HINT = (
     'DaskExecutor needs the optional dependency "distributed": pip install "adrules[dask]"'
 )
@@ -120,6 +122,11 @@ def _running_keys(prefixes, dask_worker=None):
     state = dask_worker.state
     return [ts.key for ts in (state.executing | state.long_running)
             if isinstance(ts.key, str) and ts.key.startswith(prefixes)]
+
+
+def _n_running_workers(dask_scheduler=None):
+    """Run on the scheduler: how many workers are up and taking work."""
+    return len(dask_scheduler.running)
 
 
 def _local_cluster(kwargs: dict[str, Any], http_routes: bool, scratch: str) -> distributed.LocalCluster:
@@ -289,6 +296,7 @@ class DaskExecutor(Executor):
     """
 
     name = "dask"
+    prior_overhead = (2e-2, 3e-3, 1e-8)  # a LocalCluster's round trips, on the high side
     shares_memory = False
 
     def __init__(
@@ -435,8 +443,7 @@ class DaskExecutor(Executor):
             if fut is not None and fut.status == "finished":
                 self._cache.move_to_end(key)
                 return fut
-        fut = self._client.scatter([(key, data() if callable(data) else data)], broadcast=True,
-                                   hash=False)[0]
+        fut = self._broadcast(key, data() if callable(data) else data)
         with self._cache_lock:
             self._n_scatters += 1
             self._cache[key] = fut
@@ -444,6 +451,50 @@ class DaskExecutor(Executor):
             while len(self._cache) > self.cache_size:
                 self._cache.popitem(last=False)  # dask frees it once unused
         return fut
+
+    def _restore_workers(self) -> None:
+        """Start again the workers this executor's cluster dropped: a ``SpecCluster``
+        closes a worker's nanny for good when no worker of its name is back
+        ``distributed.deploy.lost-worker-timeout`` (15 s) after one died, which a busy
+        machine's restarts, or a task killing each restart, outlast; maps then wait for
+        workers that never come."""
+        cluster = self._cluster
+        if cluster is not None and len(cluster.workers) < len(cluster.worker_spec):
+            cluster.scale(len(cluster.worker_spec))
+
+    def _broadcast(self, key, data):
+        """The future of ``(key, data)`` sent to every worker, once the workers are up:
+        after a loss, a nanny takes seconds to restart a worker (a minute on a busy
+        machine), and Dask's scatter finds none ("No valid workers found" after its
+        connect timeout) or sees one join mid-send. Waits at most ``WAIT_FOR_WORKERS``; a
+        worker that dies mid-send (its connection closed) is waited for again, twice at most."""
+        for attempt in range(3):
+            self._wait_for_workers()
+            try:
+                return self._client.scatter([(key, data)], broadcast=True, hash=False)[0]
+            except (OSError, TimeoutError, ValueError) as e:  # CommClosedError is an OSError
+                if attempt == 2:
+                    raise WorkerError(f"the dask cluster lost its workers while data was sent to them, "
+                                      f"three times: are its workers dying (see their logs)? ({e})") from e
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _wait_for_workers(self):
+        # polled on the scheduler: Cluster.wait_for_workers replaces the cluster's view of
+        # the workers, and its watcher then fails on the removal of one it no longer lists
+        deadline = time.monotonic() + WAIT_FOR_WORKERS
+        while True:
+            self._restore_workers()  # (the cluster may drop one while this waits)
+            want = max(1, len(self._cluster.worker_spec)) if self._cluster is not None else 1
+            running = self._client.run_on_scheduler(_n_running_workers)
+            if running >= want:
+                return
+            if time.monotonic() > deadline:
+                if not running:
+                    raise WorkerError(
+                        f"the dask cluster has had no worker for {WAIT_FOR_WORKERS:.0f} s after losing "
+                        "them: are its workers dying as they start (see their logs)?")
+                return  # fewer than all: the data goes to those there
+            time.sleep(0.1)
 
     def scatter(self, obj: Any) -> Scattered:
         """Send ``obj`` to every worker now; return a handle to pass in ``shared=``.
@@ -465,8 +516,7 @@ class DaskExecutor(Executor):
             return _remote.make_blob(data)  # inline in every task
         key = _remote.content_key(data)
         if not self.reuse_shared:  # sent afresh with every call (for comparison)
-            fut = self._client.scatter([(key, data)], broadcast=True, hash=False)[0]
-            return _Shared(obj, what, key, fut, cached=False)
+            return _Shared(obj, what, key, self._broadcast(key, data), cached=False)
         return _Shared(obj, what, key, self._scatter_blob(key, data))
 
     def _in_tasks(self, sendable):
@@ -479,8 +529,7 @@ class DaskExecutor(Executor):
         if sendable.cached:
             sendable.future = self._scatter_blob(sendable.key, lambda: self._bytes_again(sendable))
         else:
-            data = self._bytes_again(sendable)
-            sendable.future = self._client.scatter([(sendable.key, data)], broadcast=True, hash=False)[0]
+            sendable.future = self._broadcast(sendable.key, self._bytes_again(sendable))
         if sendable.handle is not None:
             sendable.handle.future = sendable.future
         return sendable.future
@@ -518,6 +567,7 @@ class DaskExecutor(Executor):
         closes = self._closes
         try:
             while pending:
+                self._restore_workers()
                 refs = [self._in_tasks(s) for s in sendables]
                 token = uuid.uuid4().hex
                 tokens.append(token)

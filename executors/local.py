@@ -70,6 +70,19 @@ class SerialExecutor(Executor):
     def overhead(self) -> tuple[float, float, float]:
         return (0.0, 0.0, 0.0)
 
+    def start(self, preload: Iterable[str] = ()) -> None:
+        """The serial executor has no workers: asking it to start some is a mistake.
+
+        >>> SerialExecutor().start()
+        Traceback (most recent call last):
+        ...
+        ValueError: SerialExecutor.start: the serial executor has no workers to start (it runs every chunk in the calling thread). To start workers at once, start an executor that has them, e.g. executors.resolve("processes:2").start()
+        """
+        raise ValueError(
+            "SerialExecutor.start: the serial executor has no workers to start (it runs every chunk "
+            "in the calling thread). To start workers at once, start an executor that has them, "
+            'e.g. executors.resolve("processes:2").start()')
+
     def __repr__(self) -> str:
         return "SerialExecutor()"
 
@@ -153,6 +166,7 @@ class ProcessExecutor(Executor):
     """
 
     name = "processes"
+    prior_overhead = (2e-3, 6e-4, 1e-8)  # ~3x what a quiet 2-core machine measures
 
     def __init__(self, n_workers: int | None = None, *, idle_timeout: float = 300.0,
                  max_nbytes: int | None = 2**20) -> None:
@@ -207,6 +221,15 @@ class ProcessExecutor(Executor):
         [1]
         """
         self._get_lane(preload)
+
+    def started(self) -> bool:
+        """True once the worker processes are up or starting (after ``start`` or a map).
+
+        >>> ProcessExecutor(1).started()
+        False
+        """
+        with self._lock:
+            return self._lane is not None
 
     def ready(self) -> bool:
         """True once the worker processes are up (after ``start`` or a map).

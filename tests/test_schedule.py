@@ -19,6 +19,7 @@ from adrules._psum.schedule import GROUP_SECONDS
 @pytest.fixture(autouse=True)
 def fresh(monkeypatch):
     monkeypatch.delenv("ADRULES_DISPATCH", raising=False)
+    monkeypatch.setattr(schedule, "free_cores", float)  # a quiet machine: every worker a core
     schedule.forget()
     yield
     schedule.forget()
@@ -54,7 +55,7 @@ class FakePool(executors.SerialExecutor):
     def __init__(self, n_workers=2, per_call=1e-3, per_task=1e-4, ready_after=0, clock=None, speedup=1.9):
         self.n_workers, self.clock, self.speedup = n_workers, clock, speedup
         self._fixed = (per_call, per_task, 0.0)
-        self.ready_after, self.asked, self.started = ready_after, 0, 0
+        self.ready_after, self.asked, self.starts = ready_after, 0, 0
         self.maps = []  # [[chunks of task 0], [chunks of task 1], ...] per map
 
     def overhead(self):
@@ -65,7 +66,10 @@ class FakePool(executors.SerialExecutor):
         return self.asked > self.ready_after
 
     def start(self, preload=()):
-        self.started += 1
+        self.starts += 1
+
+    def started(self):  # up from the first look (ready_after=0), or once started
+        return self.starts > 0 or self.ready_after == 0
 
     def _map(self, fn, items, shared, on_done, results):
         self.maps.append([[start + k for k in range(len(chunk))] for chunk, start, _ in items])
@@ -116,7 +120,36 @@ def test_workers_still_starting_are_started_and_chunks_run_inline_meanwhile():
     pool = FakePool(ready_after=10)
     where, why = schedule.decide(_site(1.0), pool, 8)
     assert where == "a group inline first" and "workers starting" in schedule.explain(why)
-    assert pool.started == 1
+    assert pool.starts == 1
+
+
+def test_workers_not_started_are_started_only_for_work_that_gains_on_them_at_the_prior_cost():
+    # a pool not started, expected to cost 20 ms a map and 5 ms a task until measured: 16
+    # chunks of 0.5 ms (8 ms inline) cannot gain on it, 16 chunks of 10 ms can
+    cold = FakePool(ready_after=10)
+    cold.prior_overhead = (20e-3, 5e-3, 0.0)
+    where, why = schedule.decide(_site(0.5e-3), cold, 16, cores=2)
+    assert where == "inline" and cold.starts == 0
+    assert schedule.explain(why) == "est. 8 ms inline vs 34 ms on fake once started (2 cores free): not started"
+    # with the other cores busy (a loaded machine), 2 workers would share one: no gain
+    assert schedule.decide(_site(10e-3), cold, 16, cores=1)[0] == "inline" and cold.starts == 0
+    where, why = schedule.decide(_site(10e-3), cold, 16, cores=2)
+    assert where == "a group inline first" and "workers starting" in schedule.explain(why)
+    assert cold.starts == 1
+    # once started (by psum or by the user), the measured overhead decides
+    assert schedule.decide(_site(0.5e-3), cold, 16, cores=1)[0] == "a group inline first"  # still starting
+
+
+def test_a_long_loop_loses_under_a_tenth_to_parallel_runs_that_do_not_pay():
+    """A backend the model favours (1 ms a map) that runs chunks at half the inline speed:
+    the site goes inline once it measured that, and retries rarely enough that the loop
+    takes less than 10% longer than inline throughout."""
+    pool = FakePool(clock=TickingClock(), speedup=0.5)
+    clock, n_calls, chunk = pool.clock, 400, 0.01
+    for _ in range(n_calls):
+        _run(pool, chunk)
+    assert 2 <= len(pool.maps) <= 1 + n_calls // schedule.RETRY_CALLS  # it did retry
+    assert clock.wall_now < 1.10 * n_calls * 8 * chunk
 
 
 def test_a_parallel_run_that_did_not_pay_sends_the_site_inline_until_it_is_retried():
@@ -128,6 +161,12 @@ def test_a_parallel_run_that_did_not_pay_sends_the_site_inline_until_it_is_retri
     grown = _site(1e-2, speedup=1.1)
     grown.seconds = 5e-2  # the work grew 5x since: the speed-up measured on other work
     assert schedule.decide(grown, pool, 16)[0] == "parallel"
+
+
+def test_asking_the_serial_executor_to_start_workers_says_it_has_none():
+    with pytest.raises(ValueError, match=r"SerialExecutor\.start: the serial executor has no workers to start.*"
+                                         r'executors\.resolve\("processes:2"\)\.start\(\)'):
+        executors.resolve("serial").start()
 
 
 def test_dispatch_always_sends_every_chunk_and_its_choices_are_checked(monkeypatch):
@@ -147,7 +186,7 @@ def test_cheap_chunks_travel_in_batches_and_every_worker_gets_as_many():
     assert sum(sizes) == 13 and len(sizes) % 2 == 0 and max(sizes) - min(sizes) <= 1
     assert [len(b) for b in schedule.batches(3, 8, t=1e-6, per_task=1.0)] == [1, 1, 1]
     assert [len(b) for b in schedule.batches(16, 2, t=1e-6, per_task=1.0, one_each=True)] == [1] * 16
-    assert schedule.group_size(1e-5) == 100 and schedule.group_size(0.1) == 1
+    assert schedule.group_size(1e-4) == 50 and schedule.group_size(0.1) == 1  # 5 ms a tape
 
 
 # ------------------------------------------------------- the runner, on a clock
@@ -191,7 +230,7 @@ def test_tiny_work_runs_inline_on_its_first_call_and_every_call():
 def test_a_cold_pool_gets_the_chunks_left_once_its_workers_are_up():
     pool = FakePool(ready_after=3, clock=TickingClock())  # up at the 4th look, after chunk 3
     assert _run(pool, 0.5) == [0, 1, 2, 3]  # inline while the workers start
-    assert pool.maps == [[[k] for k in range(4, 8)]] and pool.started >= 1
+    assert pool.maps == [[[k] for k in range(4, 8)]] and pool.starts >= 1
 
 
 def test_work_that_grew_goes_to_the_workers_in_the_same_call():
@@ -306,9 +345,13 @@ def test_a_process_pool_not_started_yet_takes_the_chunks_left_once_its_workers_a
     assert inline == sorted(inline, reverse=True)  # inline first, then the workers
 
 
-def test_an_executor_chosen_for_a_psum_starts_its_workers():
+def test_tiny_work_starts_no_workers_and_start_starts_them_at_once():
     with executors.ProcessExecutor(2) as ex:
-        ad.psum(lambda x: x * x, [1.0, 2.0], executor=ex)
+        for _ in range(3):
+            assert ad.psum(lambda x: x * x, [1.0, 2.0, 3.0], executor=ex) == 14.0
+        assert not ex.started() and not ex.ready()
+        ex.start()
+        assert ex.started()
         deadline = time.monotonic() + 60
         while not ex.ready() and time.monotonic() < deadline:
             time.sleep(0.05)

@@ -277,12 +277,11 @@ class Call:
         return state, xs, tuple(shared)
 
     def resolve(self, state, xs, shared):
-        """The executor, started, once what its workers would receive is known to travel."""
+        """The executor, once what its workers would receive is known to travel (its
+        workers are started by ``schedule.decide``, for work that gains on them)."""
         executor = executors.resolve(self.executor)
         if not executor.shares_memory:
             to_workers.check(self.name, self.about, self.plan, state, xs, shared, executor, self.key)
-        if not executor.ready():
-            executor.start(preload=schedule.PRELOAD)
         return executor
 
     def result_bytes(self, state, shared):

@@ -4,7 +4,7 @@
       decide(site, executor, n chunks left) ─▶ INLINE | PARALLEL | ONE_FIRST
         INLINE:    the chunks left, in groups (see ``group_size``), in this thread
         PARALLEL:  the chunks left, in tasks of consecutive chunks (``batches``), on the executor
-        ONE_FIRST: one group inline, stopping after a millisecond of work, then decide
+        ONE_FIRST: one group inline, stopping after ``GROUP_SECONDS`` of work, then decide
                    again (no estimate yet, or the workers still starting); an INLINE
                    group that stops early (heavier than estimated) decides again too
 
@@ -13,9 +13,13 @@ to be at least ``MARGIN`` times faster than its chunks one after another in the 
 thread. The inline time is the chunks' CPU time as the call site last measured it; the
 parallel time is that work shared by the workers plus the executor's overhead per map,
 task and byte of results (``Executor.overhead()``), and no less than what the site's last
-parallel run achieved (``Site.measured_speedup``). A site is a call site (the user's
-function), phase and executor. Chunks do the same float operations in the same order
-wherever they run: only the time a call takes depends on this, never its results.
+parallel run achieved (``Site.measured_speedup``). Workers not started are started only
+for work that would gain ``MARGIN`` at the executor's ``prior_overhead`` (its expected cost
+until measured) on the cores not busy with other work (``free_cores``); otherwise the
+chunks run inline and nothing starts (``executor.start()`` starts them at once). A site
+is a call site (the user's function), phase and executor. Chunks do the same float
+operations in the same order wherever they run: only the time a call takes depends on
+this, never its results.
 """
 
 from __future__ import annotations
@@ -29,7 +33,7 @@ import time
 
 import executors
 from executors._tracebacks import warn
-from executors.base import add_note
+from executors.base import add_note, usable_cpu_count
 
 from ..callables import code_of, describe
 from .worker_rules import travelling_rules
@@ -42,9 +46,11 @@ TASK_WORK = 10.0  # a task holds at least this many times the executor's per-tas
 BIG_RESULT = 2**20  # bytes: a chunk's result this big travels in a task of its own
 PRELOAD = ("adrules",)  # what starting worker processes import ahead of the first chunk
 
-#: a group's chunks traced on one tape hold up to this much work (CPU seconds): a group
-#: stops after the chunk that takes it past (its caller sends the rest again)
-GROUP_SECONDS = 1e-3
+#: a group's chunks traced on one tape hold up to this much work (seconds): a group
+#: stops after the chunk that takes it past (its caller sends the rest again). Each tape
+#: costs a traced call, a reverse pass and boxing of its own: fewer tapes of chunks under a
+#: millisecond pay on a loop of small models (asv_benchmarks/RESULTS.md)
+GROUP_SECONDS = 5e-3
 
 INLINE, PARALLEL, ONE_FIRST = "inline", "parallel", "a group inline first"
 
@@ -80,9 +86,11 @@ class Site:
         return s
 
 
-def decide(site: Site, executor, n: int, dispatch: str = "auto", result_bytes: int = 0) -> tuple[str, tuple]:
+def decide(site: Site, executor, n: int, dispatch: str = "auto", result_bytes: int = 0,
+           cores: float | None = None) -> tuple[str, tuple]:
     """``(where, why)`` for the ``n`` chunks left of a call (``result_bytes``: of each
-    chunk's result, where known).
+    chunk's result, where known; ``cores``: those free for workers not started yet, by
+    default from the load average, see ``free_cores``).
 
     >>> site = Site(); site.seconds = 1e-3
     >>> where, why = decide(site, executors.SerialExecutor(), 16)
@@ -99,8 +107,14 @@ def decide(site: Site, executor, n: int, dispatch: str = "auto", result_bytes: i
     if t is None:
         return ONE_FIRST, ("no estimate yet",)
     work = n * t
-    if not executor.ready():
+    if not executor.started():  # start workers only for work that gains on them
+        cores = free_cores(executor.n_workers) if cores is None else cores
+        expected = parallel_seconds(executor, t, n, result_bytes, executor.prior_overhead, cores)
+        if work < MARGIN * expected:
+            return INLINE, ("est. {} inline vs {} on {} once started ({:.3g} cores free): not started",
+                            _seconds(work), _seconds(expected), executor.name, cores)
         executor.start(preload=PRELOAD)
+    if not executor.ready():
         return ONE_FIRST, ("est. {} of work; {} workers starting", _seconds(work), executor.name)
     expected = parallel_seconds(executor, t, n, result_bytes)
     speedup = site.measured_speedup(t)
@@ -116,17 +130,35 @@ def explain(why: tuple) -> str:
     return why[0].format(*why[1:])
 
 
-def parallel_seconds(executor, t: float, n: int, result_bytes: int = 0) -> float:
-    """The model: ``n`` chunks of ``t`` seconds shared by the workers, plus the executor's
-    overhead per map, per task (see ``batches``), and per byte of each chunk's result
-    (``result_bytes``) brought back.
+def parallel_seconds(executor, t: float, n: int, result_bytes: int = 0, overhead=None,
+                     cores: float | None = None) -> float:
+    """The model: ``n`` chunks of ``t`` seconds shared by the workers (on ``cores`` of
+    them at most, where given), plus the executor's overhead per map, per task (see
+    ``batches``), and per byte of each chunk's result (``result_bytes``) brought back:
+    ``overhead``, else the executor's measured one.
 
     >>> round(parallel_seconds(executors.SerialExecutor(), 0.01, 8), 3)
     0.08
     """
-    per_call, per_task, per_byte = executor.overhead()
+    per_call, per_task, per_byte = overhead if overhead is not None else executor.overhead()
     tasks = _n_tasks(n, executor.n_workers, t, per_task, result_bytes > BIG_RESULT)
-    return n * t / executor.n_workers + per_call + tasks * per_task + n * result_bytes * per_byte
+    workers = executor.n_workers if cores is None else max(1.0, min(executor.n_workers, cores))
+    return n * t / workers + per_call + tasks * per_task + n * result_bytes * per_byte
+
+
+def free_cores(n_workers: int) -> float:
+    """How many of ``n_workers`` would get a core: the usable cores less those busy with
+    other work (the one-minute load average less this caller's own, which the workers
+    take over), at least one.
+
+    >>> 1 <= free_cores(2) <= 2
+    True
+    """
+    try:
+        busy = max(0.0, os.getloadavg()[0] - 1.0)
+    except (AttributeError, OSError):  # no load average (Windows): assume the cores are free
+        busy = 0.0
+    return max(1.0, min(float(n_workers), usable_cpu_count() - busy))
 
 
 def _n_tasks(n, n_workers, t, per_task, one_each=False):
@@ -213,7 +245,7 @@ def run(executor, fn, items, shared=(), *, key=None, dispatch="auto", on_result=
     where, why = decide(site, executor, n, dispatch, result_bytes)
     try:
         while i < n and where is not PARALLEL:
-            # ONE_FIRST: one group, as long as a millisecond of work (chunk 0 if heavier)
+            # ONE_FIRST: one group, as long as GROUP_SECONDS of work (chunk 0 if heavier)
             once = where is ONE_FIRST
             size = 1 if one_chunk_a_task else (n - i if once else group_size(site.seconds))
             with executors.as_worker():  # (pinning BLAS may scan the libraries: not the chunks' time)
@@ -241,8 +273,8 @@ def group_size(t, one_each=False):
     those traced together on one tape hold up to ``GROUP_SECONDS`` of work; one when
     ``t`` is unknown, or each result is big (a dense cotangent).
 
-    >>> group_size(1e-5), group_size(0.1), group_size(None)
-    (100, 1, 1)
+    >>> group_size(1e-4), group_size(0.1), group_size(None)
+    (50, 1, 1)
     """
     return 1 if one_each or not t else max(1, int(GROUP_SECONDS / t))
 

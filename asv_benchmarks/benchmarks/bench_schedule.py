@@ -9,6 +9,10 @@
 - ``ScalingEfficiency``: the cores users have, simulated with chunks that sleep (forward
   and pullback 10 ms each, 256 elements, a chunk each, ``dispatch="always"``) on
   ``ThreadExecutor(n)``: ideal time over measured time. Target: >= 0.9 at 64 workers.
+- ``TrainingLoop``: a new user's SGD loop (16 MLPs 8-32-1, 100 steps of ``value_and_gradient``
+  of a psum) from a fresh process, steps of ~1 to ~50 ms, on threads:2 and processes:2
+  over serial: the whole loop and its first 10 steps. Targets: whole loop <= 1.10x, first
+  10 steps' median <= 1.25x, and the same bits as serial (checked: it raises otherwise).
 - ``TapeGroups``, ``Lane``: what each acceleration that stays gains on the work it exists
   for (tiny chunks traced on one tape; tasks written straight to worker processes'
   sockets). Under 10% and it goes.
@@ -117,6 +121,73 @@ class ColdPoolFirstCall:
 
     def track_speedup_on_a_cold_pool(self):
         return statistics.median(self._run("serial") / self._run("processes") for _ in range(3))
+
+
+_LOOP = """
+import hashlib, sys, time
+import numpy as np
+import adrules as ad
+from threadpoolctl import threadpool_limits
+threadpool_limits(1)
+backend, batch, steps = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+rng = np.random.default_rng(0)
+models = [{"w1": rng.normal(size=(8, 32)) / 3, "b1": 0.1 * rng.normal(size=32),
+           "w2": rng.normal(size=32) / 6, "b2": 0.1 * rng.normal(size=1)} for _ in range(16)]
+X, Y = rng.normal(size=(batch, 8)), rng.normal(size=batch)
+
+def loss(p, x, y):
+    h = np.tanh(x @ p["w1"] + p["b1"])
+    return np.mean((h @ p["w2"] + p["b2"] - y) ** 2)
+
+if __name__ == "__main__":
+    times = []
+    for _ in range(steps):
+        t0 = time.perf_counter()
+        value, (grads,) = ad.value_and_gradient(lambda ms: ad.psum(loss, ms, X, Y, executor=backend), models)
+        models = [{k: m[k] - 0.01 * g[k] for k in m} for m, g in zip(models, grads)]
+        times.append(time.perf_counter() - t0)
+    bits = hashlib.sha256(b"".join(m[k].tobytes() for m in models for k in sorted(m))).hexdigest()
+    print(" ".join(map(repr, times)), bits)
+"""
+
+
+class TrainingLoop:
+    """A new user's loop, as filed: 16 MLPs 8-32-1, 100 SGD steps of ``value_and_gradient``
+    of a psum, from a fresh process (pool start-up included), at three batch sizes (steps
+    of ~1, ~5 and ~50 ms serially). Each backend's time over serial's, the runs alternated
+    (serial, threads, processes; ``rounds`` rounds, medians): the whole loop, and the median
+    of steps 1-10. The final models must have serial's bits."""
+
+    unit = "x serial time"
+    params = [[32, 128, 2048], ["threads", "processes"]]
+    param_names = ["batch", "backend"]
+    timeout = 900
+    number, repeat, warmup_time = 1, 1, 0
+    rounds = 1  # fresh processes per backend and batch (3 for the figures in RESULTS.md: CI's time)
+
+    def setup_cache(self):
+        out = {}
+        for batch in self.params[0]:
+            runs = {"serial": [], "threads": [], "processes": []}
+            for _ in range(self.rounds):
+                for backend in runs:
+                    code = subprocess.run([sys.executable, "-c", _LOOP, f"{backend}:2" if backend != "serial"
+                                           else backend, str(batch), "100"], capture_output=True, text=True,
+                                          check=True, env={**os.environ, **common.BLAS_ENV}).stdout.split()
+                    runs[backend].append(([float(t) for t in code[:-1]], code[-1]))
+            bits = {b for r in runs.values() for _, b in r}
+            if len(bits) != 1:
+                raise AssertionError(f"batch {batch}: the backends' final models differ in their bits")
+            out[batch] = {b: (statistics.median(sum(t) for t, _ in r),
+                              statistics.median(statistics.median(t[:10]) for t, _ in r))
+                          for b, r in runs.items()}
+        return out
+
+    def track_whole_loop_over_serial(self, cache, batch, backend):
+        return cache[batch][backend][0] / cache[batch]["serial"][0]
+
+    def track_first_10_steps_over_serial(self, cache, batch, backend):
+        return cache[batch][backend][1] / cache[batch]["serial"][1]
 
 
 @ad.primitive
