@@ -9,6 +9,23 @@ import pytest
 _NEEDS_DASK = 'needs the optional "distributed" package: pip install -e ".[dask]"'
 
 
+def _load_test_helpers(*names):
+    """Helper modules of the tests (``tests/_*.py``) importable by name from any test file:
+    pytest's importlib mode imports test files by path, not as a package."""
+    import pathlib
+    import sys
+
+    for name in names:
+        if name not in sys.modules:
+            path = pathlib.Path(__file__).parent / "tests" / f"{name}.py"
+            spec = importlib.util.spec_from_file_location(name, path)
+            sys.modules[name] = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(sys.modules[name])
+
+
+_load_test_helpers("_complex_checks", "_complex_fd")
+
+
 def pytest_collection_modifyitems(config, items):
     if importlib.util.find_spec("distributed") is not None:
         return

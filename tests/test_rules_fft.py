@@ -2,17 +2,13 @@
 numpy.fft transform and shift with several n/s, axis/axes and norm (positional and keyword),
 on real and complex inputs, reverse and forward mode, second order for a few; Parseval."""
 
-import importlib.util
-import pathlib
 
 import numpy as np
 import pytest
 
 import adrules as ad
 
-_spec = importlib.util.spec_from_file_location("_complex_fd", pathlib.Path(__file__).with_name("_complex_fd.py"))
-fd = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(fd)
+import _complex_fd as fd  # noqa: E402  (tests/_complex_fd.py, which conftest.py loads)
 
 # (function name, input shape, positional options, keyword options)
 ONE_AXIS_CASES = [

@@ -224,17 +224,9 @@ def test_logaddexp_accumulate_says_how_to_write_it():
 
 # ---- complex values -------------------------------------------------------------------------------
 def _complex_checks():
-    """tests/_complex_checks.py (pytest imports test files by path, not as a package)."""
-    import importlib.util
-    import pathlib
-    import sys
+    import _complex_checks  # tests/_complex_checks.py, which conftest.py loads
 
-    if "_complex_checks" not in sys.modules:
-        path = pathlib.Path(__file__).with_name("_complex_checks.py")
-        spec = importlib.util.spec_from_file_location("_complex_checks", path)
-        sys.modules["_complex_checks"] = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(sys.modules["_complex_checks"])
-    return sys.modules["_complex_checks"]
+    return _complex_checks
 
 
 def _complex(a, seed=0):

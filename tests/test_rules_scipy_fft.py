@@ -2,8 +2,6 @@
 scipy.fft's transforms and shifts with n/s, axis/axes, norm, workers and overwrite_x (by
 position and keyword), real and complex inputs, reverse and forward mode, second order."""
 
-import importlib.util
-import pathlib
 
 import numpy as np
 import pytest
@@ -13,9 +11,7 @@ import scipy.fft as sf  # noqa: E402
 
 import adrules as ad  # noqa: E402
 
-_spec = importlib.util.spec_from_file_location("_complex_fd", pathlib.Path(__file__).with_name("_complex_fd.py"))
-fd = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(fd)
+import _complex_fd as fd  # noqa: E402  (tests/_complex_fd.py, which conftest.py loads)
 
 ONE_AXIS = [((5,), (), {}), ((5,), (8, -1, "ortho"), {}), ((3, 4), (), {"n": 3, "axis": 0, "norm": "forward"}),
             ((2, 5), (), {"n": 7, "workers": 2, "overwrite_x": True})]

@@ -318,7 +318,8 @@ class PsumHeavyFirstCall:
         self.ex = ex = executors.resolve(backend, 2 if backend != "serial" else None)
         # the pool is up (kept across samples: resolve caches it); without the preload each
         # worker's first chunk imported adrules (0.35 s) inside the timed first call
-        ex.start(preload=("adrules",))
+        if backend != "serial":  # (the serial executor has no workers to start)
+            ex.start(preload=("adrules",))
         while not ex.ready():  # every worker up: a map may finish on the first worker alone,
             time.sleep(0.01)   # and then the timed call had no probe and counted a start-up
         ex.map(abs, [-1, -2])
@@ -341,7 +342,8 @@ if __name__ == "__main__":
     data = np.random.default_rng(0).standard_normal(25_000_000)  # 191 MiB
     weights = [float(i + 1) for i in range(16)]
     ex = executors.resolve(backend, 2 if backend != "serial" else None)
-    ex.start()
+    if backend != "serial":  # (the serial executor has no workers to start)
+        ex.start()
     while not ex.ready():
         time.sleep(0.05)
     ex.map(abs, [1, 2])

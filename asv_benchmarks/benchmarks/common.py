@@ -309,7 +309,8 @@ def make_executor(backend, n_workers):
     # once, ahead of the first chunk; a pool started by a bare map(abs) paid that import
     # (~0.15 s a worker) inside the first timed sample (PsumSmallEnsemble: 166 ms, 10x
     # a steady call, in one sample of the processes median)
-    ex.start(preload=("adrules",))
+    if backend != "serial":  # (the serial executor has no workers to start)
+        ex.start(preload=("adrules",))
     while not ex.ready():  # every worker has imported it (a map may finish on one alone)
         time.sleep(0.01)
     ex.map(abs, [-1] * max(2, n_workers))
