@@ -140,12 +140,18 @@ for _polynomial, _parameters in (("chebyt", "n"), ("chebyu", "n"), ("chebyc", "n
     NOTES[f"scipy.special.eval_{_polynomial}"] = f"w.r.t. x (not {_parameters})"
 
 
+def _rules_of(f: Any) -> tuple[Any, Any, Any]:
+    """``(f, rrule entry, frule entry)``, ``f`` a SciPy distribution's method replaced by the
+    primitive it is routed to."""
+    f = getattr(getattr(f, "__func__", f), "__adrules_routed__", None) or f
+    return f, rrule.lookup(f), frule.lookup(f)
+
+
 def status(f: Any) -> str:
     """``'rrule, frule'``, ``'rrule only'``, ``'frule only'``, ``'non-differentiable'`` or
     ``'not supported'`` for callable ``f`` (a SciPy distribution's method: that of the
     primitive it is routed to)."""
-    f = getattr(getattr(f, "__func__", f), "__adrules_routed__", None) or f
-    r, fw = rrule.lookup(f), frule.lookup(f)
+    f, r, fw = _rules_of(f)
     if r is None and fw is None:
         return "rrule, frule" if f in COMPOSED else "not supported"
     if getattr(r, "kind", None) == "nondiff":
@@ -158,12 +164,11 @@ def complex_status(f: Any) -> str:
     (``complex=True``), ``'no'`` when a complex value reaching them raises an error,
     ``'rrule only'``/``'frule only'`` when one of the two is, ``'through its calls'`` for
     a function traced as other calls, and ``''`` where there is no rule or no derivative."""
-    f = getattr(getattr(f, "__func__", f), "__adrules_routed__", None) or f
-    r, fw = rrule.lookup(f), frule.lookup(f)
+    f, r, fw = _rules_of(f)
     if r is None and fw is None:
         return "through its calls" if f in COMPOSED else ""
     if getattr(r, "kind", None) == "nondiff":
-        return ""
+        return "" if r.complex else "no"  # np.sign: constant on the real line only
     flags = {kind: e.complex for kind, e in (("rrule", r), ("frule", fw)) if e is not None}
     if all(flags.values()):
         return "yes"
