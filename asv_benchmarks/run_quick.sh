@@ -16,6 +16,9 @@ GUARD_SECONDS="${ASV_QUICK_TIMEOUT:-900}"
 # Measurement environment, the same as compare_peers.py and scaling.py use (see
 # benchmarks/common.py): BLAS on one thread, glibc malloc left as users have it.
 export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1
+# A smoke pass: benchmarks that time their own rounds (ratios, fresh-process loops) take
+# the fewest rounds that run their code (benchmarks/common.py QUICK); not for figures.
+export ADRULES_BENCH_QUICK=1
 
 if ! "$PYTHON" -c "import asv" 2>/dev/null; then
     echo "run_quick.sh: asv is not installed for $PYTHON: pip install -e '.[bench]'" >&2

@@ -120,7 +120,7 @@ class ColdPoolFirstCall:
         return float(out.stdout.split()[-1])
 
     def track_speedup_on_a_cold_pool(self):
-        return statistics.median(self._run("serial") / self._run("processes") for _ in range(3))
+        return statistics.median(self._run("serial") / self._run("processes") for _ in range(common.quick_or(3, 1)))
 
 
 _LOOP = """
@@ -164,6 +164,7 @@ class TrainingLoop:
     timeout = 900
     number, repeat, warmup_time = 1, 1, 0
     rounds = 1  # fresh processes per backend and batch (3 for the figures in RESULTS.md: CI's time)
+    steps = common.quick_or(100, 20)
 
     def setup_cache(self):
         out = {}
@@ -172,7 +173,7 @@ class TrainingLoop:
             for _ in range(self.rounds):
                 for backend in runs:
                     code = subprocess.run([sys.executable, "-c", _LOOP, f"{backend}:2" if backend != "serial"
-                                           else backend, str(batch), "100"], capture_output=True, text=True,
+                                           else backend, str(batch), str(self.steps)], capture_output=True, text=True,
                                           check=True, env={**os.environ, **common.BLAS_ENV}).stdout.split()
                     runs[backend].append(([float(t) for t in code[:-1]], code[-1]))
             bits = {b for r in runs.values() for _, b in r}

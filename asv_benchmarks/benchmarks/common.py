@@ -52,6 +52,17 @@ BLAS_ENV = {
     "MKL_NUM_THREADS": "1",
 }
 
+#: Set by ``run_quick.sh`` (CI's pass that checks every benchmark still runs): timed
+#: repeats and sample budgets cut to the least that exercises the code, so a quick pass's
+#: figures are not measurements. Unset for every figure in RESULTS.md.
+QUICK = os.environ.get("ADRULES_BENCH_QUICK") == "1"
+
+
+def quick_or(full, quick):
+    """``quick`` in a quick pass, ``full`` otherwise (repeats, rounds, steps)."""
+    return quick if QUICK else full
+
+
 _blas_pinned = False
 
 
@@ -402,6 +413,7 @@ def median_time(fn, repeat=7, number=None, budget=0.05):
     (``number`` chosen so a sample takes about ``budget`` seconds)."""
     import time
 
+    repeat, budget = _sampling(repeat, budget)
     if number is None:
         t0 = time.perf_counter()
         fn()
@@ -445,11 +457,18 @@ def interleaved_speedups(fns, over, repeat=11, budget=0.1):
             for name, s in samples.items() if name != over}
 
 
+def _sampling(repeat, budget):
+    """``repeat`` and ``budget`` as given, or cut for a quick pass (three rounds keep a
+    median; a round times each callable at least once)."""
+    return (min(repeat, 3), min(budget, 0.005)) if QUICK else (repeat, budget)
+
+
 def _interleaved_samples(fns, repeat, budget):
     """Each callable's seconds per call in ``repeat`` rounds, each round timing every
     callable for about ``budget`` seconds, in reverse order every other round."""
     import time
 
+    repeat, budget = _sampling(repeat, budget)
     numbers = {}
     for name, fn in fns.items():
         fn()  # a first call may set things up: not what the budget is sized by
