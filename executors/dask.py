@@ -59,7 +59,8 @@ from ._leftovers import remove_stale_folders
 
 if TYPE_CHECKING:
     import distributed
-from .base import Executor, WorkerError, annotate, check_positive_int, closed_mid_map, usable_cpu_count
+from .base import (Executor, WorkerError, annotate, check_positive_int, closed_mid_map, usable_cpu_count,
+                   where_raised)
 from .local import WORKER_MALLOC_ENV
 
 __all__ = ["DaskExecutor", "Scattered"]
@@ -588,7 +589,7 @@ class DaskExecutor(Executor):
         except BaseException as exc:
             flag.set()  # tasks already on the workers, or running, stop early
             if self._closes != closes:  # close() from another thread: the client is gone
-                if isinstance(exc, Exception) and not hasattr(exc, "executors_item_index"):
+                if isinstance(exc, Exception) and where_raised(exc) is None:  # not raised by fn
                     raise closed_mid_map(self.name) from exc
                 raise
             self._client.cancel(futures)

@@ -32,7 +32,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 import executors
-from executors._tracebacks import hide_frames_of, user_frames
+from executors import hide_frames_of, user_frames, where_raised
 from executors.base import add_note
 
 from .._state import STATE as _STATE, TracedValue
@@ -296,9 +296,9 @@ class Call:
                                 on_result=on_result, progress=self.progress, label=f"{self.name} {phase}",
                                 about=self.about, result_bytes=result_bytes)
         except executors.WorkerError as e:
-            chunks = getattr(e, "adrules_chunks", None)
-            if chunks is not None and phase == "forward":  # items are (xs, start) pairs: name them
-                first, (xs, start) = items[chunks[0]][1], items[chunks[-1]]
+            where = where_raised(e)  # its chunks, where the worker died running several
+            if where is not None and where.last is not None and phase == "forward":
+                first, (xs, start) = items[where.index][1], items[where.last]  # (xs, start) pairs: name them
                 last = start + len(xs) - 1
                 add_note(e, f"{self.name}: the worker died running f over "
                         f"{f'element {first}' if first == last else f'elements {first}..{last}'}")
