@@ -68,14 +68,22 @@ hide_frames_of("adrules")  # an error in f shows f's frames and the user's, not 
 
 
 def _chunks(xs, chunk_size):
-    size = chunk_size if chunk_size is not None else executors.current_chunk_size()
-    return [(xs[a:b], a) for a, b in _bounds(len(xs), size)]
+    return [(xs[r.start:r.stop], r.start) for r in chunk_ranges_for(len(xs), chunk_size)]
+
+
+def chunk_ranges_for(n: int, chunk_size: int | None) -> tuple[range, ...]:
+    """``executors.chunk_ranges`` of ``n`` elements for a call's ``chunk_size`` (None:
+    ``executors.config``'s, else the default), made once per (n, chunk_size).
+
+    >>> chunk_ranges_for(10, 4)
+    (range(0, 4), range(4, 8), range(8, 10))
+    """
+    return _ranges(n, chunk_size if chunk_size is not None else executors.current_chunk_size())
 
 
 @functools.lru_cache(maxsize=256, typed=True)  # typed: chunk_size=True must still be refused
-def _bounds(n, size):
-    """``chunk_ranges`` as (start, stop) pairs, made once per (n, chunk_size)."""
-    return tuple((r.start, r.stop) for r in executors.chunk_ranges(n, size))
+def _ranges(n, size):
+    return tuple(executors.chunk_ranges(n, size))
 
 
 def _tree_add(a, b):
