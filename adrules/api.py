@@ -564,7 +564,7 @@ def _rrule_call(api: str, f: Callable[..., Any], args: tuple[Any, ...],
         return None
     out = call_rrule(entry, DEFAULT_CONFIG, f, args, kwargs)
     if type(out) is not tuple or len(out) != 2 or not callable(out[1]):
-        # the tracer refuses it; a direct call returned it, and None meant "no rule"
+        # the tracer refuses it, and so does a direct call: None means "no rule"
         raise TracerError(f"{api}({function_name(f)}, *args): {rrule_misfit(entry, out)}")
     return out
 
@@ -660,8 +660,8 @@ def rrule_via_ad(f: Callable[..., Any], *args: Any, **kwargs: Any) -> tuple[Any,
     rule = _rrule_call("rrule_via_ad", f, args, kwargs)
     if rule is not None:
         return rule
-    # keywords in the call, not in a wrapper: f stays an argument, its parameters get
-    # their cotangent (a lambda around f had NoTangent(): a model's gradient lost)
+    # keywords in the call, not in a wrapper: f stays an argument, so its parameters get
+    # their cotangent (a lambda around f would make f a constant of it: no gradient)
     call = _CallOfArgument(kwargs) if kwargs else _call
     return named_pullback(DerivativeName("rrule_via_ad", call, shown=f), call, (f, *args))
 

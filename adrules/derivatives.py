@@ -27,6 +27,7 @@ from . import _state
 from .api import (DROPPED_SUBCLASSES, DerivativeName, check_callable, gradient, jvp, leaf_is_differentiable,
                   named_value_and_gradient, pullback, refuse_underivable, subclass_refused)
 from .pytrees import LEAF, PyTree, TreeDef, flatten, tangent_leaves, treedef_field_names, unflatten
+from ._psum.parallel import chunk_ranges_for
 from ._psum.schedule import each, run, work_key
 from .tangents import Tangent, is_float_value, is_zero
 from .tracer import SECOND_ORDER, NoFruleError, NoRuleError, Traced, TracerError, in_place_writes_explained
@@ -151,7 +152,7 @@ def _array(v: Any) -> Any:
     return v if type(v) is Traced else np.asarray(v)
 
 
-def _pieces(fn: Callable[..., Any], chunks: list[range], fn_args: tuple[Any, ...], f: Callable[..., Any],
+def _pieces(fn: Callable[..., Any], chunks: Sequence[range], fn_args: tuple[Any, ...], f: Callable[..., Any],
             executor: executors.Executor | str | None, label: str) -> list[Any]:
     """``[fn(chunk, *fn_args) for chunk in chunks]``, on the executor unless some
     differentiation is open: then traced values may be among the arguments or captured
@@ -211,11 +212,6 @@ def _rows_reverse(rows: range, f: Callable[..., Any], args: tuple[Any, ...],
             row = tuple(np.conj(r) for r in row)
         out.append(row)
     return out
-
-
-def _ranges(n: int, chunk_size: int | None) -> list[range]:
-    size = chunk_size if chunk_size is not None else executors.current_chunk_size()
-    return [range(r.start, r.stop) for r in executors.chunk_ranges(n, size)]
 
 
 def _check_numbers(fname: str, out: Any, where: str = "") -> None:
@@ -399,7 +395,7 @@ def _jacobian(fname: str, f: Callable[..., Any], args: tuple[Any, ...], y: Any,
     if mode == "fwd":
         jacs = []
         for i, a in enumerate(args):
-            chunks = _ranges(a.size, chunk_size)
+            chunks = chunk_ranges_for(a.size, chunk_size)
             cotangent = rows_of == "real" and a.dtype.kind == "c"
             parts = _pieces(_columns_forward, chunks, (f, args, i, cotangent), f, executor,
                             "jacobian columns")
@@ -407,7 +403,7 @@ def _jacobian(fname: str, f: Callable[..., Any], args: tuple[Any, ...], y: Any,
             jac = np.stack(cols, axis=-1) if cols else np.zeros(y.shape + (0,), _zeros_dtype(y, a))
             jacs.append(jac.reshape(y.shape + a.shape))
         return tuple(jacs)
-    chunks = _ranges(y.size, chunk_size)
+    chunks = chunk_ranges_for(y.size, chunk_size)
     parts = _pieces(_rows_reverse, chunks, (f, args, rows_of), f, executor, "jacobian rows")
     rows = [r for part in parts for r in part]
     return tuple(np.stack([_array(r[i]) for r in rows]).reshape(y.shape + a.shape)
@@ -614,7 +610,7 @@ def _hessian(fname: str, f: Callable[..., Any], args: tuple[Any, ...],
     """The Hessian of ``f`` at one array, or its blocks at none or several."""
     if len(args) != 1:
         offsets = np.cumsum([0] + [a.size for a in args])
-        parts = _pieces(_hessian_blocks, _ranges(int(offsets[-1]), chunk_size), (f, args, offsets),
+        parts = _pieces(_hessian_blocks, chunk_ranges_for(int(offsets[-1]), chunk_size), (f, args, offsets),
                         f, executor, "hessian columns")
         cols = [c for part in parts for c in part]
         return tuple(
@@ -625,7 +621,7 @@ def _hessian(fname: str, f: Callable[..., Any], args: tuple[Any, ...],
     (x,) = args
     if x.size == 0:
         return np.zeros(x.shape + x.shape)
-    parts = _pieces(_hessian_columns, _ranges(x.size, chunk_size), (f, x), f, executor, "hessian columns")
+    parts = _pieces(_hessian_columns, chunk_ranges_for(x.size, chunk_size), (f, x), f, executor, "hessian columns")
     cols = [c for part in parts for c in part]
     return np.stack(cols, axis=-1).reshape(x.shape + x.shape)
 

@@ -9,6 +9,10 @@
 * configuration -- :func:`config` (contextvars), the ``ADRULES_EXECUTOR``
   environment variable and :func:`resolve` applying the precedence
   per-call argument > ``config`` > environment > default ("threads");
+* what a library built on it needs: where in a map an error was raised
+  (:func:`where_raised`, :class:`WhereRaised`), tracebacks and warnings that point at the
+  user's code (:func:`user_frames`, :func:`hide_frames_of`, :func:`warn`), and how a
+  task's work learns that its map has raised (:func:`abandoned`, :func:`abandoned_test`);
 * deterministic reduction -- :func:`chunk_ranges` (depends only on the number
   of items and the chunk size), :func:`tree_sum` (fixed pairwise tree),
   :func:`neumaier_sum` (compensated);
@@ -30,11 +34,13 @@ bits on every backend and worker count::
 
 from typing import TYPE_CHECKING, Any
 
-from .base import Executor, RemoteError, SerializationError, WorkerError, as_worker
+from .base import (Executor, RemoteError, SerializationError, WhereRaised, WorkerError, as_worker, mark_raised,
+                   where_raised)
 from .config import config, current_chunk_size, register_backend, resolve, resolve_dispatch
-from ._abandon import abandoned
+from ._abandon import Abandoned, abandoned, abandoned_test
 from ._global_random import GlobalRandomWarning
 from ._context import in_worker
+from ._tracebacks import hide_frames_of, user_frames, warn
 from .local import ProcessExecutor, SerialExecutor, ThreadExecutor
 from .reduce import TreeSum, chunk_ranges, neumaier_sum, tree_sum
 
@@ -63,6 +69,14 @@ __all__ = [
     "neumaier_sum",
     "in_worker",
     "abandoned",
+    "abandoned_test",
+    "Abandoned",
+    "WhereRaised",
+    "where_raised",
+    "mark_raised",
+    "user_frames",
+    "hide_frames_of",
+    "warn",
     "WorkerError",
     "RemoteError",
     "SerializationError",

@@ -4,7 +4,7 @@ Tasks already handed to workers would run on after their map raised (a thread ca
 stopped, nor a running Dask task), and later work would wait behind them. So each map
 carries a flag, set when it raises or is interrupted: tasks not started yet return at once,
 a task running several pieces of work asks :func:`abandoned` between them, and the tracer
-asks :func:`watcher`'s test at each operation and raises :class:`Abandoned`.
+asks :func:`abandoned_test`'s test at each operation and raises :class:`Abandoned`.
 
 Threads share an ``Event``. Worker processes on this machine (loky's, a ``LocalCluster``'s)
 look for a file created when the flag is set (one thread of theirs every ``POLL_SECONDS``);
@@ -44,14 +44,21 @@ def abandoned() -> bool:
 
 class Abandoned(Exception):
     """Raised inside a task whose map has already raised, by work that stops mid-way
-    (the tracer, at its next operation): nobody reads the result."""
+    (the tracer, at its next operation): nobody reads the result, and the executor drops it.
+
+    >>> import executors
+    >>> issubclass(executors.Abandoned, Exception)
+    True
+    """
 
 
-def watcher() -> Callable[[], bool] | None:
+def abandoned_test() -> Callable[[], bool] | None:
     """A test, cheap enough to ask at every operation, of whether the current task's map
-    has raised (an Event's ``is_set``); None outside a task.
+    has raised (an Event's ``is_set``); None outside a task. Work that stops mid-way when
+    it says yes raises :class:`Abandoned`, which the executor drops.
 
-    >>> watcher() is None
+    >>> import executors
+    >>> executors.abandoned_test() is None
     True
     """
     flag = _FLAG.get()
@@ -65,7 +72,7 @@ def watcher() -> Callable[[], bool] | None:
 
 def watch(flag: Any) -> None:
     """A task of ``flag``'s map starts in this process: look for its file (until
-    ``leave``), so that ``watcher`` reads an Event."""
+    ``leave``), so that ``abandoned_test`` reads an Event."""
     if type(flag) is FileFlag:
         _poller.watch(flag.path)
 

@@ -9,7 +9,7 @@ threads would oversubscribe the machine. threadpoolctl's limits are *process-wid
 * process / dask workers: pinned for the life of the worker (plus ``OMP_NUM_THREADS=1``
   and the like in their environment, read by the libraries as they load).
 
-The libraries are scanned once (~2 ms) and again only when modules were imported since.
+The libraries are scanned once and again only when modules were imported since.
 """
 
 from __future__ import annotations

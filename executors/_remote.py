@@ -39,7 +39,7 @@ from typing import Any, Iterable
 
 from . import _abandon, _context, _global_random, _pickler, _shm
 from ._blas import blas_pinned, pin_for_process
-from .base import RemoteError, SerializationError
+from .base import RemoteError, SerializationError, WhereRaised
 
 __all__ = ["dumps", "loads", "make_blob", "run_task", "init_process_worker"]
 
@@ -366,8 +366,9 @@ def _rebuilt(kind, args, notes, attributes):
 
 
 def _plain_attributes(exc):
-    """What of ``exc``'s attributes surely pickles: numbers, strings and booleans."""
-    return {name: value for name, value in vars(exc).items() if type(value) in (int, float, str, bool)}
+    """What of ``exc``'s attributes surely pickles: numbers, strings, booleans, and where
+    in a map it was raised (:class:`~executors.base.WhereRaised`)."""
+    return {name: value for name, value in vars(exc).items() if type(value) in (int, float, str, bool, WhereRaised)}
 
 
 def _with_notes(exit, notes):

@@ -1,6 +1,6 @@
 """Large NumPy arrays in shared arguments reach process workers by memory map.
 
-Pickling a 200 MB shared array into every task cost seconds per call; instead each
+Pickling a large shared array into every task would copy it once per task; instead each
 array of at least ``max_nbytes`` is written once per content to a ``.npy`` file in
 ``/dev/shm`` (RAM; a temporary directory where there is none) and pickled as a
 reference to it, which the workers open read-only without copying::
@@ -23,10 +23,10 @@ joblib's private ``_memmapping_reducer`` ties its temporary folders to joblib's 
 executor and resource tracker.
 
 Why an exact comparison instead of a content hash: "changed in place" must never be
-read stale, and comparing the array with its file (memory bandwidth, ~60 ms for
-200 MB here) is 4x cheaper than SHA-1 and 13x cheaper than BLAKE2b of the same bytes,
-with no collision to argue about.  A *different* array object with equal content is
-written again (and the old file evicted in time).  An array that already is a whole
+read stale, and comparing the array with its file runs at memory bandwidth, cheaper
+than a cryptographic hash of the same bytes, with no collision to argue about.  A
+*different* array object with equal content is written again (and the old file evicted
+in time).  An array that already is a whole
 read-only map of a file (``np.load(path, mmap_mode="r")``) is not copied at all: the
 workers map that same file, sent as its name, place in the file and the file's identity
 (device, inode, size, modification time).  Workers cache what they receive by a hash of
@@ -140,7 +140,7 @@ class ArrayStore:
 
     def _folder(self, nbytes):
         """The shared-memory folder, or one on disk when /dev/shm lacks room for
-        ``nbytes`` (containers often give it 64 MB)."""
+        ``nbytes`` (a container's is often small)."""
         shm = _shm_root()
         if shm is None or _free_bytes(shm) >= 2 * nbytes:
             attr, root = "_dir", shm

@@ -33,7 +33,8 @@ from ._tracebacks import user_frames
 
 _E = TypeVar("_E", bound="Executor")
 
-__all__ = ["Executor", "as_worker", "WorkerError", "SerializationError", "RemoteError", "usable_cpu_count"]
+__all__ = ["Executor", "as_worker", "WorkerError", "SerializationError", "RemoteError", "usable_cpu_count",
+           "WhereRaised", "where_raised", "mark_raised"]
 
 
 class WorkerError(RuntimeError):
@@ -118,7 +119,13 @@ def check_positive_int(value: SupportsIndex | None, what: str = "n_workers", min
 
 def add_note(exc: BaseException, note: str) -> None:
     """``exc.add_note(note)``, also on Python 3.10 (which keeps the notes in ``__notes__``
-    without printing them)."""
+    without printing them).
+
+    >>> e = ValueError("bad")
+    >>> add_note(e, "psum/pmap: raised by f at element 3")
+    >>> e.__notes__
+    ['psum/pmap: raised by f at element 3']
+    """
     if sys.version_info >= (3, 11):
         exc.add_note(note)
         return
@@ -129,13 +136,96 @@ def add_note(exc: BaseException, note: str) -> None:
         notes.append(note)
 
 
+class WhereRaised:
+    """Where in a map an exception was raised; it travels with the exception (from worker
+    processes and Dask workers too), read by :func:`where_raised`.
+
+    ``index``: the item that raised, of ``count`` items, on the ``executor`` executor (None:
+    run inline, in the calling thread); ``unit``: what the note calls the items ("item",
+    or a caller's word: "chunk"); ``part``: which part of its item raised, where an item
+    holds several (its ``fn`` says so, while ``index`` is not known yet); ``last``: the
+    last item it may have been raised by, where it cannot say which (a worker died running
+    several). ``note()`` is the note the user sees in the traceback.
+
+    >>> import executors
+    >>> try:
+    ...     executors.SerialExecutor().map(lambda x: 1 / x, [1, 0, 2])
+    ... except ZeroDivisionError as e:
+    ...     where = executors.where_raised(e)
+    >>> where.index, where.count, where.executor
+    (1, 3, 'serial')
+    >>> where.note()
+    "executors: raised by item 1 of 3 in a map on the 'serial' executor"
+    """
+
+    __slots__ = ("index", "count", "executor", "unit", "part", "last")
+
+    def __init__(self, index: int | None = None, count: int | None = None, executor: str | None = None,
+                 unit: str = "item", part: int | None = None, last: int | None = None) -> None:
+        self.index, self.count, self.executor = index, count, executor
+        self.unit, self.part, self.last = unit, part, last
+
+    def __reduce__(self) -> tuple[type, tuple[Any, ...]]:
+        return (WhereRaised, (self.index, self.count, self.executor, self.unit, self.part, self.last))
+
+    def __repr__(self) -> str:
+        fields = ", ".join(f"{k}={getattr(self, k)!r}" for k in self.__slots__)
+        return f"WhereRaised({fields})"
+
+    def note(self) -> str:
+        """The note an exception raised here carries (nothing known: an empty string).
+
+        >>> WhereRaised(3, 16, None, "chunk").note()
+        'executors: raised by chunk 3 of 16, run inline'
+        """
+        if self.index is None:
+            return ""
+        where = ", run inline" if self.executor is None else f" in a map on the {self.executor!r} executor"
+        return f"executors: raised by {self.unit} {self.index} of {self.count}{where}"
+
+
+def where_raised(exc: BaseException) -> WhereRaised | None:
+    """Where in a map ``exc`` was raised, or None if it was not raised in one.
+
+    >>> where_raised(ValueError("not in a map")) is None
+    True
+    """
+    where = getattr(exc, "executors_where", None)
+    return where if type(where) is WhereRaised else None
+
+
+def mark_raised(exc: BaseException, where: WhereRaised, replace: bool = False) -> BaseException:
+    """Carry ``where`` with ``exc`` (its type and message unchanged), adding its note;
+    ``replace``: instead of the record ``exc`` carries, its note in the place of that
+    one's (a caller that knows better what the map's items were, a batch of its own).
+    A record with no ``index`` (only ``part``, say) adds no note. Returns ``exc``.
+
+    >>> e = mark_raised(ValueError("bad"), WhereRaised(4, 8, "threads"))
+    >>> e = mark_raised(e, WhereRaised(9, 16, "threads", "chunk"), replace=True)
+    >>> e.__notes__, where_raised(e).index
+    (["executors: raised by chunk 9 of 16 in a map on the 'threads' executor"], 9)
+    """
+    old, text = where_raised(exc), where.note()
+    with contextlib.suppress(Exception):  # an exception may lack __dict__
+        exc.executors_where = where  # type: ignore[attr-defined]  # the record, read by where_raised
+    notes = getattr(exc, "__notes__", None)
+    if not text:
+        return exc
+    if replace and old is not None and isinstance(notes, list):
+        for k in range(len(notes) - 1, -1, -1):  # the old record's own note (an inner map's stay)
+            if notes[k] == old.note():
+                notes[k] = text
+                return exc
+    add_note(exc, text)
+    return exc
+
+
 def annotate(exc: BaseException, index: int, n_items: int, name: str) -> BaseException:
     """Attach "which item failed" to an exception without changing its type or message:
-    a note, plus the attribute ``executors_item_index``."""
-    with contextlib.suppress(Exception):  # an exception may lack __dict__
-        exc.executors_item_index = index  # type: ignore[attr-defined]  # our own marker attribute
-    add_note(exc, f"executors: raised by item {index} of {n_items} in a map on the {name!r} executor")
-    return exc
+    a :class:`WhereRaised` and its note (keeping the ``part`` that ``fn`` named)."""
+    old = where_raised(exc)
+    part = old.part if old is not None and old.index is None else None
+    return mark_raised(exc, WhereRaised(index, n_items, name, part=part))
 
 
 def closed_mid_map(name: str) -> WorkerError:

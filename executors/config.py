@@ -54,8 +54,8 @@ _S = TypeVar("_S", bound=Optional[str])
 
 def _getenv(name: str) -> str | None:
     """``os.environ.get(name)``, read now (a test or a notebook may set it between calls),
-    without the KeyError ``Mapping.get`` raises and catches for an unset variable: 2 µs of
-    every psum of tiny work, for two variables usually unset. CPython's ``os.environ``
+    without the KeyError ``Mapping.get`` raises and catches for an unset variable (two
+    variables, usually unset, read by every psum: of tiny work too). CPython's ``os.environ``
     keeps its encoded entries in ``_data``; elsewhere, the public way."""
     data = getattr(os.environ, "_data", None)
     if data is None:  # pragma: no cover - not CPython
@@ -299,9 +299,8 @@ def _cached(name: str, n_workers: int | None) -> Executor:
             ex = create_backend(name, key[1])
             _cache[key] = ex
             # registered again after each new backend exists, so that it runs before the
-            # atexit hooks of the libraries imported to build it (loky, distributed: Dask
-            # chosen after threads had its cluster torn down under its scattered data,
-            # "Removing worker ... caused the cluster to lose scattered data")
+            # atexit hooks of the libraries imported to build it (loky, distributed: those
+            # would tear a cluster down under the scattered data of a map still closing)
             atexit.unregister(_close_cached)
             atexit.register(_close_cached)
         return ex

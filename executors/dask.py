@@ -59,7 +59,8 @@ from ._leftovers import remove_stale_folders
 
 if TYPE_CHECKING:
     import distributed
-from .base import Executor, WorkerError, annotate, check_positive_int, closed_mid_map, usable_cpu_count
+from .base import (Executor, WorkerError, annotate, check_positive_int, closed_mid_map, usable_cpu_count,
+                   where_raised)
 from .local import WORKER_MALLOC_ENV
 
 __all__ = ["DaskExecutor", "Scattered"]
@@ -132,12 +133,11 @@ def _n_running_workers(dask_scheduler=None):
 def _local_cluster(kwargs: dict[str, Any], http_routes: bool, scratch: str) -> distributed.LocalCluster:
     """A LocalCluster whose worker processes keep freed memory, as loky's do
     (``WORKER_MALLOC_ENV``). Dask's own default, ``MALLOC_TRIM_THRESHOLD_=65536``, hands
-    it back to the kernel: a chunk of 200x200 matrices then took 8,000 page faults and
-    75 ms on a Dask worker, against none and 37 ms on a loky worker. These variables
-    must be set before a worker process starts: Dask reads them from
+    it back to the kernel, so that every chunk's new arrays fault their pages in again,
+    which a loky worker does not pay. These variables must be set before a worker process starts: Dask reads them from
     ``distributed.nanny.pre-spawn-environ`` (the user's own environment variables win).
     Without ``http_routes``, the HTTP servers Dask starts anyway serve nothing (their
-    routes answered anyone, TLS or not). Scratch files (spilled data, which workers
+    routes would answer anyone, TLS or not). Scratch files (spilled data, which workers
     unpickle) go under ``scratch``, a folder of this user's alone: Dask's default,
     ``/tmp/dask-scratch-space``, is shared by every user of the machine, and whoever
     made it first can swap the folders of other users' workers for their own. The
@@ -338,8 +338,8 @@ class DaskExecutor(Executor):
                 threads_per_worker=1,
                 processes=True,
                 # Everything listens on the loopback interface only: a dashboard address
-                # of ":0" bound every interface (while dashboard_link showed 127.0.0.1),
-                # and None still opens the scheduler's HTTP server, on port 8787.
+                # of ":0" binds every interface (whatever dashboard_link shows), and None
+                # still opens the scheduler's HTTP server.
                 host="127.0.0.1",
                 dashboard_address="127.0.0.1:0",
                 worker_dashboard_address="127.0.0.1:0",
@@ -414,8 +414,8 @@ class DaskExecutor(Executor):
     @property
     def n_workers(self) -> int:  # type: ignore[override]  # read-only: asked of the scheduler
         """Number of workers known to the scheduler (at least 1; see the class example),
-        asked at most once a second: each question is a round trip to the scheduler
-        (~0.8 ms here), and psum's schedule reads it several times a call."""
+        asked at most once a second: each question is a round trip to the scheduler,
+        and psum's schedule reads it several times a call."""
         now = time.monotonic()
         cached = self._n_workers_seen
         if cached is not None and (now - cached[1] < 1.0 or self._closed):
@@ -588,7 +588,7 @@ class DaskExecutor(Executor):
         except BaseException as exc:
             flag.set()  # tasks already on the workers, or running, stop early
             if self._closes != closes:  # close() from another thread: the client is gone
-                if isinstance(exc, Exception) and not hasattr(exc, "executors_item_index"):
+                if isinstance(exc, Exception) and where_raised(exc) is None:  # not raised by fn
                     raise closed_mid_map(self.name) from exc
                 raise
             self._client.cancel(futures)
@@ -637,8 +637,8 @@ class DaskExecutor(Executor):
                 indices,
                 [items_data[i] for i in indices],
                 key=[f"executors-{token}-{i}" for i in indices],
-                # keys are unique already: pure=True had Dask hash every item's bytes to name
-                # the map (dask.tokenize: ~40% of the parent's CPU on 200x200 models)
+                # keys are unique already: pure=True would have Dask hash every item's bytes
+                # to name the map, in the parent, for nothing
                 pure=False,
                 retries=self.retries,
                 fn_blob=refs[0],
@@ -769,7 +769,7 @@ class DaskExecutor(Executor):
             if threading.main_thread().is_alive():
                 raise
             # At exit, Python would print the interrupted close's traceback through
-            # Dask, run Dask's own exit hook (which waited 10 s to close the cluster
+            # Dask, run Dask's own exit hook (which would wait to close the cluster
             # again) and exit with status 0: an atexit callback cannot set the status.
             print("executors: Ctrl-C while the Dask cluster shut down at exit: its worker "
                   "processes were stopped", file=sys.stderr)
@@ -816,7 +816,7 @@ class DaskExecutor(Executor):
                     os.kill(pid, getattr(signal, "SIGKILL", signal.SIGTERM))
                 except OSError:
                     pass
-        cluster.status = Status.closed  # Dask's exit hook would wait 10 s to close it again
+        cluster.status = Status.closed  # Dask's exit hook would wait to close it again
         # (the scratch folder goes with the executor: its finalizer runs after those of
         # the scheduler's and workers' folders in it, made after it)
 

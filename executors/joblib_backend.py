@@ -34,7 +34,7 @@ import os
 
 from . import _context
 from ._blas import blas_pinned
-from .base import Executor, SerializationError, add_note, annotate, check_positive_int
+from .base import Executor, SerializationError, add_note, annotate, check_positive_int, where_raised
 
 __all__ = ["JoblibExecutor"]
 
@@ -117,7 +117,7 @@ class JoblibExecutor(Executor):
                         on_done(i)
                     results.put(i, value)
         except Exception as exc:
-            if getattr(exc, "executors_item_index", None) is not None:
+            if where_raised(exc) is not None:
                 raise  # raised by fn, already annotated on the worker
             culprit = _find_unpicklable(fn, items, shared)
             if culprit is not None:

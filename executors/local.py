@@ -312,8 +312,7 @@ class ProcessExecutor(Executor):
                         "for lack of memory) or crashed (segfault, os._exit). The broken pool was shut "
                         "down; the next call starts fresh workers.")
                     if gone.index >= 0:
-                        err.executors_item_index = gone.index  # the item it was running
-                        annotate(err, gone.index, n, name)
+                        annotate(err, gone.index, n, name)  # the item it was running
                     raise err from None
                 except BaseException as exc:
                     flag.set()

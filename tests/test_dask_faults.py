@@ -148,7 +148,7 @@ def test_a_task_that_ends_its_worker_raises_worker_error_naming_it_and_the_next_
         with pytest.raises(executors.WorkerError, match=r"^item 5 of 8: the dask workers running it died 4 "
                                                         r"times .*os\._exit") as info:
             ex.map(_item_exits_at_5, range(8), shared=(X,))  # X: 160 kB, scattered
-        assert info.value.executors_item_index == 5
+        assert executors.where_raised(info.value).index == 5
         assert time.monotonic() - t0 < 60
         assert ex.map(_item_exits_at_5, [1, 2], shared=(X,)) == [10.0, 10.0]
         # in psum, the task (of consecutive chunks) that holds element 5

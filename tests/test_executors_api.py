@@ -35,6 +35,14 @@ PUBLIC = [
     "neumaier_sum",
     "in_worker",
     "abandoned",
+    "abandoned_test",
+    "Abandoned",
+    "WhereRaised",
+    "where_raised",
+    "mark_raised",
+    "user_frames",
+    "hide_frames_of",
+    "warn",
     "WorkerError",
     "RemoteError",
     "SerializationError",
@@ -56,6 +64,8 @@ MODULES = [
     "executors.config",
     "executors.reduce",
     "executors._context",
+    "executors._abandon",
+    "executors._tracebacks",
 ]
 
 

@@ -254,3 +254,40 @@ def test_the_checker_finds_circles_and_lazy_imports(tmp_path):
         assert imports_of(mod, "pkg") == {"pkg.other", "pkg.other.g", "pkg.third"}
     finally:
         ROOT = saved
+
+
+def other_packages_private_imports(path, package):
+    """Imports in the file at ``path`` (of ``package``) of another package's private modules
+    or names (``executors._abandon``, ``from executors import _x``): what one package uses of
+    another is public there."""
+    found = []
+    for other in PACKAGES:
+        if other == package:
+            continue
+        for target in sorted(imports_of(path, other)):
+            if any(part.startswith("_") and not part.startswith("__") for part in target.split(".")):
+                found.append(f"{module_name(path)} imports {target}")
+    return found
+
+
+@pytest.mark.parametrize("package", PACKAGES)
+def test_no_module_imports_another_packages_private_names(package):
+    found = [line for path in sorted((ROOT / package).rglob("*.py"))
+             for line in other_packages_private_imports(path, package)]
+    assert not found, "private names of another package imported:\n  " + "\n  ".join(found)
+
+
+def test_the_cross_package_checker_finds_private_modules_and_names(tmp_path):
+    pkg = tmp_path / "adrules"
+    pkg.mkdir()
+    mod = pkg / "sub.py"
+    mod.write_text("import executors\nfrom executors import _abandon, config\nfrom executors.base import add_note\n"
+                   "def f():\n    from executors._tracebacks import warn\n")
+    global ROOT
+    saved, ROOT = ROOT, tmp_path
+    try:
+        assert other_packages_private_imports(mod, "adrules") == [
+            "adrules.sub imports executors._abandon", "adrules.sub imports executors._tracebacks",
+            "adrules.sub imports executors._tracebacks.warn"]
+    finally:
+        ROOT = saved

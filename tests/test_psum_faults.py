@@ -210,7 +210,7 @@ def test_an_error_names_the_element_and_its_chunk_on_every_backend(backend):
     assert info.value.__notes__ == [
         "psum/pmap: raised by f at element 20",
         f"executors: raised by chunk 10 of 16 in a map on the {backend!r} executor"]
-    assert info.value.executors_item_index == 10
+    assert executors.where_raised(info.value).index == 10
 
 
 def _exits_at_20(w):
@@ -230,6 +230,32 @@ def test_sys_exit_in_f_names_the_element_and_its_chunk_on_every_backend(backend,
     assert info.value.__notes__ == [
         "psum/pmap: raised by f at element 20",
         f"executors: raised by chunk 10 of 16 in a map on the {backend!r} executor"]
+
+
+class _LockedError(Exception):
+    def __init__(self, message):
+        super().__init__(message)
+        self.lock = threading.Lock()  # cannot be pickled back from a worker
+
+
+def _locked_at_20(w):
+    if w[0] == 20.0:
+        raise _LockedError("locked out")
+    return np.sum(w ** 2)
+
+
+@pytest.mark.parametrize("backend", ["processes", "dask"])
+def test_an_exception_that_cannot_be_pickled_back_still_names_the_element_and_its_chunk(backend, request):
+    # where it was raised travels with the stand-in that comes back instead
+    ex = request.getfixturevalue("dask_ex") if backend == "dask" else executors.resolve(backend, 2)
+    xs = [np.array([float(i), 1.0]) for i in range(32)]
+    with pytest.raises(executors.RemoteError, match="locked out") as info:
+        ad.psum(_locked_at_20, xs, executor=ex, dispatch="always")
+    assert info.value.__notes__ == [
+        "psum/pmap: raised by f at element 20",
+        f"executors: raised by chunk 10 of 16 in a map on the {backend!r} executor"]
+    where = executors.where_raised(info.value)
+    assert (where.index, where.count, where.executor, where.unit) == (10, 16, backend, "chunk")
 
 
 @ad.primitive

@@ -27,6 +27,7 @@ import time
 from typing import Any, Callable
 
 import numpy as np
+from executors import WhereRaised, mark_raised, where_raised
 from executors.base import add_note
 
 from ..api import DerivativeName, gather_gradients, jvp, one_like, pullback_of, traced_call
@@ -163,7 +164,7 @@ def _each_in_time(group, run):
         try:
             out.append(run(item))
         except (Exception, SystemExit) as e:
-            e.adrules_in_group = j
+            mark_raised(e, WhereRaised(part=j))
             raise
     return out
 
@@ -231,7 +232,7 @@ def _chunks_fn(plan, layout, state, shared):
             try:
                 ys.append(plan.body(parts[0], parts[1], start, *parts[2:]))
             except (Exception, SystemExit) as e:
-                e.adrules_in_group = j
+                mark_raised(e, WhereRaised(part=j))  # which chunk of the group
                 raise
         return ys
 
@@ -277,7 +278,8 @@ def _traced(group, plan, active, state, shared, at_one):
     try:
         ys, grads, back = trace_chunks(_chunks_fn(plan, layout, state, shared), tuple(layout.args), at_one)
     except (Exception, SystemExit) as e:
-        if not hasattr(e, "adrules_in_group"):
+        where = where_raised(e)
+        if where is None or where.part is None:  # not raised by f, which names its chunk
             _name_elements(e, "the pullback of f", group)
         raise
     layout.group = group[:len(ys)]  # the chunks that ran

@@ -32,7 +32,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 import executors
-from executors._tracebacks import hide_frames_of, user_frames
+from executors import hide_frames_of, user_frames, where_raised
 from executors.base import add_note
 
 from .._state import STATE as _STATE, TracedValue
@@ -68,14 +68,22 @@ hide_frames_of("adrules")  # an error in f shows f's frames and the user's, not 
 
 
 def _chunks(xs, chunk_size):
-    size = chunk_size if chunk_size is not None else executors.current_chunk_size()
-    return [(xs[a:b], a) for a, b in _bounds(len(xs), size)]
+    return [(xs[r.start:r.stop], r.start) for r in chunk_ranges_for(len(xs), chunk_size)]
+
+
+def chunk_ranges_for(n: int, chunk_size: int | None) -> tuple[range, ...]:
+    """``executors.chunk_ranges`` of ``n`` elements for a call's ``chunk_size`` (None:
+    ``executors.config``'s, else the default), made once per (n, chunk_size).
+
+    >>> chunk_ranges_for(10, 4)
+    (range(0, 4), range(4, 8), range(8, 10))
+    """
+    return _ranges(n, chunk_size if chunk_size is not None else executors.current_chunk_size())
 
 
 @functools.lru_cache(maxsize=256, typed=True)  # typed: chunk_size=True must still be refused
-def _bounds(n, size):
-    """``chunk_ranges`` as (start, stop) pairs, made once per (n, chunk_size)."""
-    return tuple((r.start, r.stop) for r in executors.chunk_ranges(n, size))
+def _ranges(n, size):
+    return tuple(executors.chunk_ranges(n, size))
 
 
 def _tree_add(a, b):
@@ -247,12 +255,13 @@ def _check_no_escaped_trace(value):
 # ---------------------------------------------------------------------------
 
 
-class Call:
+class PsumCall:
     """One psum/pmap call: how to rebuild (state, xs, shared) from the flat leaves,
-    and where its chunks run."""
+    and where its chunks run; ``user_f``: the function the user passed (named in
+    messages and in the log)."""
 
-    def __init__(self, plan, treedef, active, about, executor, chunk_size, progress, dispatch):
-        self.plan, self.treedef, self.active, self.about = plan, treedef, active, about
+    def __init__(self, plan, treedef, active, user_f, executor, chunk_size, progress, dispatch):
+        self.plan, self.treedef, self.active, self.user_f = plan, treedef, active, user_f
         self.key = (plan.kind, schedule.work_key(plan.f if plan.f is not None else plan.rebuild))
         self.executor, self.chunk_size, self.progress = executor, chunk_size, progress
         self.dispatch = dispatch
@@ -281,7 +290,7 @@ class Call:
         workers are started by ``schedule.decide``, for work that gains on them)."""
         executor = executors.resolve(self.executor)
         if not executor.shares_memory:
-            to_workers.check(self.name, self.about, self.plan, state, xs, shared, executor, self.key)
+            to_workers.check(self.name, self.user_f, self.plan, state, xs, shared, executor, self.key)
         return executor
 
     def result_bytes(self, state, shared):
@@ -294,11 +303,11 @@ class Call:
         try:
             return schedule.run(executor, fn, items, shared, key=self.key, dispatch=self.dispatch,
                                 on_result=on_result, progress=self.progress, label=f"{self.name} {phase}",
-                                about=self.about, result_bytes=result_bytes)
+                                about=self.user_f, result_bytes=result_bytes)
         except executors.WorkerError as e:
-            chunks = getattr(e, "adrules_chunks", None)
-            if chunks is not None and phase == "forward":  # items are (xs, start) pairs: name them
-                first, (xs, start) = items[chunks[0]][1], items[chunks[-1]]
+            where = where_raised(e)  # its chunks, where the worker died running several
+            if where is not None and where.last is not None and phase == "forward":
+                first, (xs, start) = items[where.index][1], items[where.last]  # (xs, start) pairs: name them
                 last = start + len(xs) - 1
                 add_note(e, f"{self.name}: the worker died running f over "
                         f"{f'element {first}' if first == last else f'elements {first}..{last}'}")
@@ -328,26 +337,26 @@ def _psum_rrule(call, *leaves):
     executor = call.resolve(state, xs, shared)
     items = _chunks(xs, call.chunk_size)
     values = _Values(call.plan.kind, items)
-    eager = _Cotangents(call, state, xs, shared)
+    grads_at_one = _Cotangents(call, state, xs, shared)
     nbytes = call.result_bytes(state, shared)
     with_grads = []
 
     def take(i, result):
         values.take(i, result.value)
         if result.grads is not None:  # reduce the gradients now: keep nothing of the chunk
-            eager.take(result.grads)
+            grads_at_one.take(result.grads)
             with_grads.append(i)
         return result.pullback  # None, or the chunk's kept pullback
 
-    kept = call.run(executor, "forward", chunk_forward, items,
-                    (call.plan, call.active, state, shared, executor.shares_memory), take, nbytes)
-    done = len(with_grads) == len(items)
+    kept_pullbacks = call.run(executor, "forward", chunk_forward, items,
+                              (call.plan, call.active, state, shared, executor.shares_memory), take, nbytes)
+    all_at_one = len(with_grads) == len(items)  # every chunk's cotangents came with its value
     y = call.output(values.result())
 
     def psum_pullback(ybar):
         ybar = to_workers.as_received(call.rebuild(ybar))  # np.broadcast_to(...) is strided
-        if done:
-            return (NoTangent(), NoTangent(), *eager.leaves(None if _is_one(ybar) else ybar))
+        if all_at_one:
+            return (NoTangent(), NoTangent(), *grads_at_one.leaves(None if _is_one(ybar) else ybar))
         with user_frames():
             return pull_back(ybar)
 
@@ -355,8 +364,9 @@ def _psum_rrule(call, *leaves):
         bars = _chunk_bars(call, items, ybar)
         grads = _Cotangents(call, state, xs, shared)
         take_grads = lambda i, g: grads.take(g)  # noqa: E731
-        if items and all(back is not None for back in kept):
-            call.run(executor, "backward", chunk_pullback, list(zip(kept, bars)), (), take_grads, nbytes)
+        if items and all(back is not None for back in kept_pullbacks):
+            call.run(executor, "backward", chunk_pullback, list(zip(kept_pullbacks, bars)), (), take_grads,
+                     nbytes)
         else:
             call.run(executor, "backward", chunk_backward, list(zip(items, bars)),
                      (call.plan, call.active, state, shared), take_grads, nbytes)
@@ -389,7 +399,7 @@ def _nested_rrule(call, state, xs, shared):
     first = _map_over_chunks(call, ChunkGradient(call.plan, call.active), items, (state, *shared),
                              "value and gradient")
     y = _values(call, items, [r[0] for r in first])
-    done = all(len(r) == 2 for r in first)
+    all_at_one = all(len(r) == 2 for r in first)  # every chunk's cotangents at ȳ = 1 came
 
     def psum_nested_pullback(ybar):
         with user_frames():
@@ -397,7 +407,7 @@ def _nested_rrule(call, state, xs, shared):
 
     def pull_back(ybar):
         scale = None
-        if done:
+        if all_at_one:
             grads = [r[1] for r in first]
             scale = None if _is_one(ybar) else ybar
         else:
@@ -418,8 +428,8 @@ def _map_over_chunks(call, work, elements, shared, phase):
     pmap on ``call``'s executor, so an outer differentiation runs its rules there too."""
     leaves, treedef = flatten((None, elements, list(shared)))
     active = (False, _has_traced(elements), *(_has_traced(s) for s in shared))
-    sub = Call(Plan(work, None, "map", False), treedef, active, call.about, call.executor, 1,
-               call.progress, call.dispatch)
+    sub = PsumCall(Plan(work, None, "map", False), treedef, active, call.user_f, call.executor, 1,
+                   call.progress, call.dispatch)
     sub.key = (call.key, type(work).__name__)  # measured apart from the user's first-order calls
     sub.name = f"{call.name} {phase}"
     return sub.rebuild(_map_chunks(sub, *leaves))
@@ -471,12 +481,7 @@ def _psum_frule(tangents, call, *leaves):
     out = call.output(y)
     if call.out_tree is None:
         return out, dy
-    return out, tuple(ZeroTangent() for _ in out) if is_zero(dy) else tuple(_flat_like(call.out_tree, dy))
-
-
-def _flat_like(tree, dy):
-    """Leaves of the tangent ``dy`` of a value of structure ``tree`` (zeros for a zero part)."""
-    return tangent_leaves(dy, tree)
+    return out, tuple(ZeroTangent() for _ in out) if is_zero(dy) else tuple(tangent_leaves(dy, call.out_tree))
 
 
 # ---------------------------------------------------------------------------
@@ -484,7 +489,7 @@ def _flat_like(tree, dy):
 # ---------------------------------------------------------------------------
 
 
-def _call(kind, f, xs, shared, executor, chunk_size, vectorized, progress, dispatch):
+def _psum_or_pmap(kind, f, xs, shared, executor, chunk_size, vectorized, progress, dispatch):
     if not callable(f):
         raise TypeError(f"{kind}: f must be callable, got {type(f).__name__}; the form is "
                         f"{kind}(f, xs, *shared).")
@@ -508,7 +513,7 @@ def _call(kind, f, xs, shared, executor, chunk_size, vectorized, progress, dispa
         raise ValueError(f"{kind}: {e}") from None
     state, rebuild = split_callable(f)
     plan = Plan(f if rebuild is None else None, rebuild, "sum" if kind == "psum" else "map", vectorized)
-    call = Call(plan, None, (False,) * (2 + len(shared)), f, executor, chunk_size, progress, dispatch)
+    call = PsumCall(plan, None, (False,) * (2 + len(shared)), f, executor, chunk_size, progress, dispatch)
     if not _STATE.active:  # nothing is differentiated anywhere: no primitive call to record
         as_received = to_workers.as_received
         return _value(call, as_received(state), as_received(xs), tuple(map(as_received, shared)))
@@ -587,7 +592,7 @@ def psum(f: Callable[..., Any], xs: Sequence[Any] | NDArray[Any], *shared: Any,
     [array([2.+2.j]), array([4.-2.j])]
     """
     with user_frames():
-        return _call("psum", f, xs, shared, executor, chunk_size, vectorized, progress, dispatch)
+        return _psum_or_pmap("psum", f, xs, shared, executor, chunk_size, vectorized, progress, dispatch)
 
 
 def pmap(f: Callable[..., Any], xs: Sequence[Any] | NDArray[Any], *shared: Any,
@@ -602,4 +607,4 @@ def pmap(f: Callable[..., Any], xs: Sequence[Any] | NDArray[Any], *shared: Any,
     [2.0, 3.0]
     """
     with user_frames():
-        return _call("pmap", f, xs, shared, executor, chunk_size, vectorized, progress, dispatch)
+        return _psum_or_pmap("pmap", f, xs, shared, executor, chunk_size, vectorized, progress, dispatch)

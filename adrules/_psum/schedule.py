@@ -32,8 +32,8 @@ import threading
 import time
 
 import executors
-from executors._tracebacks import warn
-from executors.base import add_note, usable_cpu_count
+from executors import WhereRaised, mark_raised, warn, where_raised
+from executors.base import usable_cpu_count
 
 from ..callables import code_of, describe
 from .worker_rules import travelling_rules
@@ -298,9 +298,16 @@ class each:
             try:
                 out.append(self.fn(item, *shared))
             except (Exception, SystemExit) as e:
-                e.adrules_in_group = j
+                mark_raised(e, WhereRaised(part=j))
                 raise
         return out
+
+
+def _part_raised(e):
+    """Which item of its group the chunk function said raised ``e`` (the first if it did
+    not say: an error of the group as a whole)."""
+    where = where_raised(e)
+    return where.part if where is not None and where.index is None and where.part is not None else 0
 
 
 def _inline(fn, items, i, k, size, shared, on_result, on_done, out, once=False):
@@ -312,9 +319,7 @@ def _inline(fn, items, i, k, size, shared, on_result, on_done, out, once=False):
         try:
             results = fn(items[g:g + want], *shared)
         except (Exception, SystemExit) as e:
-            c = g + getattr(e, "adrules_in_group", 0)
-            add_note(e, f"executors: raised by chunk {c} of {len(items)}, run inline")
-            e.executors_item_index = c
+            mark_raised(e, WhereRaised(g + _part_raised(e), len(items), None, "chunk"))
             raise
         for c, result in enumerate(results, g):
             if on_done is not None:
@@ -344,8 +349,8 @@ class _Task:
             g, c0 = len(out), self.clock.cpu()
             try:
                 results = self.fn(items[g:g + size], *shared)
-            except (Exception, SystemExit) as e:  # picklable: travels back with the exception
-                e.adrules_chunk = first + g + getattr(e, "adrules_in_group", 0)
+            except (Exception, SystemExit) as e:  # travels back with the exception
+                mark_raised(e, WhereRaised(part=g + _part_raised(e)))  # the chunk, counted from the task's first
                 raise
             seconds = (self.clock.cpu() - c0) / len(results)
             out.extend((result, seconds) for result in results)
@@ -382,7 +387,8 @@ def _parallel(site, executor, fn, items, first, shared, on_result, on_done, one_
     try:
         parts = executor.map(_Task(fn, clock), tasks, shared=shared, on_result=take, on_done=done)
     except executors.SerializationError as e:
-        task = getattr(e, "executors_item_index", None)
+        where = where_raised(e)
+        task = None if where is None else where.index
         if task is None or e.what != f"the result of item {task}":
             raise
         # the task's result is a list the user never made: speak of f's values
@@ -392,11 +398,7 @@ def _parallel(site, executor, fn, items, first, shared, on_result, on_done, one_
             f"come back from a worker of the {executor.name!r} executor: {e.reason}. Return only "
             "what pickles (numbers, arrays, containers of them), or use the 'threads' executor.") from e
     except (Exception, SystemExit) as e:
-        task = getattr(e, "executors_item_index", None)
-        if getattr(e, "adrules_chunk", None) is None and task is not None and 0 <= task < len(tasks):
-            e.adrules_chunk = tasks[task][1]  # a worker died running it: its group's first chunk
-            e.adrules_chunks = range(tasks[task][1], tasks[task][1] + len(tasks[task][0]))
-        _name_the_chunk(e, len(items), executor.name)
+        _name_the_chunk(e, tasks, len(items), executor.name)
         raise
     wall = clock.wall() - w0
     if wall > 0 and cpu[0] > 0:
@@ -405,20 +407,18 @@ def _parallel(site, executor, fn, items, first, shared, on_result, on_done, one_
     return [r for part in parts for r in part]
 
 
-def _name_the_chunk(e, n, name):
-    """The executor's note named a task (a batch the user never made): name the chunk."""
-    chunk = getattr(e, "adrules_chunk", None)
-    notes = getattr(e, "__notes__", None)
-    if chunk is None:
+def _name_the_chunk(e, tasks, n, name):
+    """The executor named a task (a batch of chunks the user never made): name its chunk,
+    or, where the task does not say which of its chunks raised (its worker died running
+    it), its first chunk and its last."""
+    where = where_raised(e)
+    if where is None or where.index is None or not 0 <= where.index < len(tasks):
         return
-    e.executors_item_index = chunk
-    text = f"executors: raised by chunk {chunk} of {n} in a map on the {name!r} executor"
-    if isinstance(notes, list):
-        for k, old in enumerate(notes):
-            if isinstance(old, str) and old.startswith("executors: raised by item "):
-                notes[k] = text
-                return
-    add_note(e, text)
+    first, size = tasks[where.index][1], len(tasks[where.index][0])
+    if where.part is not None:
+        mark_raised(e, WhereRaised(first + where.part, n, name, "chunk"), replace=True)
+    else:
+        mark_raised(e, WhereRaised(first, n, name, "chunk", last=first + size - 1), replace=True)
 
 
 # ------------------------------------------------------------------------- log

@@ -36,8 +36,8 @@ _lock = threading.Lock()
 
 def _dumps(obj):
     """cloudpickle ``obj`` to check that it pickles; the contents of numeric arrays are
-    left out (they always pickle, and copying a 200 MB training set into a throw-away
-    bytes object doubled the parent's memory on the first call)."""
+    left out (they always pickle, and copying a large training set into a throw-away
+    bytes object would double the parent's memory for a check)."""
     import io
 
     import cloudpickle
@@ -160,9 +160,9 @@ def as_received(tree: Any) -> Any:
     t = type(tree)
     if t is np.ndarray:
         return _as_received(tree)
-    if tree is None or t in _NUMBERS:
+    if tree is None or t in _PLAIN_SCALARS:
         return tree
-    if (t is list or t is tuple) and _NUMBERS.issuperset(map(type, tree)):
+    if (t is list or t is tuple) and _PLAIN_SCALARS.issuperset(map(type, tree)):
         return tree  # tiny work over numbers: nothing to look at
     leaves, treedef = flatten(tree)
     fixed = leaves_as_received(leaves)
@@ -189,4 +189,4 @@ def _as_received(a):
     return a.copy(order="K") if flags.forc else np.ascontiguousarray(a)
 
 
-_NUMBERS = frozenset((float, int, np.float64, np.float32))
+_PLAIN_SCALARS = frozenset((float, int, np.float64, np.float32))  # the scalar types with no memory layout to fix

@@ -70,6 +70,26 @@ def numpy_frule(*fs, complex=False):
     return decorate
 
 
+def no_derivative(function, parameter, why=""):
+    """A partial for ``scalar_rule`` that refuses a derivative ``function`` (named in
+    full, ``scipy.special.gammainc``) has none of with respect to ``parameter``, saying
+    ``why`` where given.
+
+    >>> no_derivative("scipy.special.gammainc", "a")(1.0, 2.0, 0.5)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    NotImplementedError: scipy.special.gammainc: no derivative with respect to a; pass it as a constant ...
+    """
+    because = f" ({why})" if why else ""
+
+    def no_derivative(*args):
+        raise NotImplementedError(
+            f"{function}: no derivative with respect to {parameter}{because}; pass it as a "
+            f"constant (a plain number or array, not a traced value).")
+
+    return no_derivative
+
+
 def tangent_at(tangents, i):
     """The tangent of positional parameter ``i`` (0-based), ``ZeroTangent()`` if not passed positionally."""
     return tangents[i + 1] if i + 1 < len(tangents) else ZeroTangent()

@@ -33,6 +33,7 @@ from scipy.special import _ufuncs
 
 from ..registry import frule, non_differentiable, rrule, scalar_rule
 from ..tangents import NoTangent, ZeroTangent, is_zero
+from . import _utils
 
 _SQRT_PI = np.sqrt(np.pi)
 _SQRT_2PI = np.sqrt(2.0 * np.pi)
@@ -42,13 +43,8 @@ _smirnov_partial = _ufuncs._smirnovp
 
 
 def no_derivative(function, parameter):
-    """A partial that refuses a derivative SciPy's function has none of (in ``parameter``)."""
-    def no_derivative(*args):
-        raise NotImplementedError(
-            f"scipy.special.{function}: no derivative with respect to {parameter}; pass it as a "
-            f"constant (a plain number or array, not a traced value).")
-
-    return no_derivative
+    """A partial that refuses a derivative ``scipy.special.<function>`` has none of (in ``parameter``)."""
+    return _utils.no_derivative(f"scipy.special.{function}", parameter)
 
 
 def _polygamma(n, x):

@@ -38,6 +38,7 @@ import scipy.stats as st
 
 from ..registry import scalar_rule
 from ._scipy_entry import route_method, scipy_primitive
+from ._utils import no_derivative
 
 _LOG_SQRT_2PI = 0.5 * np.log(2.0 * np.pi)
 _LOG2 = np.log(2.0)
@@ -120,15 +121,6 @@ FAMILIES = [
 ]
 
 
-def _no_derivative(name, parameter):
-    def no_derivative(*args):
-        raise NotImplementedError(
-            f"scipy.stats.{name}: no derivative with respect to {parameter} (no closed form); "
-            f"pass it as a constant (a plain number or array, not a traced value).")
-
-    return no_derivative
-
-
 # ---- partials ------------------------------------------------------------------------------
 # Every partial is called as d(x, *shapes, loc, scale, y) (q for x in ppf and isf).
 def _split(fam, args):
@@ -186,7 +178,7 @@ def _distribution_partials(fam, method, sign):
         z, scale, p = density(args)
         return -np.where(np.isinf(z), 0.0, z) * p / scale  # x = +-inf: z p is inf * 0
 
-    shapes = [_no_derivative(f"{fam.name}.cdf", name) for name in fam.shapes]
+    shapes = [no_derivative(f"scipy.stats.{fam.name}.cdf", name, "no closed form") for name in fam.shapes]
     return [in_x, *shapes, in_loc, in_scale]
 
 
@@ -203,7 +195,7 @@ def _quantile_partials(fam, sign):
         q, shapes, loc, scale, y = _split(fam, args)
         return (y - loc) / scale
 
-    shapes = [_no_derivative(f"{fam.name}.ppf", name) for name in fam.shapes]
+    shapes = [no_derivative(f"scipy.stats.{fam.name}.ppf", name, "no closed form") for name in fam.shapes]
     return [in_q, *shapes, in_loc, in_scale]
 
 
