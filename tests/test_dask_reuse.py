@@ -57,3 +57,23 @@ def test_a_closed_dask_executor_starts_afresh_on_the_next_map_as_the_pools_do():
         assert first.status == "closed"
     finally:
         ex.close()
+
+
+def test_a_dask_executor_chosen_by_name_starts_its_cluster_only_for_work_or_when_asked(monkeypatch):
+    # resolve("dask") started a LocalCluster (seconds, worker processes) for any psum, also one
+    # of work far too small to gain on it
+    pytest.importorskip("distributed")
+    monkeypatch.delenv("ADRULES_DISPATCH")
+    xs = [float(i) for i in range(8)]
+    ex = executors.resolve("dask:2")
+    try:
+        assert not ex.started() and not ex.ready() and ex.n_workers == 2
+        for _ in range(3):  # measured inline, then decided: not worth a cluster
+            assert ad.psum(lambda x: x * x, xs, executor=ex) == sum(x * x for x in xs)
+        assert not ex.started()
+        ex.start()  # returns at once; the cluster starts in the background
+        assert ex.started()
+        assert ex.map(abs, [-1, -2]) == [1, 2]  # waits for it
+        assert ex.ready() and ex.client.status == "running"
+    finally:
+        ex.close()
