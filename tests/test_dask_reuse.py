@@ -1,5 +1,7 @@
 """Shared data on Dask: sent once and reused across gradient steps (or afresh, on request),
-with the same bits either way."""
+with the same bits either way; and when the cluster starts (or starts again after close)."""
+
+import time
 
 import numpy as np
 import pytest
@@ -75,5 +77,21 @@ def test_a_dask_executor_chosen_by_name_starts_its_cluster_only_for_work_or_when
         assert ex.started()
         assert ex.map(abs, [-1, -2]) == [1, 2]  # waits for it
         assert ex.ready() and ex.client.status == "running"
+    finally:
+        ex.close()
+
+
+def test_a_cluster_that_fails_to_start_in_the_background_raises_its_error_at_the_next_map():
+    pytest.importorskip("distributed")
+    ex = executors.DaskExecutor(n_workers=1, start=False, memory_limit="lots")  # Dask cannot parse it
+    try:
+        ex.start()
+        deadline = time.monotonic() + 60
+        while not ex.ready() and time.monotonic() < deadline:  # ready: a map would not wait
+            time.sleep(0.05)
+        assert ex.started() and ex.ready()
+        with pytest.raises(ValueError, match="Could not interpret 'lots' as a byte unit"):
+            ex.map(abs, [-1])
+        assert not ex.started()  # raised once; the next start tries again
     finally:
         ex.close()
