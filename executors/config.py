@@ -70,7 +70,8 @@ def _getenv(name: str) -> str | None:
 def _dask_factory(n_workers: int | None = None) -> Executor:
     from .dask import DaskExecutor  # distributed is an optional extra: import on use
 
-    return DaskExecutor(n_workers=n_workers)
+    # its cluster starts when work that gains on it is sent (or at start()), as a pool's workers do
+    return DaskExecutor(n_workers=n_workers, start=False)
 
 
 def _joblib_factory(n_workers: int | None = None) -> Executor:
@@ -339,7 +340,7 @@ def resolve(executor: Executor | str | None = None, n_workers: int | None = None
     if _context.in_worker():
         return _serial()
     ctx = _context.SETTINGS.get()
-    env_n = None
+    env_n, from_env = None, False
     if executor is not None:
         choice = executor
     elif ctx.executor is not None:
@@ -347,11 +348,26 @@ def resolve(executor: Executor | str | None = None, n_workers: int | None = None
     else:
         env = _parse_env()
         if env is not None:
-            choice, env_n = env
+            (choice, env_n), from_env = env, True
         else:
             choice = DEFAULT_EXECUTOR
     if isinstance(choice, Executor):
         return choice
     if n_workers is None:
         n_workers = ctx.n_workers if ctx.n_workers is not None else env_n
+    if from_env:
+        try:
+            return _cached(choice, n_workers)
+        except Exception as exc:  # the user did not name it in this code: say where it came from
+            raise _env_backend_failed(choice, exc) from exc
     return _cached(choice, n_workers)
+
+
+def _env_backend_failed(name: str, exc: Exception) -> Exception:
+    """The error for a backend named by ``ADRULES_EXECUTOR`` that cannot be made (an
+    ImportError stays one)."""
+    others = ", ".join(repr(n) for n in backend_names() if n != name)
+    message = (f"{ENV_VAR}={_getenv(ENV_VAR)!r} chose the {name!r} executor, which cannot start: "
+               f"{type(exc).__name__}: {exc}. Install what it needs, or set {ENV_VAR} to another "
+               f"executor ({others}), or unset it (the default is {DEFAULT_EXECUTOR!r})")
+    return ImportError(message) if isinstance(exc, ImportError) else RuntimeError(message)

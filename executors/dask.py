@@ -285,6 +285,9 @@ class DaskExecutor(Executor):
     what the reuse saves).
     ``retries`` is passed to ``Client.map`` (reruns tasks that *raise*;
     tasks whose worker dies are rerun by the scheduler anyway).
+    ``start=False`` (with ``client=None``) starts the cluster only at the first map,
+    :meth:`start` or use of :attr:`client`, as the process pool does: psum then starts it
+    only for work that gains on it (how a DaskExecutor chosen by name is made).
 
     >>> import executors
     >>> with executors.DaskExecutor(n_workers=1) as ex:
@@ -310,6 +313,7 @@ class DaskExecutor(Executor):
         retries: int | None = None,
         reuse_shared: bool = True,
         dashboard: bool = False,
+        start: bool = True,
         **cluster_kwargs: Any,
     ) -> None:
         try:
@@ -332,6 +336,9 @@ class DaskExecutor(Executor):
         self._closes = 0  # close() calls: a map tells a close from another thread by it
         self._abandoned: list[str] = []  # tokens of maps that raised, whose tasks may run on
         self._abandoned_at = 0.0
+        self._client: Any = None
+        self._starting = False  # a start() in the background is under way
+        self._start_error: BaseException | None = None  # what that start raised: the next map raises it
         if client is None:
             kwargs = dict(
                 n_workers=n if n is not None else usable_cpu_count(),
@@ -374,9 +381,16 @@ class DaskExecutor(Executor):
                     f"credentials (security={security!r}) only apply to the LocalCluster "
                     "DaskExecutor starts itself (client=None)")
             kwargs = {}
+            if not start:
+                raise TypeError("DaskExecutor(start=False) only applies to the LocalCluster it starts "
+                                "itself (client=None): a client given is connected at once")
         self._dashboard = bool(dashboard)
         self._how = (client, security, kwargs)  # what _connect needs again after close()
-        self._connect()
+        if start:
+            self._connect()
+        else:  # as after close(): a map or start() starts the cluster
+            self._closed = True
+            self._n_workers_seen = (n if n is not None else usable_cpu_count(), 0.0)
 
     def _connect(self) -> None:
         """Start the cluster and client this executor owns, or connect to the user's."""
@@ -408,7 +422,10 @@ class DaskExecutor(Executor):
 
     @property
     def client(self) -> distributed.Client:
-        """The ``distributed.Client`` in use (see the class example)."""
+        """The ``distributed.Client`` in use (see the class example); asked of an executor
+        made with ``start=False`` and not started yet, it starts the cluster first."""
+        if self._client is None:
+            self._reopen()
         return self._client
 
     @property
@@ -503,6 +520,8 @@ class DaskExecutor(Executor):
         class example).
         """
         data = _remote.dumps(obj, "the object to scatter", self.name)
+        if self._closed:  # not started yet (start=False), or closed: as a map does
+            self._reopen()
         key = _remote.content_key(data)
         return Scattered(self._scatter_blob(key, data), key, len(data), obj)
 
@@ -552,7 +571,10 @@ class DaskExecutor(Executor):
     def _map(self, fn, items, shared, on_done, results):
         import dask
 
-        if self._closed:  # as the pools do, a map after close() starts afresh
+        error, self._start_error = self._start_error, None
+        if error is not None:
+            raise error  # a start() in the background failed: say so, instead of waiting
+        if self._closed:  # as the pools do, a map after close() (or start=False) starts afresh
             self._reopen()
         if self._cluster is not None:
             self._heal()
@@ -821,14 +843,39 @@ class DaskExecutor(Executor):
         # the scheduler's and workers' folders in it, made after it)
 
     def ready(self) -> bool:
-        """False after :meth:`close`, until a map or :meth:`start` has connected again."""
-        return not self._closed
+        """False after :meth:`close` (or made with ``start=False``), until a map or
+        :meth:`start` has connected; true too once a start in the background failed (the
+        next map raises its error)."""
+        return not self._closed or self._start_error is not None
+
+    def started(self) -> bool:
+        """True once the cluster is up or starting (after :meth:`start` or a map), or
+        connected to.
+
+        >>> import executors
+        >>> executors.DaskExecutor(n_workers=1, start=False).started()
+        False
+        """
+        return not self._closed or self._starting or self._start_error is not None
 
     def start(self, preload: Iterable[str] = ()) -> None:
-        """After :meth:`close`, start the cluster again (or connect again) in the
-        background, for the next map; otherwise nothing to do."""
-        if self._closed:
-            threading.Thread(target=self._reopen, name="adrules-dask-start", daemon=True).start()
+        """Start the cluster (or connect again after :meth:`close`) in the background,
+        for the next map, and return at once; nothing to do once started."""
+        with self._lock:
+            if not self._closed or self._starting:
+                return
+            if self._how[0] is None:  # checked here: the background thread cannot see the script's line
+                _refuse_unguarded_script(self._how[2])
+            self._starting, self._start_error = True, None
+        threading.Thread(target=self._start_in_background, name="adrules-dask-start", daemon=True).start()
+
+    def _start_in_background(self) -> None:
+        try:
+            self._reopen()
+        except BaseException as exc:
+            self._start_error = exc
+        finally:
+            self._starting = False
 
     def _reopen(self) -> None:
         with self._lock:

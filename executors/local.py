@@ -328,8 +328,12 @@ class ProcessExecutor(Executor):
         for f in lane.futures:
             if f.done():
                 exc = f.exception()
+                why = str(exc).rstrip(".") if exc is not None else "it stopped serving"
                 return WorkerError(f"a worker process of the {self.name!r} executor died while starting: "
-                                   f"{exc if exc is not None else 'it stopped serving'}")
+                                   f"{why}. Its output above "
+                                   "says why (a fresh interpreter fails to start or import here: a "
+                                   "sitecustomize, a module missing); fix that, or use another executor"
+                                   f"{_variable_hint(self.name)}")
         return None
 
     def close(self) -> None:
@@ -394,6 +398,16 @@ def _exiting_on_linux(pid) -> bool:
         return True
     fields = stat[stat.rindex(b")") + 2:].split()  # after "pid (command) "
     return fields[0] in (b"Z", b"X") or bool(int(fields[6]) & 0x4)  # PF_EXITING (linux/sched.h)
+
+
+def _variable_hint(name):
+    """How to choose another executor where ``ADRULES_EXECUTOR`` names ``name``."""
+    from .config import ENV_VAR, _getenv
+
+    value = _getenv(ENV_VAR)
+    if value is None or value.strip().lower().partition(":")[0].strip() != name:
+        return " (e.g. executor=\"threads\")"
+    return f" ({ENV_VAR}={value!r} names it: set the variable to 'threads', or unset it)"
 
 
 def _short(indices, limit=10):

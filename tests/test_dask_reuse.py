@@ -1,5 +1,7 @@
 """Shared data on Dask: sent once and reused across gradient steps (or afresh, on request),
-with the same bits either way."""
+with the same bits either way; and when the cluster starts (or starts again after close)."""
+
+import time
 
 import numpy as np
 import pytest
@@ -55,5 +57,41 @@ def test_a_closed_dask_executor_starts_afresh_on_the_next_map_as_the_pools_do():
         assert ad.psum(lambda w: np.sum(w * w), models, executor=ex) == want
         assert ex.ready() and ex.client is not first and ex.client.status == "running"
         assert first.status == "closed"
+    finally:
+        ex.close()
+
+
+def test_a_dask_executor_chosen_by_name_starts_its_cluster_only_for_work_or_when_asked(monkeypatch):
+    # resolve("dask") started a LocalCluster (seconds, worker processes) for any psum, also one
+    # of work far too small to gain on it
+    pytest.importorskip("distributed")
+    monkeypatch.delenv("ADRULES_DISPATCH")
+    xs = [float(i) for i in range(8)]
+    ex = executors.resolve("dask:2")
+    try:
+        assert not ex.started() and not ex.ready() and ex.n_workers == 2
+        for _ in range(3):  # measured inline, then decided: not worth a cluster
+            assert ad.psum(lambda x: x * x, xs, executor=ex) == sum(x * x for x in xs)
+        assert not ex.started()
+        ex.start()  # returns at once; the cluster starts in the background
+        assert ex.started()
+        assert ex.map(abs, [-1, -2]) == [1, 2]  # waits for it
+        assert ex.ready() and ex.client.status == "running"
+    finally:
+        ex.close()
+
+
+def test_a_cluster_that_fails_to_start_in_the_background_raises_its_error_at_the_next_map():
+    pytest.importorskip("distributed")
+    ex = executors.DaskExecutor(n_workers=1, start=False, memory_limit="lots")  # Dask cannot parse it
+    try:
+        ex.start()
+        deadline = time.monotonic() + 60
+        while not ex.ready() and time.monotonic() < deadline:  # ready: a map would not wait
+            time.sleep(0.05)
+        assert ex.started() and ex.ready()
+        with pytest.raises(ValueError, match="Could not interpret 'lots' as a byte unit"):
+            ex.map(abs, [-1])
+        assert not ex.started()  # raised once; the next start tries again
     finally:
         ex.close()

@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import os
+import subprocess
+import sys
+import textwrap
 import threading
 
 import pytest
@@ -19,6 +23,7 @@ from executors import (
 from executors.base import usable_cpu_count
 
 ENV = "ADRULES_EXECUTOR"
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 @pytest.fixture(autouse=True)
@@ -227,3 +232,50 @@ def test_in_worker_flag():
     assert not executors.in_worker()
     assert SerialExecutor().map(lambda _: executors.in_worker(), [0]) == [True]
     assert not executors.in_worker()
+
+
+def test_the_variable_naming_a_backend_that_cannot_start_says_so_and_how_to_fix_it(tmp_path):
+    # ADRULES_EXECUTOR=dask where distributed is not installed: a script run as users run it,
+    # in which `import distributed` fails as it does without the package
+    script = tmp_path / "train.py"
+    script.write_text(textwrap.dedent("""\
+        import sys
+        sys.modules["distributed"] = None  # import distributed raises ImportError
+        import adrules as ad
+        print(ad.psum(lambda x: x * x, [1.0, 2.0, 3.0]))
+    """), encoding="utf-8")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ADRULES_")}
+    env.update(ADRULES_EXECUTOR="dask:2", PYTHONPATH=os.pathsep.join([ROOT, env.get("PYTHONPATH", "")]))
+    proc = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 1 and proc.stdout == ""
+    last = proc.stderr.rstrip().splitlines()[-1]
+    assert last.startswith("ImportError: ADRULES_EXECUTOR='dask:2' chose the 'dask' executor, which cannot "
+                           "start: ImportError: DaskExecutor needs the optional dependency \"distributed\""), last
+    assert 'pip install "adrules[dask]"' in last and "set ADRULES_EXECUTOR to another executor" in last
+    assert "or unset it (the default is 'threads')" in last
+
+
+def test_the_variable_naming_processes_whose_workers_cannot_start_gets_an_error_not_a_hang(tmp_path):
+    # every fresh interpreter of the workers fails to start (a sitecustomize raises in them only)
+    (tmp_path / "sitecustomize.py").write_text(textwrap.dedent("""\
+        import sys
+        if "loky.backend.popen_loky_posix" in " ".join(getattr(sys, "orig_argv", [])):
+            raise SystemExit("this worker cannot start")
+    """), encoding="utf-8")
+    (tmp_path / "train.py").write_text(textwrap.dedent("""\
+        import adrules as ad
+        if __name__ == "__main__":
+            print(ad.psum(lambda x: x * x, [1.0, 2.0, 3.0], dispatch="always"))
+    """), encoding="utf-8")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ADRULES_")}
+    env.update(ADRULES_EXECUTOR="processes:2",
+               PYTHONPATH=os.pathsep.join([str(tmp_path), ROOT, env.get("PYTHONPATH", "")]))
+    proc = subprocess.run([sys.executable, "train.py"], cwd=tmp_path, env=env, capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 1 and proc.stdout == ""
+    assert "SystemExit: this worker cannot start" in proc.stderr  # what the workers said
+    error = proc.stderr[proc.stderr.rindex("executors.base.WorkerError: "):].rstrip()  # loky's cause: lines
+    assert error.startswith("executors.base.WorkerError: a worker process of the 'processes' executor died "
+                            "while starting: "), error
+    assert error.endswith("fix that, or use another executor (ADRULES_EXECUTOR='processes:2' names it: set the "
+                         "variable to 'threads', or unset it)"), error
