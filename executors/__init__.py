@@ -30,7 +30,7 @@ bits on every backend and worker count::
 
 from typing import TYPE_CHECKING, Any
 
-from .base import Executor, RemoteError, SerializationError, WorkerError, as_worker
+from .base import Executor, MapTimeoutError, RemoteError, SerializationError, WorkerError, as_worker
 from .config import config, current_chunk_size, register_backend, resolve, resolve_dispatch
 from ._abandon import abandoned
 from ._global_random import GlobalRandomWarning
@@ -66,6 +66,7 @@ __all__ = [
     "WorkerError",
     "RemoteError",
     "SerializationError",
+    "MapTimeoutError",
     "GlobalRandomWarning",
 ]
 

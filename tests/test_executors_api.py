@@ -38,6 +38,7 @@ PUBLIC = [
     "WorkerError",
     "RemoteError",
     "SerializationError",
+    "MapTimeoutError",
     "GlobalRandomWarning",
 ]
 
