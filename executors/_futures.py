@@ -23,7 +23,7 @@ import queue
 import time
 from typing import Any, Callable
 
-from .base import InOrder, MapTimeoutError, annotate
+from .base import InOrder, annotate
 
 __all__ = ["collect"]
 
@@ -70,9 +70,7 @@ def collect(submit: Callable[[int], Any], n: int, n_workers: int, on_done: Calla
                 except queue.Empty:
                     unfinished = [j for j in range(n) if j >= len(futures) or not futures[j].done()]
                     running = [j for j in unfinished if j < len(futures) and futures[j].running()]
-                    raise MapTimeoutError(
-                        f"a map of {n} items on the {name!r} executor", results.timeout, running,
-                        sorted(set(unfinished) - set(running)), timeout_note) from None
+                    raise results.timed_out(name, running, set(unfinished) - set(running), timeout_note) from None
             exc = RuntimeError(f"item {i} was cancelled") if f.cancelled() else f.exception()
             if exc is not None:
                 failure = (exc, i)

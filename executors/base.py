@@ -259,9 +259,9 @@ class Executor:
         items unfinished, :class:`MapTimeoutError` names the items still running and those
         not started; the executor is usable at once. Threads run on in the background (a
         thread cannot be stopped; the next map gets fresh ones), worker processes are
-        stopped and replaced, the Dask workers of the cluster this executor started are
-        restarted before the next map; the serial executor (and a map inside chunk work)
-        checks the time between items only: an item is never stopped mid-way.
+        stopped and replaced, the Dask workers running them are restarted (on a cluster
+        this executor started); the serial executor (and a map inside chunk work) checks
+        the time between items only: an item is never stopped mid-way.
 
         >>> import executors
         >>> executors.SerialExecutor().map(lambda x, k: x * k, range(4), shared=(10,))
@@ -425,6 +425,12 @@ class InOrder:
         self.drew_global_random = False
         self._early: dict[int, Any] = {}  # results that came before the ones ahead of them
 
+    def timed_out(self, name: str, running: Iterable[int] = (), not_started: Iterable[int] = (),
+                  note: str = "") -> MapTimeoutError:
+        """The error of this map past its deadline, on the executor ``name``."""
+        return MapTimeoutError(f"a map of {len(self.values)} items on the {name!r} executor", self.timeout or 0.0,
+                               running, not_started, note)
+
     def put(self, i: int, result: Any) -> None:
         if self.on_result is None:
             self.values[i] = result
@@ -477,10 +483,7 @@ def map_inline(fn: Callable[..., Any], items: list[Any], shared: tuple[Any, ...]
                 on_done(i)
             results.put(i, value)
             if results.deadline is not None and i + 1 < len(items) and time.monotonic() > results.deadline:
-                raise MapTimeoutError(
-                    f"a map of {len(items)} items on the {name!r} executor", results.timeout,
-                    not_started=range(i + 1, len(items)),
-                    note=INLINE_NOTE)
+                raise results.timed_out(name, not_started=range(i + 1, len(items)), note=INLINE_NOTE)
 
 
 #: what a timeout leaves behind where items run in the calling thread

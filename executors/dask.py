@@ -59,8 +59,7 @@ from ._leftovers import remove_stale_folders
 
 if TYPE_CHECKING:
     import distributed
-from .base import (Executor, MapTimeoutError, WorkerError, annotate, check_positive_int, closed_mid_map,
-                   usable_cpu_count)
+from .base import Executor, WorkerError, annotate, check_positive_int, closed_mid_map, usable_cpu_count
 from .local import WORKER_MALLOC_ENV
 
 __all__ = ["DaskExecutor", "Scattered"]
@@ -666,7 +665,7 @@ class DaskExecutor(Executor):
 
         index = dict(zip((f.key for f in futures), indices))
         lost = []
-        for f in self._completed(futures, index, n, results, token):
+        for f in self._completed(futures, index, results, token):
             i = index[f.key]
             status = f.status
             if status == "finished":
@@ -698,7 +697,7 @@ class DaskExecutor(Executor):
                 lost.append(i)
         return sorted(lost)
 
-    def _completed(self, futures, index, n, results, token):
+    def _completed(self, futures, index, results, token):
         """``as_completed(futures)``; past the map's deadline, :class:`MapTimeoutError`
         naming the items the workers were running and those not started."""
         import distributed
@@ -724,8 +723,7 @@ class DaskExecutor(Executor):
                         if self._cluster is not None else
                         "Dask cannot stop a running task: on a cluster this executor did not start, "
                         "these run on, holding their workers, until fn returns.")
-                raise MapTimeoutError(f"a map of {n} items on the {self.name!r} executor", results.timeout,
-                                      running, unfinished - running, note) from None
+                raise results.timed_out(self.name, running, unfinished - running, note) from None
             unfinished.discard(index[f.key])
             yield f
 

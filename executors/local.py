@@ -317,9 +317,8 @@ class ProcessExecutor(Executor):
                     flag.set()
                     if late.running:  # stop them: a worker still running one would hold the next map
                         self._reset(lane)
-                    raise MapTimeoutError(
-                        f"a map of {n} items on the {name!r} executor", results.timeout, late.running,
-                        range(n) if late.not_started is None else late.not_started,
+                    raise results.timed_out(
+                        name, late.running, range(n) if late.not_started is None else late.not_started,
                         "The worker processes still running were stopped; the next map starts fresh "
                         "ones." if late.running else "Its worker processes were still starting.") from None
                 except _lane.WorkerGone as gone:

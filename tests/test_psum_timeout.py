@@ -67,7 +67,8 @@ def _call(kind, f, ex, timeout, chunk_size=1):
     fn = ad.psum if kind.startswith("psum") else ad.pmap
 
     def total(w):
-        out = fn(f, list(range(N)), w, executor=ex, chunk_size=chunk_size, timeout=timeout)
+        out = fn(f, list(range(N)), w, executor=ex, chunk_size=chunk_size, timeout=timeout,
+                 dispatch="always")  # (as a timeout does) on the executor, not inline
         return out if fn is ad.psum else sum(out)
     if kind.endswith("gradient"):
         value, (g,) = ad.value_and_gradient(total, W)
@@ -176,7 +177,8 @@ def test_threads_forward_mode_times_out_too(release):
                                                         r"passed its timeout of 1 s \(still running: elements 4"):
         ad.jvp(lambda w: ad.psum(f, list(range(N)), w, executor=ex, chunk_size=1, timeout=1), (W,), (W,))
     assert time.monotonic() - t0 < 6
-    _, dy = ad.jvp(lambda w: ad.psum(_plain, list(range(N)), w, executor=ex, chunk_size=1, timeout=5), (W,), (W,))
+    _, dy = ad.jvp(lambda w: ad.psum(_plain, list(range(N)), w, executor=ex, chunk_size=1, dispatch="always"),
+                   (W,), (W,))
     assert float(dy) == pytest.approx(2 * WEIGHT * float(W @ W))
     ex.close()
 

@@ -254,7 +254,8 @@ class Call:
     def __init__(self, plan, treedef, active, about, executor, chunk_size, progress, dispatch, timeout=None):
         self.plan, self.treedef, self.active, self.about = plan, treedef, active, about
         self.timeout = timeout  # seconds for each pass over the chunks, or None
-        self.ranges, self.outer = (), None  # each chunk's (start, stop) in xs; a pmap over whose chunks
+        self.ranges = ()  # each chunk's (start, stop) in xs
+        self.outer = None  # the call over whose chunks this one maps (under a higher derivative)
         self.key = (plan.kind, schedule.work_key(plan.f if plan.f is not None else plan.rebuild))
         self.executor, self.chunk_size, self.progress = executor, chunk_size, progress
         self.dispatch = dispatch
@@ -328,8 +329,8 @@ class Call:
                         f"{f'element {first}' if first == last else f'elements {first}..{last}'}")
             raise
 
-
     def timed_out(self, e, phase, executor_name):
+        """The executor's timeout error of ``phase``, in the user's words: their elements."""
         running, waiting = self.elements(e.running), self.elements(e.not_started)
         which = {"backward": " (its pullback: the gradient)", "forward (jvp)": " (forward mode)"}.get(phase, "")
         fix = "If f is only slow, pass a larger timeout= (seconds for the whole call; None: no limit)"
@@ -613,7 +614,7 @@ def psum(f: Callable[..., Any], xs: Sequence[Any] | NDArray[Any], *shared: Any,
       running: on "threads", they run on in the background until ``f`` returns (a thread
       cannot be stopped; the next call uses fresh threads, and Python waits for them at
       exit); on "processes", their worker processes are stopped and replaced; on "dask",
-      the workers of a cluster the executor started are restarted before its next call (on
+      the workers running them are restarted when the executor started the cluster (on
       your own cluster they run on); "serial" runs chunks in the calling thread and checks
       the time only between them, so it never stops a chunk mid-way; "joblib" refuses it.
 
