@@ -34,7 +34,7 @@ bits on every backend and worker count::
 
 from typing import TYPE_CHECKING, Any
 
-from .base import (Executor, RemoteError, SerializationError, WhereRaised, WorkerError, as_worker, mark_raised,
+from .base import (Executor, MapTimeoutError, RemoteError, SerializationError, WhereRaised, WorkerError, as_worker, mark_raised,
                    where_raised)
 from .config import config, current_chunk_size, register_backend, resolve, resolve_dispatch
 from ._abandon import Abandoned, abandoned, abandoned_test
@@ -80,6 +80,7 @@ __all__ = [
     "WorkerError",
     "RemoteError",
     "SerializationError",
+    "MapTimeoutError",
     "GlobalRandomWarning",
 ]
 

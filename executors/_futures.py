@@ -20,6 +20,7 @@ reaches the caller; tasks already running see the abandon flag (``_abandon``) an
 from __future__ import annotations
 
 import queue
+import time
 from typing import Any, Callable
 
 from .base import InOrder, annotate
@@ -30,7 +31,7 @@ __all__ = ["collect"]
 def collect(submit: Callable[[int], Any], n: int, n_workers: int, on_done: Callable[[int], object] | None,
             name: str, results: InOrder, *, abandon: Any, convert: Callable[[int, Any], Any] | None = None,
             translate: Callable[[BaseException, int, list[int]], BaseException | None] | None = None,
-            on_abort: Callable[[BaseException], None] | None = None) -> None:
+            on_abort: Callable[[BaseException], None] | None = None, timeout_note: str = "") -> None:
     """Submit tasks ``0..n-1`` with ``submit(i) -> future`` and hand each result to
     ``results.put(i, value)``, after ``convert(i, raw)`` when given (unpickling).
 
@@ -39,6 +40,7 @@ def collect(submit: Callable[[int], Any], n: int, n_workers: int, on_done: Calla
     one-element list, popped here, so a finished future does not keep it.
     ``translate(exc, i, unfinished)`` may replace an infrastructure error (a dead worker);
     ``on_abort(exc)`` is called for Ctrl-C or an error in the caller's hooks.
+    Past ``results.deadline``, :class:`MapTimeoutError` (ending with ``timeout_note``).
     """
     window = n_workers if results.on_result is not None else None
     futures: list[Any] = []
@@ -60,7 +62,15 @@ def collect(submit: Callable[[int], Any], n: int, n_workers: int, on_done: Calla
         while len(futures) < (n if window is None else min(n, window)):
             submit_next()
         for _ in range(n):
-            i, f = done_q.get()
+            if results.deadline is None:
+                i, f = done_q.get()
+            else:
+                try:
+                    i, f = done_q.get(timeout=max(0.0, results.deadline - time.monotonic()))
+                except queue.Empty:
+                    unfinished = [j for j in range(n) if j >= len(futures) or not futures[j].done()]
+                    running = [j for j in unfinished if j < len(futures) and futures[j].running()]
+                    raise results.timed_out(name, running, set(unfinished) - set(running), timeout_note) from None
             exc = RuntimeError(f"item {i} was cancelled") if f.cancelled() else f.exception()
             if exc is not None:
                 failure = (exc, i)

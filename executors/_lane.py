@@ -25,6 +25,7 @@ import shutil
 import socket
 import tempfile
 import threading
+import time
 import typing
 import weakref
 from multiprocessing.connection import Connection, wait
@@ -121,6 +122,19 @@ class WorkerGone(Exception):
         self.index, self.pending, self.unstarted = index, pending, unstarted
 
 
+class TimedOut(Exception):
+    """The map's deadline passed with tasks ``running`` and ``not_started`` (None: none
+    had started, the workers were still starting)."""
+
+    def __init__(self, running: list[int], not_started: list[int] | None) -> None:
+        super().__init__(running, not_started)
+        self.running, self.not_started = running, not_started
+
+
+def _left(deadline: float | None) -> float | None:
+    return None if deadline is None else max(0.0, deadline - time.monotonic())
+
+
 class Lane:
     """The parent's end: a socket per worker, the tasks in flight, the tasks owed. Not
     thread-safe: the executor holds a lock around :meth:`run`."""
@@ -164,28 +178,33 @@ class Lane:
             self._remove_folder()
             return True
 
-    def wait_ready(self, failed: Callable[[], BaseException | None]) -> None:
+    def wait_ready(self, failed: Callable[[], BaseException | None], deadline: float | None = None) -> None:
         """Block until every worker has connected; ``failed()`` returns an error to raise
-        (a worker died while starting) or None."""
+        (a worker died while starting) or None. Past ``deadline`` (``time.monotonic``),
+        :class:`TimedOut`."""
         while not self.ready():
             wait([self._listener], timeout=0.05)
             error = failed()
             if error is not None:
                 raise error
+            if deadline is not None and time.monotonic() > deadline:
+                raise TimedOut([], None)
 
     def serving(self) -> bool:
         """False once a worker's serve task has ended (it sat idle for idle_timeout)."""
         return not any(f.done() for f in self.futures)
 
     def run(self, tasks: list[tuple[int, bytes]], on_result: Callable[[int, Any, bool], None],
-            on_done: Callable[[int], None] | None, ahead: Callable[[], int] | None = None) -> None:
+            on_done: Callable[[int], None] | None, ahead: Callable[[], int] | None = None,
+            deadline: float | None = None) -> None:
         """Send ``tasks`` (item index, pickled ``run_task`` arguments) to the workers, one
         at a time each (and none from index ``ahead()`` on, where given); ``on_result(i,
         data, drew)`` for each result, in completion order (``drew``: see ``run_task``).
         The first error raised by a task is raised here, rebuilt, with
         ``executors_lane_index`` set; a dead worker raises
-        :class:`WorkerGone`. Tasks still running then are owed: their replies are read and
-        dropped before the worker gets another."""
+        :class:`WorkerGone`; past ``deadline`` (``time.monotonic``), :class:`TimedOut`.
+        Tasks still running then are owed: their replies are read and dropped before the
+        worker gets another."""
         self._settle_owed()
         idle = self.conns[::-1]  # popped from the end: worker 0 first
         on: dict[Connection, int] = {}
@@ -204,7 +223,10 @@ class Lane:
         try:
             send_while_idle()
             while on:
-                for ready in wait(list(on)):
+                ready_now = wait(list(on), _left(deadline))
+                if not ready_now:
+                    raise TimedOut(sorted(on.values()), [j for j, _ in reversed(waiting)])
+                for ready in ready_now:
                     conn = typing.cast(Connection, ready)
                     i = on.pop(conn)
                     try:

@@ -19,6 +19,8 @@ nor oversubscribe the machine.  Whatever the backend, callers may ask ``shares_m
 from __future__ import annotations
 
 import contextlib
+import math
+import numbers
 import operator
 import os
 import pickle
@@ -33,7 +35,7 @@ from ._tracebacks import user_frames
 
 _E = TypeVar("_E", bound="Executor")
 
-__all__ = ["Executor", "as_worker", "WorkerError", "SerializationError", "RemoteError", "usable_cpu_count",
+__all__ = ["Executor", "as_worker", "WorkerError", "SerializationError", "RemoteError", "MapTimeoutError", "usable_cpu_count",
            "WhereRaised", "where_raised", "mark_raised"]
 
 
@@ -81,6 +83,75 @@ class RemoteError(Exception):
     def __str__(self) -> str:
         return (f"{self.type_name}: {self.message} (the original exception could not be sent "
                 f"back from the worker: {self.reason})")
+
+
+class MapTimeoutError(TimeoutError):
+    """A map (a psum or pmap) still had work unfinished when its ``timeout=`` expired.
+
+    ``running`` lists the items (for psum/pmap: the elements of ``xs``) that were running,
+    ``not_started`` those that had not started; ``timeout`` is the limit in seconds and
+    ``note`` says what became of the running work on this backend (the message ends with
+    it). Nobody reads their results: tasks not started do nothing, and the executor is
+    usable at once.
+
+    >>> import executors
+    >>> e = executors.MapTimeoutError("a map of 4 items", 2.0, running=[1], not_started=[2, 3])
+    >>> print(e)
+    a map of 4 items passed its timeout of 2 s (still running: items 1; not started: items 2..3).
+    >>> isinstance(e, TimeoutError), e.running, e.not_started
+    (True, [1], [2, 3])
+    """
+
+    def __init__(self, what: str, timeout: float, running: Iterable[int] = (), not_started: Iterable[int] = (),
+                 note: str = "", unit: str = "items") -> None:
+        self.what, self.timeout, self.note, self.unit = what, timeout, note, unit
+        self.running, self.not_started = sorted(running), sorted(not_started)
+        parts = [f"still running: {unit} {spans(self.running)}" if self.running else "",
+                 f"not started: {unit} {spans(self.not_started)}" if self.not_started else ""]
+        super().__init__(f"{what} passed its timeout of {timeout:g} s ({'; '.join(p for p in parts if p)})."
+                         f"{' ' + note if note else ''}")
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.what, self.timeout, self.running, self.not_started, self.note, self.unit))
+
+
+def spans(indices: list[int], limit: int = 8) -> str:
+    """Sorted indices as runs, ``"0, 3..7"``; the first ``limit`` runs, then how many more.
+
+    >>> spans([0, 3, 4, 5, 9]), spans(list(range(0, 40, 2)), limit=2)
+    ('0, 3..5, 9', '0, 2, ... (20 in all)')
+    """
+    runs: list[list[int]] = []
+    for i in indices:
+        if runs and i == runs[-1][1] + 1:
+            runs[-1][1] = i
+        else:
+            runs.append([i, i])
+    text = ", ".join(str(a) if a == b else f"{a}..{b}" for a, b in runs[:limit])
+    return text if len(runs) <= limit else f"{text}, ... ({len(indices)} in all)"
+
+
+def check_timeout(value: Any, who: str) -> float | None:
+    """``timeout=`` as seconds, or None for no limit (None or ``math.inf``); else an error
+    naming ``who``.
+
+    >>> check_timeout(2, "psum"), check_timeout(math.inf, "psum")
+    (2.0, None)
+    >>> check_timeout("3", "psum")
+    Traceback (most recent call last):
+    ...
+    TypeError: psum: timeout must be a number of seconds (the most the whole call may take) or None for no limit; got '3'
+    """
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{who}: timeout must be a number of seconds (the most the whole call may take) "
+                        f"or None for no limit; got {value!r}")
+    seconds = float(value)
+    if not seconds > 0:  # (nan too)
+        raise ValueError(f"{who}: timeout must be a number of seconds greater than 0 (the most the whole "
+                         f"call may take) or None for no limit; got {value!r}")
+    return None if seconds == math.inf else seconds
 
 
 def usable_cpu_count() -> int:
@@ -255,12 +326,14 @@ class Executor:
     shares_memory: bool = False
     #: number of tasks that can run at once
     n_workers: int = 1
+    #: False where ``map(timeout=...)`` cannot be honoured (it then raises ValueError)
+    supports_timeout: bool = True
     _overhead: tuple[float, float, float] | None = None
     _closes = 0  # how many times close() ran: a map that sees it change was closed mid-way
 
     def map(self, fn: Callable[..., Any], items: Iterable[Any], *, shared: tuple[Any, ...] | list[Any] = (),
             on_done: Callable[[int], object] | None = None,
-            on_result: Callable[[int, Any], Any] | None = None) -> list[Any]:
+            on_result: Callable[[int, Any], Any] | None = None, timeout: float | None = None) -> list[Any]:
         """Return ``[fn(item, *shared) for item in items]``, in item order.
 
         In the calling thread, ``on_done(i)`` is called as item ``i`` completes (progress
@@ -270,6 +343,14 @@ class Executor:
         ``fn`` reaches the caller unchanged but for a note naming the item; tasks not yet
         started are cancelled and the executor stays usable.  Inside chunk work, the map
         runs inline.
+
+        ``timeout``: seconds for the whole map (None: no limit). Once they have passed with
+        items unfinished, :class:`MapTimeoutError` names the items still running and those
+        not started; the executor is usable at once. Threads run on in the background (a
+        thread cannot be stopped; the next map gets fresh ones), worker processes are
+        stopped and replaced, the Dask workers running them are restarted (on a cluster
+        this executor started); the serial executor (and a map inside chunk work) checks
+        the time between items only: an item is never stopped mid-way.
 
         >>> import executors
         >>> executors.SerialExecutor().map(lambda x, k: x * k, range(4), shared=(10,))
@@ -284,9 +365,15 @@ class Executor:
             if hook is not None and not callable(hook):
                 raise TypeError(f"{name} must be callable or None, got {type(hook).__name__}")
         items, shared = list(items), tuple(shared)
+        if timeout is not None:
+            timeout = check_timeout(timeout, f"{type(self).__name__}.map")
+            if not self.supports_timeout:
+                raise ValueError(f"{type(self).__name__}.map: the {self.name!r} executor cannot honour "
+                                 "timeout= (it cannot leave a task behind): use the 'threads', 'processes' "
+                                 "or 'dask' executor, or timeout=None")
         if not items:
             return []
-        results = InOrder(len(items), on_result)
+        results = InOrder(len(items), on_result, timeout)
         with user_frames():
             if _context.in_worker():
                 map_inline(fn, items, shared, on_done, self.name, results)
@@ -413,15 +500,25 @@ class InOrder:
     """Results of a map, handed to ``on_result(i, result)`` in item order whatever order
     they complete in; ``values`` holds what it returned (or the results), ``delivered``
     how many were handed on; ``drew_global_random``: a worker process said a task drew
-    from NumPy's global random state."""
+    from NumPy's global random state; ``timeout``: the map's, and its ``deadline`` on the
+    ``time.monotonic`` clock (None: no limit)."""
 
-    __slots__ = ("values", "on_result", "delivered", "_early", "drew_global_random")
+    __slots__ = ("values", "on_result", "delivered", "_early", "drew_global_random", "timeout", "deadline")
 
-    def __init__(self, n: int, on_result: Callable[[int, Any], Any] | None = None) -> None:
+    def __init__(self, n: int, on_result: Callable[[int, Any], Any] | None = None,
+                 timeout: float | None = None) -> None:
         self.values: list[Any] = [None] * n
         self.on_result, self.delivered = on_result, 0
+        self.timeout = timeout
+        self.deadline = None if timeout is None else time.monotonic() + timeout
         self.drew_global_random = False
         self._early: dict[int, Any] = {}  # results that came before the ones ahead of them
+
+    def timed_out(self, name: str, running: Iterable[int] = (), not_started: Iterable[int] = (),
+                  note: str = "") -> MapTimeoutError:
+        """The error of this map past its deadline, on the executor ``name``."""
+        return MapTimeoutError(f"a map of {len(self.values)} items on the {name!r} executor", self.timeout or 0.0,
+                               running, not_started, note)
 
     def put(self, i: int, result: Any) -> None:
         if self.on_result is None:
@@ -474,3 +571,11 @@ def map_inline(fn: Callable[..., Any], items: list[Any], shared: tuple[Any, ...]
             if on_done is not None:
                 on_done(i)
             results.put(i, value)
+            if results.deadline is not None and i + 1 < len(items) and time.monotonic() > results.deadline:
+                raise results.timed_out(name, not_started=range(i + 1, len(items)), note=INLINE_NOTE)
+
+
+#: what a timeout leaves behind where items run in the calling thread
+INLINE_NOTE = ("The serial executor (as a map inside chunk work) runs its items in the calling thread "
+               "and checks the time only between them: it never stops one mid-way, so a stuck one "
+               "is not interrupted. To bound each, use the 'threads', 'processes' or 'dask' executor.")

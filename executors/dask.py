@@ -125,6 +125,14 @@ def _running_keys(prefixes, dask_worker=None):
             if isinstance(ts.key, str) and ts.key.startswith(prefixes)]
 
 
+def _processing_keys(prefix, dask_scheduler=None):
+    """Run on the scheduler: ``{key: worker address}`` of the tasks whose keys start with
+    ``prefix`` that workers are running."""
+    return {key: ts.processing_on.address for key, ts in dask_scheduler.tasks.items()
+            if isinstance(key, str) and key.startswith(prefix) and ts.state == "processing"
+            and ts.processing_on is not None}
+
+
 def _n_running_workers(dask_scheduler=None):
     """Run on the scheduler: how many workers are up and taking work."""
     return len(dask_scheduler.running)
@@ -594,7 +602,7 @@ class DaskExecutor(Executor):
                 token = uuid.uuid4().hex
                 tokens.append(token)
                 futures = self._submit(pending, token, items_data, refs, flag)
-                lost = self._gather(futures, pending, n, on_done, results)
+                lost = self._gather(futures, pending, n, on_done, results, token)
                 if not lost:
                     return
                 # Lost with a worker: a scattered input of theirs (then every task that
@@ -671,16 +679,15 @@ class DaskExecutor(Executor):
                 flag=flag,
             )
 
-    def _gather(self, futures, indices, n, on_done, results):
+    def _gather(self, futures, indices, n, on_done, results, token):
         """Hand the round's results on as they come; raise the first error; return the
         items Dask lost (cancelled as their input went with a worker, or whose result went
         with one before it was fetched)."""
-        import distributed
         from distributed.scheduler import KilledWorker
 
         index = dict(zip((f.key for f in futures), indices))
         lost = []
-        for f in distributed.as_completed(futures, loop=self._client.loop):
+        for f in self._completed(futures, index, results, token):
             i = index[f.key]
             status = f.status
             if status == "finished":
@@ -711,6 +718,36 @@ class DaskExecutor(Executor):
             else:  # cancelled, lost
                 lost.append(i)
         return sorted(lost)
+
+    def _completed(self, futures, index, results, token):
+        """``as_completed(futures)``; past the map's deadline, :class:`MapTimeoutError`
+        naming the items the workers were running and those not started."""
+        import distributed
+
+        left = None if results.deadline is None else max(1e-3, results.deadline - time.monotonic())
+        completed = distributed.as_completed(futures, loop=self._client.loop, timeout=left)
+        unfinished = set(index.values())
+        while unfinished:  # (as_completed raises past its deadline even once all came)
+            try:
+                f = next(completed)
+            except StopIteration:
+                return
+            except TimeoutError:  # the deadline (distributed raises the built-in TimeoutError)
+                try:
+                    on = self._client.run_on_scheduler(_processing_keys, f"executors-{token}-")
+                except Exception:  # pragma: no cover - a scheduler that cannot tell
+                    on = {}
+                running = {int(k.rsplit("-", 1)[1]) for k in on} & unfinished
+                if self._cluster is not None and on:  # no new task may wait behind these
+                    self._kill_workers(set(on.values()), wait=False)
+                note = ("" if not running else
+                        "Dask cannot stop a running task: the workers running these were restarted."
+                        if self._cluster is not None else
+                        "Dask cannot stop a running task: on a cluster this executor did not start, "
+                        "these run on, holding their workers, until fn returns.")
+                raise results.timed_out(self.name, running, unfinished - running, note) from None
+            unfinished.discard(index[f.key])
+            yield f
 
     def _fetch(self, f):
         """``[drew, bytes of a finished task's result]``, or None if they went with its worker
@@ -798,12 +835,12 @@ class DaskExecutor(Executor):
             logging.getLogger("distributed").setLevel(logging.CRITICAL)  # its notes on them
             _EXIT_BY_SIGINT.interrupted = True
 
-    def _kill_workers(self, addresses):
+    def _kill_workers(self, addresses, wait=True):
         """Kill the worker processes at ``addresses`` (their nannies start new ones) and
-        wait until the scheduler has dropped them and the new ones have joined (a
+        (``wait``) wait until the scheduler has dropped them and the new ones have joined (a
         broadcast scatter during a restart fails in Dask: "Can not use replicate to delete
-        data"). Not Dask's ``restart_workers``: it first waits 4 s for a worker to close of
-        itself, which one running a stuck task never does."""
+        data"; ``_broadcast`` waits for them too). Not Dask's ``restart_workers``: it first
+        waits 4 s for a worker to close of itself, which one running a stuck task never does."""
         n_before = len(self._client.scheduler_info()["workers"])
         killed = []
         for nanny in list(self._cluster.workers.values()):
@@ -815,7 +852,7 @@ class DaskExecutor(Executor):
                 except OSError:
                     pass
         deadline = time.monotonic() + 10
-        while killed and time.monotonic() < deadline:
+        while wait and killed and time.monotonic() < deadline:
             workers = self._client.scheduler_info()["workers"]
             if not set(killed) & set(workers) and len(workers) >= n_before:
                 return

@@ -48,7 +48,7 @@ class JoblibExecutor(Executor):
     ``ADRULES_EXECUTOR`` and ``config(executor="joblib", n_workers=N)`` set it.
     ``n_workers`` is the effective number of jobs of the active backend (``n_jobs=-1``
     resolved; a Dask cluster's cores).  ``shares_memory`` is True only for joblib's
-    threading backend.
+    threading backend.  ``map(timeout=...)`` is refused: joblib cannot leave a task behind.
 
     >>> import joblib, executors
     >>> ex = executors.JoblibExecutor(n_jobs=2)
@@ -58,6 +58,7 @@ class JoblibExecutor(Executor):
     """
 
     name = "joblib"
+    supports_timeout = False  # joblib's backends cannot be told to leave a task behind
 
     def __init__(self, n_jobs: int | None = None) -> None:
         self.n_jobs = check_positive_int(n_jobs, "n_jobs")

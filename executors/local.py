@@ -32,8 +32,8 @@ from typing import Any, Iterable
 from . import _abandon, _context, _lane, _remote, _shm
 from ._blas import PIN_ENV, blas_pinned
 from ._futures import collect
-from .base import (Executor, WorkerError, annotate, check_positive_int, closed_mid_map, map_inline,
-                   usable_cpu_count)
+from .base import (Executor, MapTimeoutError, WorkerError, annotate, check_positive_int, closed_mid_map,
+                   map_inline, usable_cpu_count)
 
 __all__ = ["SerialExecutor", "ThreadExecutor", "ProcessExecutor"]
 
@@ -128,7 +128,15 @@ class ThreadExecutor(Executor):
         closes = self._closes
         try:
             with blas_pinned():
-                collect(submit, len(items), self.n_workers, on_done, self.name, results, abandon=flag)
+                collect(submit, len(items), self.n_workers, on_done, self.name, results, abandon=flag,
+                        timeout_note=_THREADS_TIMEOUT_NOTE)
+        except MapTimeoutError:
+            # threads still running cannot be stopped: the next map gets a pool of its own
+            with self._lock:
+                if self._pool is pool:
+                    self._pool = None
+            pool.shutdown(wait=False, cancel_futures=True)
+            raise
         except RuntimeError as exc:  # a cancelled item, or a submit after shutdown
             if self._closes == closes:
                 raise
@@ -144,6 +152,11 @@ class ThreadExecutor(Executor):
             self._closes += 1
         if pool is not None:
             pool.shutdown(wait=True, cancel_futures=True)
+
+
+_THREADS_TIMEOUT_NOTE = (
+    "A thread cannot be stopped: those running go on in the background until fn returns (their "
+    "results are dropped; Python waits for them at exit), and the next map uses fresh threads.")
 
 
 class ProcessExecutor(Executor):
@@ -297,9 +310,17 @@ class ProcessExecutor(Executor):
             for attempt in (0, 1):
                 lane = self._get_lane()
                 try:
-                    lane.wait_ready(failed=lambda: self._failed_to_start(lane))
-                    lane.run(tasks, put, on_done, ahead)
+                    lane.wait_ready(failed=lambda: self._failed_to_start(lane), deadline=results.deadline)
+                    lane.run(tasks, put, on_done, ahead, deadline=results.deadline)
                     return
+                except _lane.TimedOut as late:
+                    flag.set()
+                    if late.running:  # stop them: a worker still running one would hold the next map
+                        self._reset(lane)
+                    raise results.timed_out(
+                        name, late.running, range(n) if late.not_started is None else late.not_started,
+                        "The worker processes still running were stopped; the next map starts fresh "
+                        "ones." if late.running else "Its worker processes were still starting.") from None
                 except _lane.WorkerGone as gone:
                     flag.set()
                     self._reset(lane)

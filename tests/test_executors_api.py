@@ -46,6 +46,7 @@ PUBLIC = [
     "WorkerError",
     "RemoteError",
     "SerializationError",
+    "MapTimeoutError",
     "GlobalRandomWarning",
 ]
 

@@ -400,3 +400,45 @@ def test_a_gradient_in_a_task_of_a_map_that_failed_stops_at_its_next_operation()
     assert time.monotonic() - t0 < 3.0
     # in this thread, outside any map, a differentiation runs to its end
     assert np.all(np.isfinite(ad.gradient(_traced_for(0.05), np.ones(3))[0]))
+
+
+def _stuck_on_element_1(i, w):
+    if i == 1:
+        time.sleep(120)  # far past every bound below: a call that waited for it fails
+    return (i + 1) * np.sum(w ** 2)
+
+
+def _weighted_square(i, w):
+    return (i + 1) * np.sum(w ** 2)
+
+
+@pytest.mark.parametrize("kind", ["psum-gradient", "pmap"])
+def test_dask_a_stuck_element_times_out_and_its_worker_gets_no_new_work(kind, dask_ex):
+    """Dask cannot stop a running task: the worker running the stuck element is
+    restarted, so the next call does not wait behind it (on the only worker here)."""
+    w = np.array([0.5, -1.0, 2.0])
+    fn = ad.psum if kind == "psum-gradient" else ad.pmap
+
+    def call(f, timeout):
+        def total(w):
+            out = fn(f, [0, 1, 2, 3], w, executor=dask_ex, chunk_size=1, timeout=timeout,
+                     dispatch="always")  # (as a timeout does) on the cluster, not inline
+            return out if fn is ad.psum else sum(out)
+        return ad.value_and_gradient(total, w) if kind == "psum-gradient" else (total(w), None)
+
+    call(_weighted_square, None)  # the worker up (restarted by an earlier test, perhaps)
+    t0 = time.monotonic()
+    with pytest.raises(executors.MapTimeoutError) as info:
+        call(_stuck_on_element_1, 2.0)
+    assert time.monotonic() - t0 < 15
+    name = fn.__name__
+    assert str(info.value).startswith(f"{name} on the 'dask' executor passed its timeout of 2 s (still running: "
+                                      "elements 1; not started: elements 2..3). Dask cannot stop a running task: "
+                                      "the workers running these were restarted.")
+    assert info.value.running == [1] and info.value.not_started == [2, 3]
+    t0 = time.monotonic()
+    value, grad = call(_weighted_square, None)
+    assert time.monotonic() - t0 < 40  # a restart, not the stuck task's 120 s
+    assert float(value) == pytest.approx(10 * float(np.sum(w ** 2)))  # sum of (i + 1) |w|^2, i < 4
+    if grad is not None:
+        np.testing.assert_allclose(grad[0], 20 * w)

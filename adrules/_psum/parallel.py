@@ -33,7 +33,7 @@ from numpy.typing import NDArray
 
 import executors
 from executors import hide_frames_of, user_frames, where_raised
-from executors.base import add_note
+from executors.base import add_note, check_timeout
 
 from .._state import STATE as _STATE, TracedValue
 from ..callables import has_traced as _has_traced, split_callable
@@ -260,13 +260,30 @@ class PsumCall:
     and where its chunks run; ``user_f``: the function the user passed (named in
     messages and in the log)."""
 
-    def __init__(self, plan, treedef, active, user_f, executor, chunk_size, progress, dispatch):
+    def __init__(self, plan, treedef, active, user_f, executor, chunk_size, progress, dispatch, timeout=None):
         self.plan, self.treedef, self.active, self.user_f = plan, treedef, active, user_f
+        self.timeout = timeout  # seconds for each pass over the chunks, or None
+        self.ranges = ()  # each chunk's (start, stop) in xs
+        self.outer = None  # the call over whose chunks this one maps (under a higher derivative)
         self.key = (plan.kind, schedule.work_key(plan.f if plan.f is not None else plan.rebuild))
         self.executor, self.chunk_size, self.progress = executor, chunk_size, progress
         self.dispatch = dispatch
         self.name = "psum" if plan.kind == "sum" else "pmap"
         self.out_tree = None  # set when f's values are containers: the primitive returns leaves
+
+    def chunks(self, xs):
+        """``xs`` in chunks, as ``(elements, start)`` pairs."""
+        items = _chunks(xs, self.chunk_size)
+        self.ranges = [(start, start + len(part)) for part, start in items]
+        return items
+
+    def elements(self, chunks):
+        """The indices of the user's elements in ``chunks`` (of a pmap over chunks: theirs)."""
+        out = []
+        for c in chunks:
+            a, b = self.ranges[c]
+            out.extend(range(a, b) if self.outer is None else self.outer.elements(range(a, b)))
+        return out
 
     def output(self, y):
         """What the primitive returns for the value ``y``: ``y`` itself when it is one
@@ -289,6 +306,10 @@ class PsumCall:
         """The executor, once what its workers would receive is known to travel (its
         workers are started by ``schedule.decide``, for work that gains on them)."""
         executor = executors.resolve(self.executor)
+        if self.timeout is not None and not executor.supports_timeout:
+            raise ValueError(f"{self.name}: timeout= cannot be honoured on the {executor.name!r} executor "
+                             "(it cannot leave a task behind): use executor='threads', 'processes' or "
+                             "'dask', or timeout=None")
         if not executor.shares_memory:
             to_workers.check(self.name, self.user_f, self.plan, state, xs, shared, executor, self.key)
         return executor
@@ -303,7 +324,11 @@ class PsumCall:
         try:
             return schedule.run(executor, fn, items, shared, key=self.key, dispatch=self.dispatch,
                                 on_result=on_result, progress=self.progress, label=f"{self.name} {phase}",
-                                about=self.user_f, result_bytes=result_bytes)
+                                about=self.user_f, result_bytes=result_bytes, timeout=self.timeout)
+        except executors.MapTimeoutError as e:
+            if where_raised(e) is not None or e.unit != "chunks":
+                raise  # raised by f (a psum of its own): not this call's
+            raise self.timed_out(e, phase, executor.name) from None
         except executors.WorkerError as e:
             where = where_raised(e)  # its chunks, where the worker died running several
             if where is not None and where.last is not None and phase == "forward":
@@ -312,6 +337,15 @@ class PsumCall:
                 add_note(e, f"{self.name}: the worker died running f over "
                         f"{f'element {first}' if first == last else f'elements {first}..{last}'}")
             raise
+
+    def timed_out(self, e, phase, executor_name):
+        """The executor's timeout error of ``phase``, in the user's words: their elements."""
+        running, waiting = self.elements(e.running), self.elements(e.not_started)
+        which = {"backward": " (its pullback: the gradient)", "forward (jvp)": " (forward mode)"}.get(phase, "")
+        fix = "If f is only slow, pass a larger timeout= (seconds for the whole call; None: no limit)"
+        fix += f"; if it hangs, call f on xs[{running[0]}] alone to see where." if running else "."
+        return executors.MapTimeoutError(f"{self.name}{which} on the {executor_name!r} executor", e.timeout,
+                                         running, waiting, f"{e.note} {fix}".strip(), "elements")
 
 
 @primitive
@@ -322,7 +356,7 @@ def _map_chunks(call, *leaves):
 def _value(call, state, xs, shared):
     """The sum (or list) of ``f`` over ``xs``: the primitive, on values."""
     executor = call.resolve(state, xs, shared)
-    items = _chunks(xs, call.chunk_size)
+    items = call.chunks(xs)
     values = _Values(call.plan.kind, items)
     call.run(executor, "forward", chunk_value, items, (call.plan, state, shared),
              lambda i, y: values.take(i, y))
@@ -335,7 +369,7 @@ def _psum_rrule(call, *leaves):
     if Traced in set(map(type, leaves)):
         return _nested_rrule(call, state, xs, shared)
     executor = call.resolve(state, xs, shared)
-    items = _chunks(xs, call.chunk_size)
+    items = call.chunks(xs)
     values = _Values(call.plan.kind, items)
     grads_at_one = _Cotangents(call, state, xs, shared)
     nbytes = call.result_bytes(state, shared)
@@ -395,7 +429,7 @@ def _nested_rrule(call, state, xs, shared):
     hvp is then one forward-over-reverse pass per chunk. Otherwise the pullback maps a
     second time, each chunk pulling back its own ȳ.
     """
-    items = _chunks(xs, call.chunk_size)
+    items = call.chunks(xs)
     first = _map_over_chunks(call, ChunkGradient(call.plan, call.active), items, (state, *shared),
                              "value and gradient")
     y = _values(call, items, [r[0] for r in first])
@@ -429,7 +463,8 @@ def _map_over_chunks(call, work, elements, shared, phase):
     leaves, treedef = flatten((None, elements, list(shared)))
     active = (False, _has_traced(elements), *(_has_traced(s) for s in shared))
     sub = PsumCall(Plan(work, None, "map", False), treedef, active, call.user_f, call.executor, 1,
-                   call.progress, call.dispatch)
+                   call.progress, call.dispatch, call.timeout)
+    sub.outer = call  # its elements are call's chunks: a timeout names the user's elements
     sub.key = (call.key, type(work).__name__)  # measured apart from the user's first-order calls
     sub.name = f"{call.name} {phase}"
     return sub.rebuild(_map_chunks(sub, *leaves))
@@ -460,7 +495,7 @@ def _psum_frule(tangents, call, *leaves):
     dstate, dxs, dshared = unflatten(call.treedef, to_workers.leaves_as_received(
         [dense(t, v) if getattr(v, "dtype", None) is not None or isinstance(v, float) else t
          for t, v in zip(tangents[2:], leaves)]))
-    items = _chunks(xs, call.chunk_size)
+    items = call.chunks(xs)
     d_items = _chunks(dxs, call.chunk_size)
     # under another differentiation, of the primals or of the tangents (the gradient of a
     # jvp with respect to its direction): see _nested_rrule
@@ -489,7 +524,7 @@ def _psum_frule(tangents, call, *leaves):
 # ---------------------------------------------------------------------------
 
 
-def _psum_or_pmap(kind, f, xs, shared, executor, chunk_size, vectorized, progress, dispatch):
+def _psum_or_pmap(kind, f, xs, shared, executor, chunk_size, vectorized, progress, dispatch, timeout):
     if not callable(f):
         raise TypeError(f"{kind}: f must be callable, got {type(f).__name__}; the form is "
                         f"{kind}(f, xs, *shared).")
@@ -511,9 +546,10 @@ def _psum_or_pmap(kind, f, xs, shared, executor, chunk_size, vectorized, progres
         dispatch = executors.resolve_dispatch(dispatch)
     except ValueError as e:
         raise ValueError(f"{kind}: {e}") from None
+    timeout = check_timeout(timeout, kind)
     state, rebuild = split_callable(f)
     plan = Plan(f if rebuild is None else None, rebuild, "sum" if kind == "psum" else "map", vectorized)
-    call = PsumCall(plan, None, (False,) * (2 + len(shared)), f, executor, chunk_size, progress, dispatch)
+    call = PsumCall(plan, None, (False,) * (2 + len(shared)), f, executor, chunk_size, progress, dispatch, timeout)
     if not _STATE.active:  # nothing is differentiated anywhere: no primitive call to record
         as_received = to_workers.as_received
         return _value(call, as_received(state), as_received(xs), tuple(map(as_received, shared)))
@@ -552,7 +588,7 @@ def _traced_parts(leaves, treedef):
 def psum(f: Callable[..., Any], xs: Sequence[Any] | NDArray[Any], *shared: Any,
          executor: executors.Executor | str | None = None, chunk_size: int | None = None,
          dispatch: Literal["auto", "always"] | None = None, vectorized: bool = False,
-         progress: bool = False) -> Any:
+         progress: bool = False, timeout: float | None = None) -> Any:
     """``sum(f(x, *shared) for x in xs)``, with the forward map and the pullback on an executor.
 
     Differentiable with respect to the elements of ``xs`` (arrays, dicts, dataclass
@@ -573,6 +609,19 @@ def psum(f: Callable[..., Any], xs: Sequence[Any] | NDArray[Any], *shared: Any,
     - ``vectorized=True``: ``f`` receives a whole chunk (a slice of the array ``xs``)
       and returns its per-element values.
     - ``progress=True``: a tqdm progress bar over chunks (needs tqdm).
+    - ``timeout``: seconds the whole call may take (None, the default: no limit); under
+      differentiation the same again for the pullback's pass, which computes the
+      gradients (and each pass of a higher derivative). Past it,
+      ``executors.MapTimeoutError`` (a ``TimeoutError``) names the elements still running
+      (those of the chunks running) and those not started, and the executor is usable
+      at once. Every chunk then runs on the executor (as with ``dispatch="always"``), since
+      work in the calling thread cannot be left behind. What becomes of the elements still
+      running: on "threads", they run on in the background until ``f`` returns (a thread
+      cannot be stopped; the next call uses fresh threads, and Python waits for them at
+      exit); on "processes", their worker processes are stopped and replaced; on "dask",
+      the workers running them are restarted when the executor started the cluster (on
+      your own cluster they run on); "serial" runs chunks in the calling thread and checks
+      the time only between them, so it never stops a chunk mid-way; "joblib" refuses it.
 
     ``f`` must be pure: the same element gives the same value wherever it runs.
     Elements, shared arguments and values may be complex (a complex ``z = x + iy`` gets
@@ -592,13 +641,13 @@ def psum(f: Callable[..., Any], xs: Sequence[Any] | NDArray[Any], *shared: Any,
     [array([2.+2.j]), array([4.-2.j])]
     """
     with user_frames():
-        return _psum_or_pmap("psum", f, xs, shared, executor, chunk_size, vectorized, progress, dispatch)
+        return _psum_or_pmap("psum", f, xs, shared, executor, chunk_size, vectorized, progress, dispatch, timeout)
 
 
 def pmap(f: Callable[..., Any], xs: Sequence[Any] | NDArray[Any], *shared: Any,
          executor: executors.Executor | str | None = None, chunk_size: int | None = None,
          dispatch: Literal["auto", "always"] | None = None, vectorized: bool = False,
-         progress: bool = False) -> list[Any]:
+         progress: bool = False, timeout: float | None = None) -> list[Any]:
     """``[f(x, *shared) for x in xs]`` on an executor; differentiable like ``psum``,
     with the same arguments.
 
@@ -607,4 +656,4 @@ def pmap(f: Callable[..., Any], xs: Sequence[Any] | NDArray[Any], *shared: Any,
     [2.0, 3.0]
     """
     with user_frames():
-        return _psum_or_pmap("pmap", f, xs, shared, executor, chunk_size, vectorized, progress, dispatch)
+        return _psum_or_pmap("pmap", f, xs, shared, executor, chunk_size, vectorized, progress, dispatch, timeout)

@@ -222,7 +222,7 @@ def work_key(f):
 
 
 def run(executor, fn, items, shared=(), *, key=None, dispatch="auto", on_result=None, progress=False,
-        label="", about=None, result_bytes=0, clock=CLOCK):
+        label="", about=None, result_bytes=0, clock=CLOCK, timeout=None):
     """The results of ``fn`` over ``items`` (chunks), inline or on ``executor`` as
     ``decide`` says, in item order: ``fn(group, *shared)`` takes a list of consecutive
     items (see ``group_size``) and returns a result for each. ``on_result(i, result)`` is
@@ -230,6 +230,9 @@ def run(executor, fn, items, shared=(), *, key=None, dispatch="auto", on_result=
     ``label`` and ``about`` (the user's function) name the phase in the log;
     ``result_bytes``: the size of each chunk's result where the caller knows it (a dense
     cotangent): above ``BIG_RESULT``, a chunk a task, so that no task holds several.
+    ``timeout`` (seconds, or None): every chunk goes to the executor (as with
+    ``dispatch="always"``: work in this thread could not be left behind), whose map
+    raises ``executors.MapTimeoutError`` naming chunks once it has passed.
 
     >>> run(executors.SerialExecutor(), lambda group, k: [i * k for i in group], [1, 2, 3], (10,))
     [10, 20, 30]
@@ -242,6 +245,8 @@ def run(executor, fn, items, shared=(), *, key=None, dispatch="auto", on_result=
     w0 = clock.wall()
     out, i = [], 0
     one_chunk_a_task = result_bytes > BIG_RESULT
+    if timeout is not None:
+        dispatch = "always"
     where, why = decide(site, executor, n, dispatch, result_bytes)
     try:
         while i < n and where is not PARALLEL:
@@ -257,7 +262,7 @@ def run(executor, fn, items, shared=(), *, key=None, dispatch="auto", on_result=
                 where, why = decide(site, executor, n - i, dispatch, result_bytes)
         if i < n:
             out += _parallel(site, executor, fn, items, i, shared, on_result, on_done, one_chunk_a_task,
-                             clock)
+                             clock, timeout)
     finally:
         if bar is not None:
             bar.close()
@@ -364,11 +369,13 @@ def _task_with_rules(fn, clock, rules):
     return _Task(fn, clock)  # (unpickling ``rules`` registered them)
 
 
-def _parallel(site, executor, fn, items, first, shared, on_result, on_done, one_each, clock):
+def _parallel(site, executor, fn, items, first, shared, on_result, on_done, one_each, clock, timeout=None):
     """Chunks ``first..`` on the executor; what the run achieved teaches the site."""
     n = len(items) - first
     t = site.seconds or 0.0
-    per_task = executor.overhead()[1] if executor.ready() else 0.0
+    # with a timeout, a chunk a task (unmeasured, the overhead is taken as nil): the time a
+    # first measurement takes is not spent, and the error names the chunks still running
+    per_task = executor.overhead()[1] if executor.ready() and timeout is None else 0.0
     size = group_size(t, one_each)  # the chunks of a task traced together, as inline
     tasks = [(items[first + r.start:first + r.stop], first + r.start, size)
              for r in batches(n, executor.n_workers, t, per_task, one_each)]
@@ -385,7 +392,7 @@ def _parallel(site, executor, fn, items, first, shared, on_result, on_done, one_
     done = None if on_done is None else (lambda j: on_done(tasks[j][1], len(tasks[j][0])))
     w0 = clock.wall()
     try:
-        parts = executor.map(_Task(fn, clock), tasks, shared=shared, on_result=take, on_done=done)
+        parts = executor.map(_Task(fn, clock), tasks, shared=shared, on_result=take, on_done=done, timeout=timeout)
     except executors.SerializationError as e:
         where = where_raised(e)
         task = None if where is None else where.index
@@ -398,6 +405,9 @@ def _parallel(site, executor, fn, items, first, shared, on_result, on_done, one_
             f"come back from a worker of the {executor.name!r} executor: {e.reason}. Return only "
             "what pickles (numbers, arrays, containers of them), or use the 'threads' executor.") from e
     except (Exception, SystemExit) as e:
+        where = where_raised(e)
+        if isinstance(e, executors.MapTimeoutError) and where is None:  # this map's own (not f's)
+            raise _timed_out(e, tasks, len(items), executor.name) from None
         _name_the_chunk(e, tasks, len(items), executor.name)
         raise
     wall = clock.wall() - w0
@@ -405,6 +415,15 @@ def _parallel(site, executor, fn, items, first, shared, on_result, on_done, one_
         site.seconds = cpu[0] / n
         site.speedup, site.speedup_at, site.calls = cpu[0] / wall, site.seconds, 0
     return [r for part in parts for r in part]
+
+
+def _timed_out(e, tasks, n, name):
+    """The map's timeout error, naming chunks instead of tasks (batches the user never made)."""
+    def chunks(js):
+        return [c for j in js for c in range(tasks[j][1], tasks[j][1] + len(tasks[j][0]))]
+
+    return executors.MapTimeoutError(f"a map of {n} chunks on the {name!r} executor", e.timeout,
+                                     chunks(e.running), chunks(e.not_started), e.note, "chunks")
 
 
 def _name_the_chunk(e, tasks, n, name):
