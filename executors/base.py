@@ -35,6 +35,10 @@ from ._tracebacks import user_frames
 
 _E = TypeVar("_E", bound="Executor")
 
+#: The environment variable that chooses the default executor (read by ``config``; named
+#: here so that an executor failing to start can say how to choose another).
+ENV_VAR = "ADRULES_EXECUTOR"
+
 __all__ = ["Executor", "as_worker", "WorkerError", "SerializationError", "RemoteError", "MapTimeoutError", "usable_cpu_count",
            "WhereRaised", "where_raised", "mark_raised"]
 

@@ -31,7 +31,7 @@ import threading
 from typing import Callable, Iterator, Literal, Optional, TypeVar
 
 from . import _context
-from .base import Executor, check_positive_int, usable_cpu_count
+from .base import ENV_VAR, Executor, check_positive_int, usable_cpu_count
 from .local import ProcessExecutor, SerialExecutor, ThreadExecutor
 
 __all__ = [
@@ -125,7 +125,6 @@ def create_backend(name: str, n_workers: int | None = None) -> Executor:
     return BACKENDS[name](n_workers)
 
 
-ENV_VAR = "ADRULES_EXECUTOR"
 DEFAULT_EXECUTOR = "threads"
 DISPATCH_ENV_VAR = "ADRULES_DISPATCH"
 #: "auto": chunks whose work cannot pay for dispatch run inline; "always": every chunk

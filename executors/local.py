@@ -32,7 +32,7 @@ from typing import Any, Iterable
 from . import _abandon, _context, _lane, _remote, _shm
 from ._blas import PIN_ENV, blas_pinned
 from ._futures import collect
-from .base import (Executor, MapTimeoutError, WorkerError, annotate, check_positive_int, closed_mid_map,
+from .base import (ENV_VAR, Executor, MapTimeoutError, WorkerError, annotate, check_positive_int, closed_mid_map,
                    map_inline, usable_cpu_count)
 
 __all__ = ["SerialExecutor", "ThreadExecutor", "ProcessExecutor"]
@@ -423,9 +423,7 @@ def _exiting_on_linux(pid) -> bool:
 
 def _variable_hint(name):
     """How to choose another executor where ``ADRULES_EXECUTOR`` names ``name``."""
-    from .config import ENV_VAR, _getenv
-
-    value = _getenv(ENV_VAR)
+    value = os.environ.get(ENV_VAR)
     if value is None or value.strip().lower().partition(":")[0].strip() != name:
         return " (e.g. executor=\"threads\")"
     return f" ({ENV_VAR}={value!r} names it: set the variable to 'threads', or unset it)"
