@@ -795,7 +795,7 @@ def record(f, entry, top, values, tracked, kwargs):
     ``top``: the one place a traced operation is recorded, in both modes.
 
     ``tracked`` holds, per argument, what ``top`` tracks of it (see above ``_unbox``). In
-    reverse mode the operation becomes a node on the tape (described above ``TraceOpen``);
+    reverse mode the operation becomes a node on the tape (its fields: see ``NODE_ENTRY``);
     a scalar rule's node keeps no pullback (backprop multiplies by the partials in
     ``entry``). In forward mode the output's box carries its tangent, and nothing is kept.
     """
@@ -1010,9 +1010,9 @@ def _open_containers(values, tracked, top):
     """Open the boxes of ``top`` inside container arguments, as a rule expects primal
     values (ChainRules' rrule receives a struct of plain fields). Lists and tuples of a
     NumPy function's arguments are opened by ``_unbox`` already. What is tracked of the
-    argument becomes a ``_ContainerSlots`` of its leaves (reverse), or its tangent as a container
-    of the same structure, ``ZeroTangent()`` for a leaf that carries none (forward), as
-    gradients of containers come back."""
+    argument becomes a ``_ContainerSlots`` of its leaves (reverse), or its tangent as a
+    container of the same structure, ``ZeroTangent()`` for a leaf that carries none
+    (forward), as gradients of containers come back."""
     for i, a in enumerate(values):
         found = _boxes_inside(a, top) if _is_constant(tracked[i], top) else None
         if found is None:
@@ -1204,7 +1204,7 @@ def backprop(trace, seeds, consume=True):
     else:
         order = reversed(nodes)
     stop = STATE.stop_test()  # this task's, as Trace.stop (the tape may be another task's)
-    for entry, out, arg_slots, values, pullback, y in order:  # a node: see NODE_ENTRY
+    for entry, out, arg_slots, values, pullback, y in order:  # a node's fields: see NODE_ENTRY
         if stop is not None and stop():
             raise STATE.Abandoned()
         if type(out) is int:
