@@ -110,7 +110,13 @@ NO_SLOT = -1
 
 class TraceOpen:
     """Count a trace as open, process-wide, while the ``with`` block runs: ``@primitive``
-    functions look for traced arguments only while some trace is open (``STATE.active``)."""
+    functions look for traced arguments only while some trace is open (``STATE.active``).
+
+    >>> before = STATE.active
+    >>> with TraceOpen():
+    ...     STATE.active - before
+    1
+    """
 
     __slots__ = ()
 
