@@ -19,7 +19,7 @@ from . import registry
 from .pytrees import LEAF, PyTree, TreeDef, flatten, node_children, tangent_leaves as _match_structure, unflatten
 from .registry import Pullback, RuleRegistry, call_frule, call_rrule, function_name
 from .tangents import NoTangent, Tangent, ZeroTangent, dense_zeros, is_float_value, is_zero, unthunk
-from .tracer import F64_SCALARS, Trace, Traced, TracerError, backprop, frule_misfit, rrule_misfit, tracing
+from .tracer import F64_SCALARS, NO_SLOT, Trace, Traced, TraceOpen, TracerError, backprop, frule_misfit, rrule_misfit
 
 _CONST_TYPES = (bool, int, str, bytes, type(None), np.integer, np.bool_)
 
@@ -318,7 +318,7 @@ def named_value_and_gradient(fname: DerivativeName, f: Callable[..., Any],
     """``value_and_gradient`` for the derivative ``fname`` names in errors (``hessian``
     and ``hvp`` take gradients too: their user wrote no ``gradient`` call)."""
     trace, plans, out = traced_call(fname, f, args)
-    if type(out) is Traced and out._trace is trace:
+    if type(out) is Traced and out.owner is trace:
         value = out.value
         shape = getattr(value, "shape", ())
         if shape != () and value.size != 1:  # one element, (1,) or (1, 1): its gradient, as autograd's
@@ -401,7 +401,7 @@ def named_pullback(fname: DerivativeName, f: Callable[..., Any], args: tuple[Any
 def traced_call(fname: object, f: Callable[..., Any], args: tuple[Any, ...]) -> tuple[Trace, list[_BoxedArgument], Any]:
     """``(trace, plans, out)``: ``f`` called on ``args`` boxed on a new reverse trace."""
     trace = Trace(DEFAULT_CONFIG)
-    with tracing():
+    with TraceOpen():
         boxed, plans = _box_args(fname, args, trace)
         out = f(*boxed)
     return trace, plans, out
@@ -410,7 +410,7 @@ def traced_call(fname: object, f: Callable[..., Any], args: tuple[Any, ...]) -> 
 def pullback_of(fname: object, trace: Trace, plans: list[_BoxedArgument], out: Any) -> tuple[PyTree, Pullback]:
     """``pullback``'s ``(y, back)`` for what ``traced_call`` returned."""
     out_leaves, out_def = flatten(out)
-    out_slots = [b.slot if type(b) is Traced and b._trace is trace else -1 for b in out_leaves]
+    out_slots = [b.slot if type(b) is Traced and b.owner is trace else NO_SLOT for b in out_leaves]
     y = unflatten(out_def, [b.value if s >= 0 else b for b, s in zip(out_leaves, out_slots)])
 
     def back(ybar: PyTree) -> tuple[PyTree, ...]:
@@ -518,14 +518,14 @@ def named_jvp(fname: DerivativeName, f: Callable[..., Any], primals: Iterable[Py
             else:
                 new.append(leaf)
         boxed.append(new[0] if tdef is LEAF else unflatten(tdef, new))
-    with tracing():
+    with TraceOpen():
         out = f(*boxed)
     if out is None:  # (None, NoTangent()) would hide it, as a zero gradient would
         raise TracerError(f"{fname}: f returned None; is its return statement missing?")
     leaves, tdef = flatten(out)
     ys, dys = [], []
     for leaf in leaves:
-        if type(leaf) is Traced and leaf._trace is trace:
+        if type(leaf) is Traced and leaf.owner is trace:
             ys.append(leaf.value)
             dys.append(leaf.tangent)
         else:

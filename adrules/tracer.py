@@ -5,7 +5,7 @@
             --> apply(f, args): keywords to positions (keywords.py), unbox
                 the args of the innermost trace, look up the rule
             --> record(f, entry, ...): run the rule on the unboxed values, box the
-                output, append a node (entry, out, marks, values, pullback, y) to the
+                output, append a node (entry, out, arg_slots, values, pullback, y) to the
                 tape. Every traced operation ends here; the operators (_binary) only
                 open their boxes faster than apply.
         backprop(trace): walk the tape backwards, call pullbacks, accumulate cotangents
@@ -49,6 +49,13 @@ _next_level = itertools.count(1).__next__
 _active_lock = threading.Lock()
 STATE = _state.STATE
 
+_ndarray = np.ndarray
+_BIG = 1 << 12  # elements: below this, allocation is cheaper than the checks
+# Python 3.14 may skip reference-count increments for stack references, which would make
+# a shared array look like a temporary: backprop writes into a temporary it made (elides
+# a copy) only where the count is reliable.
+_ELIDE = sys.version_info < (3, 14)
+
 
 class Trace:
     """One differentiation: a tape (reverse) or a tangent level (forward), and the
@@ -74,25 +81,42 @@ class Trace:
         return Traced(value, self, tangent)
 
 
-# One operation on the tape, a node, is the tuple ``(entry, out, marks, values, pullback,
-# y)``, made by ``record``. A plain tuple rather than a named one: one is made per traced
-# operation, and backprop unpacks exact tuples fastest (asv_benchmarks/RESULTS.md).
+# The tape, ``Trace.nodes``: one node per operation traced in reverse mode, in the order
+# they ran, each made by ``record`` and read by ``backprop``. A node is the plain tuple
 #
-# ``entry``'s rule was applied to the primal arguments ``values``; ``marks`` says where
-# each argument's cotangent goes (-1: nowhere, a constant; an int: a tape slot; a list or
-# tuple of those for a list argument or a lifted callable; an ``_Opened`` for a container
-# argument). ``out`` is the output's slot, or a tuple of slots for several outputs.
-# ``pullback`` is the rule's, or None for a scalar rule, whose partials are in ``entry``.
-# ``y`` is the output where backprop needs it (a scalar rule's partials read it; unused
-# outputs of several get zeros shaped like it), else None.
+#     (entry, out, arg_slots, values, pullback, y)
+#
+# whose fields the constants below number (``node[NODE_ARG_SLOTS]``). A plain tuple, not
+# a named one or a class: one is made per traced operation, and making a tuple and
+# unpacking it in backprop's loop are CPython's fastest paths, where a NamedTuple or a
+# ``__slots__`` class costs a measurable share of an operation (asv_benchmarks/RESULTS.md).
+#
+# ``entry``: the registry entry whose rule was applied to the primal arguments ``values``.
+# ``out``: the output's slot, or a tuple of slots for several outputs (``NO_SLOT`` for one
+# that carries no derivative). ``arg_slots``: where each argument's cotangent goes, one per
+# argument (the kinds are described above ``_unbox``). ``pullback``: the rule's, or None
+# for a scalar rule, whose partials are in ``entry``. ``y``: the output where backprop
+# needs it (a scalar rule's partials read it; unused outputs of several get zeros shaped
+# like it; an ``_Outputs`` for a container output), else None.
 #
 # Backprop reads a big argument only for its shape and dtype (to project the cotangent),
 # unless a scalar rule's partials read it: such arguments are kept as a ``Spec``, so the
 # tape does not keep forward intermediates alive that no pullback reads.
+NODE_ENTRY, NODE_OUT, NODE_ARG_SLOTS, NODE_VALUES, NODE_PULLBACK, NODE_Y = range(6)
+
+#: The slot of an argument (or output) that carries no derivative: a constant.
+NO_SLOT = -1
 
 
-class tracing:
-    """Mark a trace open (process-wide count) for the duration of a differentiation."""
+class TraceOpen:
+    """Count a trace as open, process-wide, while the ``with`` block runs: ``@primitive``
+    functions look for traced arguments only while some trace is open (``STATE.active``).
+
+    >>> before = STATE.active
+    >>> with TraceOpen():
+    ...     STATE.active - before
+    1
+    """
 
     __slots__ = ()
 
@@ -217,11 +241,24 @@ class Traced(TracedValue):
         self.value = value
         self._trace = trace
         if trace.forward:
-            self.slot = -1
+            self.slot = NO_SLOT
             self.tangent = tangent
         else:
             self.slot = trace.n_slots
             trace.n_slots += 1
+
+    @property
+    def owner(self):
+        """The ``Trace`` (one differentiation) this value is traced by; read-only.
+
+        >>> import numpy as np, adrules as ad
+        >>> def f(x):
+        ...     assert x.owner is (x * 2.0).owner  # the same differentiation
+        ...     return np.sum(x)
+        >>> ad.gradient(f, np.zeros(2))[0]
+        array([1., 1.])
+        """
+        return self._trace
 
     # -- NumPy protocols -----------------------------------------------------
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
@@ -596,27 +633,62 @@ def _traced_keyword(f, kwargs):
 _ZERO = ZeroTangent()
 
 
+# What a trace tracks of each argument of an operation: ``tracked``, one item per
+# argument, made by ``_unbox`` (then ``_lift_callables`` and ``_open_containers`` for the
+# arguments that hold boxes out of its sight). Its kinds:
+#
+#   reverse mode: where the argument's cotangent goes, kept in the node as ``arg_slots``
+#     int              the argument's slot; ``NO_SLOT`` for a constant
+#     _ElementSlots    a list or tuple argument holding boxes, or a lifted callable (its
+#                      leaves): one slot per element, ``NO_SLOT`` for a constant element
+#     _ContainerSlots  a container argument (dict, dataclass, ...) holding boxes
+#   forward mode: the argument's tangent, as its frule receives it
+#     ``ZeroTangent()`` for a constant; a list or tuple of tangents for a list or tuple
+#     argument; a ``Lifted`` of its leaves' tangents for a lifted callable; a container of
+#     the argument's structure for a container.
+
+
+class _ElementSlots(tuple):
+    """The slots of a list or tuple argument's elements, or of a lifted callable's leaves
+    (``Lifted``): the rule's cotangent for the argument, indexed by element, is spread
+    over them."""
+
+    __slots__ = ()
+
+
+class _ContainerSlots:
+    """The slots of a container argument (a dict, dataclass, NamedTuple, registered node)
+    holding boxes: the rule received the container with its values, and its cotangent for
+    the argument, structural (``Tangent(T, **fields)``) or of the container's own type, is
+    spread over these leaves' slots."""
+
+    __slots__ = ("treedef", "slots", "leaves")
+
+    def __init__(self, treedef, slots, leaves):
+        self.treedef, self.slots, self.leaves = treedef, slots, leaves
+
+
 def _unbox(args, top):
-    """``(values, marks)``: ``args`` with ``top``'s boxes opened, and for each argument
-    what ``top`` tracks of it: its tape slot in reverse mode (-1 for a constant), its
-    tangent in forward mode (``ZeroTangent()`` for a constant). A list or tuple argument
-    holding boxes gets a list or tuple of marks, element by element."""
+    """``(values, tracked)``: ``args`` with ``top``'s boxes opened, and for each argument
+    what ``top`` tracks of it (see above): its slot in reverse mode, its tangent in
+    forward mode. A list or tuple argument holding boxes gets its elements' slots (an
+    ``_ElementSlots``), or a list or tuple of their tangents."""
     forward = top.forward
-    constant = _ZERO if forward else -1
-    values, marks = [], []
+    constant = _ZERO if forward else NO_SLOT
+    values, tracked = [], []
     for a in args:
         if type(a) is Traced and a._trace is top:
             values.append(a.value)
-            marks.append(a.tangent if forward else a.slot)
+            tracked.append(a.tangent if forward else a.slot)
         elif type(a) in (list, tuple) and top_trace(a) is top:
             opened = [(b.value, b.tangent if forward else b.slot) if type(b) is Traced and b._trace is top
                       else (b, constant) for b in a]
             values.append(type(a)(v for v, _ in opened))
-            marks.append(type(a)(m for _, m in opened))
+            tracked.append(type(a)(m for _, m in opened) if forward else _ElementSlots(m for _, m in opened))
         else:
             values.append(a)
-            marks.append(constant)
-    return values, marks
+            tracked.append(constant)
+    return values, tracked
 
 
 # NumPy functions whose rules take a list of arrays as such
@@ -714,22 +786,22 @@ def apply(f, args, kwargs, sequences=False, containers=False):
     entry = (_frule_table if top.forward else _rrule_table).get(f)
     if entry is None:
         raise _no_rule(f, "forward" if top.forward else "reverse")
-    values, marks = _unbox(args, top)
+    values, tracked = _unbox(args, top)
     if sequences or type(f) is _ufunc:  # NumPy's own functions take lists as arrays
-        _lists_as_arrays(f, values, marks, reverse=not top.forward)
-    out = record(f, entry, top, values, marks, kwargs)
+        _lists_as_arrays(f, values, tracked, top)
+    out = record(f, entry, top, values, tracked, kwargs)
     if entry.kind is SCALAR and type(out) is Traced and type(out.value) in _SEQUENCES:
         # a user's function of several outputs: its partials would see the tuple as one value
         raise _scalar_rule_of_outputs(entry, out.value)
     return out
 
 
-def record(f, entry, top, values, marks, kwargs):
+def record(f, entry, top, values, tracked, kwargs):
     """Run ``f``'s rule ``entry`` on the opened arguments ``values`` and box the output on
     ``top``: the one place a traced operation is recorded, in both modes.
 
-    ``marks`` holds, per argument, what ``top`` tracks of it (see ``_unbox``). In reverse
-    mode the operation becomes a node on the tape (the tuple described above ``tracing``);
+    ``tracked`` holds, per argument, what ``top`` tracks of it (see above ``_unbox``). In
+    reverse mode the operation becomes a node on the tape (its fields: see ``NODE_ENTRY``);
     a scalar rule's node keeps no pullback (backprop multiplies by the partials in
     ``entry``). In forward mode the output's box carries its tangent, and nothing is kept.
     """
@@ -740,7 +812,7 @@ def record(f, entry, top, values, marks, kwargs):
             raise complex_refused(entry, "frule" if top.forward else "rrule",
                                   "argument" if holds_complex(values) else "output")
         if top.forward:
-            return _box_forward(y, _scalar_tangent(entry, values, marks, y), top)
+            return _box_forward(y, _scalar_tangent(entry, values, tracked, y), top)
         out = Traced(y, top)
         # An elementwise output is as big as its biggest input: small, nothing worth dropping.
         if type(y) is _ndarray and y.size >= _BIG and len(values) == entry.drop_arity:
@@ -748,17 +820,17 @@ def record(f, entry, top, values, marks, kwargs):
                 _drop_if_big(values, i)
             if not entry.reads_y:
                 y = None
-        top.nodes.append((entry, out.slot, marks, values, None, y))
+        top.nodes.append((entry, out.slot, tracked, values, None, y))
         return out
     if kind is NONDIFF:  # outputs carry no tangent: nothing to record
         if not entry.complex and holds_complex(values):
             raise complex_refused(entry, "frule" if top.forward else "rrule", "argument")
         return f(*values, **kwargs)
     if entry.config:  # a higher-order rule: functions it receives may carry traced state
-        _lift_callables(values, marks, top)
-    _open_containers(values, marks, top)
+        _lift_callables(values, tracked, top)
+    _open_containers(values, tracked, top)
     if top.forward:
-        return _box_forward(*_frule_output(entry, top, f, values, marks, kwargs), top)
+        return _box_forward(*_frule_output(entry, top, f, values, tracked, kwargs), top)
     out = call_rrule(entry, top.config, f, values, kwargs)
     if type(out) is not tuple or len(out) != 2 or not callable(out[1]):
         raise rrule_misfit(entry, out)
@@ -768,8 +840,8 @@ def record(f, entry, top, values, marks, kwargs):
     if isinstance(y, (tuple, list)) and not any(type(v) in _NESTED for v in y):
         # several outputs (NamedTuples keep their type): eigh's (values, vectors)
         boxes = [Traced(v, top) if is_float_value(v) else v for v in y]
-        out_slots = tuple(b.slot if type(b) is Traced else -1 for b in boxes)
-        top.nodes.append((entry, out_slots, marks, values, pullback, y))
+        out_slots = tuple(b.slot if type(b) is Traced else NO_SLOT for b in boxes)
+        top.nodes.append((entry, out_slots, tracked, values, pullback, y))
         return _same_sequence(y, boxes)
     if not is_float_value(y):
         leaves, treedef = flatten(y)
@@ -778,11 +850,11 @@ def record(f, entry, top, values, marks, kwargs):
         # a dict, a dataclass, nested tuples: every float leaf boxed, the cotangent rebuilt
         # in y's structure for the pullback
         boxes = [Traced(v, top) if is_float_value(v) else v for v in leaves]
-        out_slots = tuple(b.slot if type(b) is Traced else -1 for b in boxes)
-        top.nodes.append((entry, out_slots, marks, values, pullback, _Outputs(treedef, leaves)))
+        out_slots = tuple(b.slot if type(b) is Traced else NO_SLOT for b in boxes)
+        top.nodes.append((entry, out_slots, tracked, values, pullback, _Outputs(treedef, leaves)))
         return unflatten(treedef, boxes)
     out = Traced(y, top)
-    top.nodes.append((entry, out.slot, marks, values, pullback, None))
+    top.nodes.append((entry, out.slot, tracked, values, pullback, None))
     return out
 
 
@@ -868,11 +940,11 @@ def _ufunc_call(f, args):
         a = args[0]
         top = a._trace
         if top.forward:
-            entry, mark = _frule_table.get(f), a.tangent
+            entry, tracked = _frule_table.get(f), a.tangent
         else:
-            entry, mark = _rrule_table.get(f), a.slot
+            entry, tracked = _rrule_table.get(f), a.slot
         if entry is not None:
-            return record(f, entry, top, [a.value], [mark], _NO_KWARGS)
+            return record(f, entry, top, [a.value], [tracked], _NO_KWARGS)
     return apply(f, args, _NO_KWARGS)
 
 
@@ -894,16 +966,16 @@ def _binary(f, a, b):
         return apply(f, (a, b), _NO_KWARGS)
     if top.forward:
         entry = _frule_table.get(f)
-        marks = [a.tangent if ta is Traced else _ZERO, b.tangent if tb is Traced else _ZERO]
+        tracked = [a.tangent if ta is Traced else _ZERO, b.tangent if tb is Traced else _ZERO]
     else:
         entry = _rrule_table.get(f)
-        marks = [a.slot if ta is Traced else -1, b.slot if tb is Traced else -1]
+        tracked = [a.slot if ta is Traced else NO_SLOT, b.slot if tb is Traced else NO_SLOT]
     if entry is None:
         return apply(f, (a, b), _NO_KWARGS)
     values = [a.value if ta is Traced else a, b.value if tb is Traced else b]
     if lists:  # x * [1.0, 2.0]: the rule gets the array
         values = [np.asarray(v) if type(v) in _SEQUENCES else v for v in values]
-    return record(f, entry, top, values, marks, _NO_KWARGS)
+    return record(f, entry, top, values, tracked, _NO_KWARGS)
 
 
 _NO_KWARGS: dict = {}
@@ -912,15 +984,14 @@ _ufunc = np.ufunc
 _SEQUENCES = frozenset((list, tuple))
 
 
-def _lists_as_arrays(f, values, marks, reverse):
+def _lists_as_arrays(f, values, tracked, top):
     """Give a NumPy function's rule arrays where the call passed lists of numbers for
     arguments no box is in, as NumPy itself would take them (``np.dot([0.5, 2.0], x)``:
     a rule computing ``g * b`` would multiply a list). A ufunc's inputs are all arrays;
     other functions' lists are converted only when they hold numbers, one a float at least,
     so shapes and axes (tuples of ints) stay as they are."""
     for i, v in enumerate(values):
-        m = marks[i]  # a list holding boxes has a list of marks
-        if type(v) not in _SEQUENCES or not (type(m) is int and m == -1 if reverse else m is _ZERO):
+        if type(v) not in _SEQUENCES or not _is_constant(tracked[i], top):  # no box in it
             continue
         if type(f) is _ufunc or _holds_numbers(v):
             values[i] = np.asarray(v)
@@ -941,27 +1012,15 @@ def _holds_numbers(v):
     return floats
 
 
-class _Opened:
-    """The slot of a container argument (a dict, dataclass, NamedTuple, registered node)
-    holding boxes: the rule received the container with its values, and its cotangent for
-    the argument, structural (``Tangent(T, **fields)``) or of the container's own type, is
-    spread over these leaves' slots."""
-
-    __slots__ = ("treedef", "slots", "leaves")
-
-    def __init__(self, treedef, slots, leaves):
-        self.treedef, self.slots, self.leaves = treedef, slots, leaves
-
-
-def _open_containers(values, marks, top):
+def _open_containers(values, tracked, top):
     """Open the boxes of ``top`` inside container arguments, as a rule expects primal
     values (ChainRules' rrule receives a struct of plain fields). Lists and tuples of a
-    NumPy function's arguments are opened by ``_unbox`` already. The argument's mark
-    becomes an ``_Opened`` of its leaves' slots (reverse), or its tangent as a container
-    of the same structure, ``ZeroTangent()`` for a leaf that carries none (forward), as
-    gradients of containers come back."""
+    NumPy function's arguments are opened by ``_unbox`` already. What is tracked of the
+    argument becomes a ``_ContainerSlots`` of its leaves (reverse), or its tangent as a
+    container of the same structure, ``ZeroTangent()`` for a leaf that carries none
+    (forward), as gradients of containers come back."""
     for i, a in enumerate(values):
-        found = _boxes_inside(a, top) if _is_constant(marks[i], top) else None
+        found = _boxes_inside(a, top) if _is_constant(tracked[i], top) else None
         if found is None:
             continue
         leaves, treedef = found
@@ -969,14 +1028,15 @@ def _open_containers(values, marks, top):
         opened = [v.value if m else v for v, m in zip(leaves, mine)]
         values[i] = unflatten(treedef, opened)
         if top.forward:
-            marks[i] = unflatten(treedef, [v.tangent if m else _ZERO for v, m in zip(leaves, mine)])
+            tracked[i] = unflatten(treedef, [v.tangent if m else _ZERO for v, m in zip(leaves, mine)])
         else:
-            marks[i] = _Opened(treedef, [v.slot if m else -1 for v, m in zip(leaves, mine)], opened)
+            tracked[i] = _ContainerSlots(treedef, [v.slot if m else NO_SLOT for v, m in zip(leaves, mine)], opened)
 
 
-def _is_constant(mark, top):
-    """Whether ``mark`` (see ``_unbox``) is that of an argument with no box of ``top``."""
-    return mark is _ZERO if top.forward else type(mark) is int and mark == -1
+def _is_constant(tracked, top):
+    """Whether ``tracked``, what ``top`` tracks of an argument (see above ``_unbox``), says
+    the argument holds no box of ``top``."""
+    return tracked is _ZERO if top.forward else type(tracked) is int and tracked == NO_SLOT
 
 
 def _boxes_inside(a, top):
@@ -991,7 +1051,7 @@ def _boxes_inside(a, top):
 
 
 def _spread(cot, opened, g, entry, position):
-    """A container argument's cotangent ``g`` added to its traced leaves (see ``_Opened``)."""
+    """A container argument's cotangent ``g`` added to its traced leaves (see ``_ContainerSlots``)."""
     if is_zero(g):
         return
     parts = tangent_leaves(g, opened.treedef)
@@ -1005,14 +1065,14 @@ def _spread(cot, opened, g, entry, position):
             _accumulate(cot, slot, unthunk(part), primal, entry, position)
 
 
-def _lift_callables(values, marks, top):
+def _lift_callables(values, tracked, top):
     """Replace each callable argument carrying ``top``'s traced values by a ``Lifted``
-    callable over the opened values. Its mark becomes the tuple of those values' slots
+    callable over the opened values. What is tracked of it becomes those values' slots
     (reverse), so the rule's cotangent for the callable reaches them, or a ``Lifted`` of
     their tangents (forward: an frule with ``config=True`` passes both on to
     ``config.frule_via_ad``; a closure's hidden boxes would reach the rule's own code)."""
     for i, a in enumerate(values):
-        if not _is_constant(marks[i], top) or not callable(a) or type(a) is Traced:
+        if not _is_constant(tracked[i], top) or not callable(a) or type(a) is Traced:
             continue
         state, rebuild = split_callable(a)
         if rebuild is None:
@@ -1024,9 +1084,9 @@ def _lift_callables(values, marks, top):
         rebuilt = Rebuild(treedef, rebuild)
         values[i] = Lifted([v.value if m else v for v, m in zip(leaves, mine)], rebuilt)
         if top.forward:
-            marks[i] = Lifted([v.tangent if m else _ZERO for v, m in zip(leaves, mine)], rebuilt)
+            tracked[i] = Lifted([v.tangent if m else _ZERO for v, m in zip(leaves, mine)], rebuilt)
         else:
-            marks[i] = tuple(v.slot if m else -1 for v, m in zip(leaves, mine))
+            tracked[i] = _ElementSlots(v.slot if m else NO_SLOT for v, m in zip(leaves, mine))
 
 
 def _same_sequence(like, items):
@@ -1072,6 +1132,12 @@ STATE.dispatch = dispatch_primitive
 # reverse pass
 # ---------------------------------------------------------------------------
 
+_F8 = np.dtype(float)
+F64_SCALARS = frozenset((float, np.float64))
+#: what a pullback's self slot is checked for numbers in (``_self_slot_check``)
+_FLOATS_AND_ARRAYS = frozenset((float, np.float64, np.float32, _ndarray))
+
+
 def _accumulate(cot, slot, g, primal, entry, position):
     """Add ``g``, the cotangent ``entry``'s pullback gave argument ``position``, to
     ``cot[slot]``, projected first onto the space of the argument's value ``primal``."""
@@ -1101,14 +1167,6 @@ def _accumulate(cot, slot, g, primal, entry, position):
         cot[slot] = old + g
 
 
-_ndarray = np.ndarray
-_F8 = np.dtype(float)
-F64_SCALARS = frozenset((float, np.float64))
-
-
-_BIG = 1 << 12  # elements: below this, allocation is cheaper than the checks
-_NUMBERS = frozenset((float, np.float64, np.float32, _ndarray))
-
 
 def _self_slot_check(entry, grads):
     """A pullback's slot 0 is the cotangent of the function itself, never used: numbers
@@ -1119,9 +1177,6 @@ def _self_slot_check(entry, grads):
             f"the pullback of {entry.name} returned numbers in slot 0, the slot of "
             f"{entry.name} itself, which has no cotangent: the arguments' cotangents come "
             f"after it. Return (NoTangent(), {', '.join(f'x̄{i + 1}' for i in range(len(grads) - 1))}).")
-# Python 3.14 may skip reference-count increments for stack references, which would make
-# a shared array look like a temporary: elide only where the count is reliable.
-_ELIDE = sys.version_info < (3, 14)
 
 
 def _times(g, d):
@@ -1155,7 +1210,7 @@ def backprop(trace, seeds, consume=True):
     else:
         order = reversed(nodes)
     stop = STATE.stop_test()  # this task's, as Trace.stop (the tape may be another task's)
-    for entry, out, marks, values, pullback, y in order:
+    for entry, out, arg_slots, values, pullback, y in order:  # a node's fields: see NODE_ENTRY
         if stop is not None and stop():
             raise STATE.Abandoned()
         if type(out) is int:
@@ -1170,7 +1225,7 @@ def backprop(trace, seeds, consume=True):
                 continue
         if pullback is None:  # a scalar rule: g times each moving argument's partial
             try:
-                for i, slot in enumerate(marks):
+                for i, slot in enumerate(arg_slots):
                     if slot >= 0:
                         d = entry.partials[i]
                         if d is ONE:
@@ -1178,12 +1233,12 @@ def backprop(trace, seeds, consume=True):
                         elif d is not None:  # None: no derivative in this argument (np.where's condition)
                             _accumulate(cot, slot, _times(g, d(*values, y)), values[i], entry, i)
             except (IndexError, TypeError) as e:  # zero-cost unless raised
-                misfit = _partials_misfit(entry, values, y, [s >= 0 for s in marks])
+                misfit = _partials_misfit(entry, values, y, [s >= 0 for s in arg_slots])
                 if misfit is None:
                     raise
                 raise misfit from e
         else:
-            _pull_rule(cot, entry, pullback(g), marks, values)
+            _pull_rule(cot, entry, pullback(g), arg_slots, values)
     return cot
 
 
@@ -1198,34 +1253,35 @@ def _outputs_cotangent(cot, out, y):
     return _same_sequence(y, _filled(gs, y))
 
 
-def _pull_rule(cot, entry, grads, marks, values):
+def _pull_rule(cot, entry, grads, arg_slots, values):
     """Add a rule's pullback output ``grads`` (the self slot, then one per argument) to the
-    cotangents of the arguments' slots ``marks``."""
-    if type(grads) is tuple and len(grads) < len(marks) + 1 and all(
-            type(s) is int and s == -1 for s in marks[len(grads) - 1:]):
+    cotangents of the arguments' slots ``arg_slots`` (their kinds: see above ``_unbox``)."""
+    if type(grads) is tuple and len(grads) < len(arg_slots) + 1 and all(
+            type(s) is int and s == NO_SLOT for s in arg_slots[len(grads) - 1:]):
         # slots only for the arguments passed by position (ChainRules' convention, and
         # call_rrule's): those bound from keywords are constants here, with no cotangent
-        grads = fit_slots(grads, len(marks) + 1)
-    if type(grads) is not tuple or len(grads) != len(marks) + 1:
+        grads = fit_slots(grads, len(arg_slots) + 1)
+    if type(grads) is not tuple or len(grads) != len(arg_slots) + 1:
         n = f"a {type(grads).__name__}" if type(grads) is not tuple else f"{len(grads)} slots"
         raise TracerError(
             f"the pullback of {entry.name} returned {n}; it must return a tuple of "
-            f"{len(marks) + 1}: the self slot (NoTangent() for a plain function) then one "
+            f"{len(arg_slots) + 1}: the self slot (NoTangent() for a plain function) then one "
             f"cotangent per positional argument.")
-    if type(grads[0]) in _NUMBERS:
+    if type(grads[0]) in _FLOATS_AND_ARRAYS:
         _self_slot_check(entry, grads)
-    for i, mark in enumerate(marks):
-        if type(mark) is int:
-            if mark >= 0:
-                _accumulate(cot, mark, unthunk(grads[i + 1]), values[i], entry, i)
-        elif type(mark) is _Opened:
-            _spread(cot, mark, unthunk(grads[i + 1]), entry, i)
-        else:  # a list argument's, or a lifted callable's: one slot per element
+    for i, slots in enumerate(arg_slots):
+        kind = type(slots)
+        if kind is int:  # the argument's slot
+            if slots >= 0:
+                _accumulate(cot, slots, unthunk(grads[i + 1]), values[i], entry, i)
+        elif kind is _ElementSlots:  # a list argument's, or a lifted callable's: one slot per element
             gi = unthunk(grads[i + 1])
             if not is_zero(gi):
-                for j, sj in enumerate(mark):
+                for j, sj in enumerate(slots):
                     if sj >= 0:
                         _accumulate(cot, sj, unthunk(gi[j]), values[i][j], entry, i)
+        else:  # a container argument's
+            _spread(cot, slots, unthunk(grads[i + 1]), entry, i)
 
 
 #: where the tracer runs rules: an error raised below one of these came from a rule

@@ -93,7 +93,7 @@ class PartialCall:
         trace = top_trace(flatten(list(moving))[0])  # this differentiation's (the innermost)
         leaves, tree = flatten(out[1])
         # aux is returned as values, as JAX returns it: no derivative flows through it
-        self.aux = unflatten(tree, [v.value if type(v) is Traced and v._trace is trace else v for v in leaves])
+        self.aux = unflatten(tree, [v.value if type(v) is Traced and v.owner is trace else v for v in leaves])
         return out[0]
 
 

@@ -170,11 +170,11 @@ def test_bitwise_operators_are_bitwise_as_on_ndarray():
     bitwise on integers (logical_and would give [True, True] for 6 & 3), logical on
     booleans, an error on floats. Integer and boolean values are traced only when a
     rule returns them, so the boxes are made by hand here."""
-    from adrules.tracer import Trace, tracing
+    from adrules.tracer import Trace, TraceOpen
 
     trace = Trace(None)
     i, b = trace.leaf(np.array([6, 5, 0])), trace.leaf(np.array([True, False, True]))
-    with tracing():
+    with TraceOpen():
         results = [i & 3, 3 & i, i | 3, np.array([1, 2, 4]) | i, i ^ 5, ~i,
                    b & np.array([True, True, False]), b | False, ~b]
     expected = [[2, 1, 0], [2, 1, 0], [7, 7, 3], [7, 7, 4], [3, 0, 5], [-7, -6, -1],
@@ -184,6 +184,28 @@ def test_bitwise_operators_are_bitwise_as_on_ndarray():
         np.testing.assert_array_equal(got, want)
     with pytest.raises(TypeError):
         ad.gradient(lambda x: np.sum(x & 1), np.ones(2))
+
+
+def test_a_tape_node_holds_the_fields_its_constants_name():
+    """The node layout that ``tracer.NODE_*`` documents is the one ``record`` writes: the
+    rule's entry, the output's slot, each argument's slot (an element's for a list
+    argument, ``NO_SLOT`` for a constant), the primal arguments, then the pullback."""
+    from adrules import tracer
+
+    trace = tracer.Trace(None)
+    x, y = trace.leaf(np.array([1.0, 2.0])), trace.leaf(np.array([3.0, 4.0]))
+    with tracer.TraceOpen():
+        product = x * 3.0
+        stacked = np.stack([y, np.array([5.0, 6.0])])
+    first, second = trace.nodes
+    assert first[tracer.NODE_ENTRY].name == "numpy.multiply"
+    assert first[tracer.NODE_OUT] == product.slot == 2
+    assert list(first[tracer.NODE_ARG_SLOTS]) == [x.slot, tracer.NO_SLOT] == [0, -1]
+    np.testing.assert_array_equal(first[tracer.NODE_VALUES][0], [1.0, 2.0])
+    assert first[tracer.NODE_VALUES][1] == 3.0
+    assert second[tracer.NODE_OUT] == stacked.slot == 3
+    assert [list(s) for s in second[tracer.NODE_ARG_SLOTS]] == [[y.slot, tracer.NO_SLOT]] == [[1, -1]]
+    assert callable(second[tracer.NODE_PULLBACK]) and x.owner is trace and stacked.owner is trace
 
 
 def test_masks_combined_with_and_or_still_select_gradients():

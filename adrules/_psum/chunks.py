@@ -256,7 +256,7 @@ def trace_chunks(f: Callable[..., Any], args: tuple[Any, ...],
     if at_one:
         values, seeds = [], []
         for out in outs:
-            traced = type(out) is Traced and out._trace is trace
+            traced = type(out) is Traced and out.owner is trace
             value = out.value if traced else out
             if not (type(value) in F64_SCALARS or (value is not None and type(value) is not str
                                                     and flatten(value)[1] is LEAF and np.shape(value) == ()

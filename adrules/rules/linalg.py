@@ -281,7 +281,8 @@ def matmul_rrule(a, b, **kwargs):
         g = unthunk(g)
         return NoTangent(), *_matmul_cotangents(a, b, g)
 
-    # an empty **kwargs costs a small product ~0.5 µs: the operator `a @ b` passes none
+    # np.matmul(a, b) without an empty **kwargs: the operator `a @ b` passes none, and
+    # unpacking an empty dict costs as much as a small product
     return (np.matmul(a, b, **kwargs) if kwargs else np.matmul(a, b)), matmul_pullback
 
 

@@ -76,9 +76,11 @@ class PrimitiveDispatch:
 
     def setup(self, tracing):
         self.x = common.vector(10)
-        if tracing and not hasattr(tracer, "tracing"):
-            raise NotImplementedError("adrules.tracer.tracing (internal) is gone: update this benchmark")
-        self._open = tracer.tracing() if tracing else None
+        # TraceOpen, named tracing in commits before it was renamed (asv times old commits)
+        trace_open = getattr(tracer, "TraceOpen", None) or getattr(tracer, "tracing", None)
+        if tracing and trace_open is None:
+            raise NotImplementedError("adrules.tracer.TraceOpen (internal) is gone: update this benchmark")
+        self._open = trace_open() if tracing else None
         if self._open is not None:
             self._open.__enter__()
 
