@@ -29,7 +29,7 @@ from typing import Any, Callable
 import numpy as np
 from executors.base import add_note
 
-from ..api import DerivativeName, gather_gradients, jvp, one_like, pullback_of, traced_call
+from ..api import DerivativeName, jvp, leaf_gradients, one_like, pullback_of, traced_call
 from ..pytrees import LEAF, LEAF_TYPES, PyTree, flatten, tree_map, unflatten
 from ..registry import Pullback
 from ..tangents import NoTangent, ZeroTangent, is_zero
@@ -203,8 +203,17 @@ class _Layout:
             parts[1] = values[0][offset:offset + len(xs)]
         return parts
 
+    def gather(self, plans, cot):
+        """The cotangents of each traced argument's leaves (``leaf_gradients``), and where
+        each element of the group's xs starts among its leaves."""
+        if self.whole:
+            self.starts = list(itertools.accumulate((e.n_leaves for e in plans[0][0].children), initial=0))
+        return [leaf_gradients(plan, cot) for plan in plans]
+
     def split(self, grads):
-        """Each chunk's cotangents of (state, xs, *shared), from those of the arguments."""
+        """Each chunk's cotangents of (state, xs, *shared), from ``gather``'s: for a
+        differentiated part, its leaves' cotangents in ``flatten``'s order (its elements'
+        one after another for xs), else ``NoTangent()``."""
         out, offset = [], 0
         for j, (xs, _) in enumerate(self.group):
             base = int(self.whole) + j * len(self.own)
@@ -212,7 +221,7 @@ class _Layout:
             for a, i in enumerate(self.own):
                 full[i] = grads[base + a]
             if self.whole:
-                full[1] = type(xs)(grads[0][offset:offset + len(xs)])
+                full[1] = grads[0][self.starts[offset]:self.starts[offset + len(xs)]]
                 offset += len(xs)
             out.append(tuple(full))
         return out
@@ -238,19 +247,21 @@ def _chunks_fn(plan, layout, state, shared):
     return chunks_fn
 
 
-def trace_chunks(f: Callable[..., Any], args: tuple[Any, ...],
-                 at_one: bool) -> tuple[list[Any], tuple[PyTree, ...] | None, Pullback | None]:
+def trace_chunks(f: Callable[..., Any], args: tuple[Any, ...], at_one: bool,
+                 gather: Callable[..., Any] | None = None) -> tuple[list[Any], Any, Pullback | None]:
     """psum's chunk work, traced once: ``f(*args)`` returns a list of values, one per
     chunk. ``(values, cotangents, None)`` when ``at_one`` is asked and every value is a
     real number (a real sum's pullback is linear in ȳ, so the cotangents of ``args`` at ȳ = 1 say it
     all, from one reverse pass at once), else ``(values, None, back)`` as ``pullback``
-    gives. The caller names what ``f`` returned in its own errors.
+    gives. Cotangents come as ``gather(plans, cotangents by slot)`` makes them, by default
+    each argument's leaves' (``leaf_gradients``), which psum adds up leaf by leaf. The
+    caller names what ``f`` returned in its own errors.
 
     >>> import numpy as np
     >>> trace_chunks(lambda x: [np.sum(x * x)], (np.array([1.0, 2.0]),), at_one=True)
-    ([np.float64(5.0)], (array([2., 4.]),), None)
+    ([np.float64(5.0)], [[array([2., 4.])]], None)
     """
-    fname = DerivativeName("pullback", f)
+    fname, gather = DerivativeName("pullback", f), gather or _each_leaf
     trace, plans, outs = traced_call(fname, f, args)
     if at_one:
         values, seeds = [], []
@@ -265,9 +276,13 @@ def trace_chunks(f: Callable[..., Any], args: tuple[Any, ...],
             if traced:
                 seeds.append((out.slot, one_like(value)))
         else:
-            return values, gather_gradients(plans, backprop(trace, seeds)), None
-    y, back = pullback_of(fname, trace, plans, outs)
+            return values, gather(plans, backprop(trace, seeds)), None
+    y, back = pullback_of(fname, trace, plans, outs, gather)
     return y, None, back
+
+
+def _each_leaf(plans, cot):
+    return [leaf_gradients(plan, cot) for plan in plans]
 
 
 def _traced(group, plan, active, state, shared, at_one):
@@ -275,7 +290,8 @@ def _traced(group, plan, active, state, shared, at_one):
     elements (an error of f names its own element)."""
     layout = _Layout(group, active, state, shared)
     try:
-        ys, grads, back = trace_chunks(_chunks_fn(plan, layout, state, shared), tuple(layout.args), at_one)
+        ys, grads, back = trace_chunks(_chunks_fn(plan, layout, state, shared), tuple(layout.args), at_one,
+                                       layout.gather)
     except (Exception, SystemExit) as e:
         if not hasattr(e, "adrules_in_group"):
             _name_elements(e, "the pullback of f", group)

@@ -122,16 +122,13 @@ class _FoldSum:
         return zero if self.count == 0 else self.total
 
 
-def _gather_elements(parts, xs):
-    """Concatenate per-chunk element cotangents back into the structure of ``xs``."""
+def _element_leaves(parts, xs):
+    """The leaves' cotangents of ``xs`` from those of its chunks (``parts``, in chunk
+    order): an array's chunks' cotangents concatenated, a sequence's one after another."""
     if isinstance(xs, np.ndarray) or type(xs) is Traced:  # traced: under a second derivative
-        return np.concatenate([np.reshape(p, (-1,) + xs.shape[1:]) if not is_zero(p)
-                               else np.zeros((0,) + xs.shape[1:], xs.dtype) for p in parts]) \
-            if parts else np.zeros_like(xs)
-    out = []
-    for p in parts:
-        out.extend(p)
-    return type(xs)(out) if isinstance(xs, tuple) else out
+        return [np.concatenate([np.reshape(p[0], (-1,) + xs.shape[1:]) if not is_zero(p[0])
+                                else np.zeros((0,) + xs.shape[1:], xs.dtype) for p in parts])]
+    return [g for p in parts for g in p]
 
 
 class _Values:
@@ -196,9 +193,10 @@ class _Cotangents:
         self.elements = []
 
     def take(self, grads):
+        """Add a chunk's cotangents: per part, its leaves' (see ``chunks._Layout.split``)."""
         for j, sums in self.sums.items():
             g = grads[j]
-            leaves = [ZeroTangent()] * self.sizes[j] if is_zero(g) else flatten(g)[0]
+            leaves = [ZeroTangent()] * self.sizes[j] if is_zero(g) else g
             for acc, leaf in zip(sums, leaves):
                 acc.push(leaf)
         if self.call.active[1]:
@@ -209,9 +207,8 @@ class _Cotangents:
         scaled by ``ybar`` when given."""
         out = []
         for j in range(len(self.parts)):
-            if j == 1:
-                g = _gather_elements(self.elements, self.xs) if self.elements else NoTangent()
-                leaves = [ZeroTangent()] * self.sizes[1] if is_zero(g) else flatten(g)[0]
+            if j == 1 and self.elements:
+                leaves = _element_leaves(self.elements, self.xs)
             elif j in self.sums:
                 leaves = [acc.result(zero=ZeroTangent()) for acc in self.sums[j]]
             else:
