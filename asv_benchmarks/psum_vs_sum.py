@@ -22,9 +22,9 @@ import numpy as np
 import adrules as ad
 
 if os.environ.get("GS"):
-    from adrules._psum import chunks, schedule
+    from adrules._psum import policy
 
-    schedule.GROUP_SECONDS = chunks.GROUP_SECONDS = float(os.environ["GS"])
+    policy.GROUP_SECONDS = float(os.environ["GS"])
 
 rng = np.random.default_rng(0)
 models = [{"w1": rng.normal(size=(8, 32)) / 3, "b1": rng.normal(size=32) * .1,

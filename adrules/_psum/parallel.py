@@ -42,12 +42,12 @@ from ..pytrees import LEAF, flatten, tangent_leaves, tree_map, unflatten
 from ..registry import frule, primitive, rrule
 from ..tangents import NoTangent, ZeroTangent, add_tangents, dense, is_zero
 from ..tracer import Traced, TracerError, primal_value
-from . import schedule, to_workers
+from . import policy, schedule, to_workers
 from .chunks import (
     ChunkGradient,
     ChunkJVP,
     ChunkPullback,
-    Plan,
+    UserFunction,
     add_values,
     chunk_backward,
     chunk_forward,
@@ -275,7 +275,7 @@ class Call:
 
     def resolve(self, state, xs, shared):
         """The executor, once what its workers would receive is known to travel (its
-        workers are started by ``schedule.decide``, for work that gains on them)."""
+        workers are started by ``policy.decide``, for work that gains on them)."""
         executor = executors.resolve(self.executor)
         if not executor.shares_memory:
             to_workers.check(self.name, self.about, self.plan, state, xs, shared, executor, self.key)
@@ -415,7 +415,7 @@ def _map_over_chunks(call, work, elements, shared, phase):
     pmap on ``call``'s executor, so an outer differentiation runs its rules there too."""
     leaves, treedef = flatten((None, elements, list(shared)))
     active = (False, _has_traced(elements), *(_has_traced(s) for s in shared))
-    sub = Call(Plan(work, None, "map", False), treedef, active, call.about, call.executor, 1,
+    sub = Call(UserFunction(work, None, "map", False), treedef, active, call.about, call.executor, 1,
                call.progress, call.dispatch)
     sub.key = (call.key, type(work).__name__)  # measured apart from the user's first-order calls
     sub.name = f"{call.name} {phase}"
@@ -499,12 +499,9 @@ def _call(kind, f, xs, shared, executor, chunk_size, vectorized, progress, dispa
     if vectorized and not isinstance(primal_value(xs), np.ndarray):
         raise TypeError(f"{kind}(vectorized=True): xs must be a NumPy array whose chunks "
                         f"(slices along the first axis) f receives; got {type(xs).__name__}.")
-    try:
-        dispatch = executors.resolve_dispatch(dispatch)
-    except ValueError as e:
-        raise ValueError(f"{kind}: {e}") from None
+    dispatch = policy.resolve_dispatch(kind, dispatch)
     state, rebuild = split_callable(f)
-    plan = Plan(f if rebuild is None else None, rebuild, "sum" if kind == "psum" else "map", vectorized)
+    plan = UserFunction(f if rebuild is None else None, rebuild, "sum" if kind == "psum" else "map", vectorized)
     call = Call(plan, None, (False,) * (2 + len(shared)), f, executor, chunk_size, progress, dispatch)
     if not _STATE.active:  # nothing is differentiated anywhere: no primitive call to record
         as_received = to_workers.as_received
