@@ -4,7 +4,7 @@ Read together here: the decision (``decide``: inline, on the executor, or one gr
 inline first), the model it reads (``parallel_seconds``: the executor's ``overhead()``
 once measured, its ``prior_overhead`` before its workers start, and the cores free for
 them, ``free_cores``), what a call site has measured (``Site``), how chunks are grouped
-(``group_size`` inline, ``batches`` into tasks), the group time budget
+(``group_size`` inline, ``task_batches`` into tasks), the group time budget
 (``GROUP_SECONDS``, ``in_time``) and the dispatch setting in force (``resolve_dispatch``).
 The overheads themselves are each executor's to measure (``Executor.overhead``);
 ``schedule.run`` acts on what this module decides.
@@ -212,6 +212,17 @@ def group_size(t, one_each=False):
     (50, 1, 1)
     """
     return 1 if one_each or not t else max(1, int(GROUP_SECONDS / t))
+
+
+def task_batches(executor: executors.Executor, n: int, t: float, one_each: bool = False) -> list[range]:
+    """``batches`` of ``n`` chunks of ``t`` seconds for ``executor``'s workers, at its
+    measured per-task overhead (none counted while its workers still start).
+
+    >>> [len(b) for b in task_batches(executors.SerialExecutor(), 3, 1e-3)]
+    [1, 1, 1]
+    """
+    per_task = executor.overhead()[1] if executor.ready() else 0.0
+    return batches(n, executor.n_workers, t, per_task, one_each)
 
 
 def resolve_dispatch(api: str, dispatch: Any = None) -> str:

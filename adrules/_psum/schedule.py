@@ -28,8 +28,8 @@ from executors._tracebacks import warn
 from executors.base import add_note
 
 from ..callables import code_of, describe
-from .policy import (BIG_RESULT, ONE_FIRST, PARALLEL, Site, batches, decide, explain, format_seconds, group_size,
-                     in_time)
+from .policy import (BIG_RESULT, ONE_FIRST, PARALLEL, Site, decide, explain, format_seconds, group_size, in_time,
+                     task_batches)
 from .worker_rules import travelling_rules
 
 logger = logging.getLogger("adrules.schedule")  # the name the README gives users
@@ -202,10 +202,9 @@ def _parallel(site, executor, fn, items, first, shared, on_result, on_done, one_
     """Chunks ``first..`` on the executor; what the run achieved teaches the site."""
     n = len(items) - first
     t = site.seconds or 0.0
-    per_task = executor.overhead()[1] if executor.ready() else 0.0
     size = group_size(t, one_each)  # the chunks of a task traced together, as inline
     tasks = [(items[first + r.start:first + r.stop], first + r.start, size)
-             for r in batches(n, executor.n_workers, t, per_task, one_each)]
+             for r in task_batches(executor, n, t, one_each)]
     cpu = [0.0]
 
     def take(j, pairs):
