@@ -255,27 +255,41 @@ def _fresh(g: Any, seen: set[int]) -> Any:
 
 def gather_gradients(plans: list[_BoxedArgument], cot: Sequence[Any]) -> tuple[Any, ...]:
     """Per-argument cotangents, in the structure of each argument."""
-    seen: set[int]
-    out, seen = [], set()
-    for tdef, leaves, slots in plans:
-        grads: list[Any] = []
-        for leaf, slot in zip(leaves, slots):
-            if slot < 0:
-                grads.append(NoTangent())
-                continue
-            g = cot[slot]
-            if type(leaf) is float and type(g) in F64_SCALARS:  # _float_cotangent's case, sooner
-                grads.append(float(g))
-            elif isinstance(leaf, float):
-                grads.append(_float_cotangent(g))
-            elif g is None or is_zero(g):
-                grads.append(dense_zeros(leaf))
-            else:
-                if type(leaf) is np.ndarray and type(g) is not np.ndarray and type(g) is not Traced:
-                    g = np.asarray(g)  # a 0-d array's gradient: NumPy's ops on it give scalars
-                grads.append(_fresh(g, seen))
-        out.append(grads[0] if tdef is LEAF else unflatten(tdef, grads))
+    out: list[Any] = []
+    seen: set[int] = set()
+    for plan in plans:
+        grads = leaf_gradients(plan, cot, seen)
+        out.append(grads[0] if plan[0] is LEAF else unflatten(plan[0], grads))
     return tuple(out)
+
+
+def leaf_gradients(plan: _BoxedArgument, cot: Sequence[Any], seen: set[int] | None = None) -> list[Any]:
+    """The cotangents of one argument's leaves, in ``flatten``'s order (``plan``: one of
+    ``traced_call``'s); with ``seen``, arrays the user may write into (see ``_fresh``),
+    else as the tape holds them (for a caller that adds them up first).
+
+    >>> trace, plans, out = traced_call("f", lambda d: d["a"] * 3.0, ({"a": 2.0},))
+    >>> leaf_gradients(plans[0], backprop(trace, [(out.slot, 1.0)]))
+    [3.0]
+    """
+    tdef, leaves, slots = plan
+    grads: list[Any] = []
+    for leaf, slot in zip(leaves, slots):
+        if slot < 0:
+            grads.append(NoTangent())
+            continue
+        g = cot[slot]
+        if type(leaf) is float and type(g) in F64_SCALARS:  # _float_cotangent's case, sooner
+            grads.append(float(g))
+        elif isinstance(leaf, float):
+            grads.append(_float_cotangent(g))
+        elif g is None or is_zero(g):
+            grads.append(dense_zeros(leaf))
+        else:
+            if type(leaf) is np.ndarray and type(g) is not np.ndarray and type(g) is not Traced:
+                g = np.asarray(g)  # a 0-d array's gradient: NumPy's ops on it give scalars
+            grads.append(g if seen is None else _fresh(g, seen))
+    return grads
 
 
 def _float_cotangent(g: Any) -> Any:
@@ -407,8 +421,11 @@ def traced_call(fname: object, f: Callable[..., Any], args: tuple[Any, ...]) -> 
     return trace, plans, out
 
 
-def pullback_of(fname: object, trace: Trace, plans: list[_BoxedArgument], out: Any) -> tuple[PyTree, Pullback]:
-    """``pullback``'s ``(y, back)`` for what ``traced_call`` returned."""
+def pullback_of(fname: object, trace: Trace, plans: list[_BoxedArgument], out: Any,
+                gather: Callable[[list[_BoxedArgument], Sequence[Any]], Any] = gather_gradients,
+                ) -> tuple[PyTree, Pullback]:
+    """``pullback``'s ``(y, back)`` for what ``traced_call`` returned; ``back`` gives what
+    ``gather`` makes of the plans and the cotangents by slot."""
     out_leaves, out_def = flatten(out)
     out_slots = [b.slot if type(b) is Traced and b.owner is trace else NO_SLOT for b in out_leaves]
     y = unflatten(out_def, [b.value if s >= 0 else b for b, s in zip(out_leaves, out_slots)])
@@ -435,7 +452,7 @@ def pullback_of(fname: object, trace: Trace, plans: list[_BoxedArgument], out: A
             if isinstance(bar, (int, float)):  # rules may index their cotangent: give a NumPy scalar
                 bar = np.asarray(bar, dtype=getattr(leaf.value, "dtype", np.float64))[()]
             seeds.append((slot, bar))
-        return gather_gradients(plans, backprop(trace, seeds, consume=False))
+        return gather(plans, backprop(trace, seeds, consume=False))
 
     return y, back
 

@@ -28,7 +28,8 @@ from .api import (DROPPED_SUBCLASSES, DerivativeName, check_callable, gradient, 
                   named_value_and_gradient, pullback, refuse_underivable, subclass_refused)
 from .pytrees import LEAF, PyTree, TreeDef, flatten, tangent_leaves, treedef_field_names, unflatten
 from ._psum.parallel import chunk_ranges_for
-from ._psum.schedule import each, run, work_key
+from ._psum.policy import resolve_dispatch
+from ._psum.schedule import PerItem, run, work_key
 from .tangents import Tangent, is_float_value, is_zero
 from .tracer import SECOND_ORDER, NoFruleError, NoRuleError, Traced, TracerError, in_place_writes_explained
 from .transforms import PartialCall, checked_argnums, named_transform, prepare_call
@@ -161,8 +162,8 @@ def _pieces(fn: Callable[..., Any], chunks: Sequence[range], fn_args: tuple[Any,
         return [fn(chunk, *fn_args) for chunk in chunks]
     while isinstance(f, (_OnLeaves, _OneArray, _Raveled, PartialCall)):  # the user's function names the work
         f = f.f
-    return run(executors.resolve(executor), each(fn), chunks, fn_args, key=work_key(f),
-               dispatch=executors.resolve_dispatch(), label=label, about=f)
+    return run(executors.resolve(executor), PerItem(fn), chunks, fn_args, key=work_key(f),
+               dispatch=resolve_dispatch(label), label=label, about=f)
 
 
 def _basis(x: Any, k: int) -> NDArray[Any]:

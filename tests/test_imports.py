@@ -35,7 +35,7 @@ LAYERS = {
         ["adrules.testing", "adrules.transforms"],
         ["adrules.rules.*", "adrules.coverage"],
         # the parallel sum, one wing above the core
-        ["adrules._psum.worker_rules"],
+        ["adrules._psum.worker_rules", "adrules._psum.policy"],
         ["adrules._psum.schedule", "adrules._psum.to_workers"],
         ["adrules._psum.chunks"],
         ["adrules._psum.parallel"],
@@ -52,7 +52,7 @@ LAYERS = {
 PSUM = "adrules._psum"
 PSUM_USERS = {"adrules", "adrules.derivatives", "adrules.adaptors"}  # and above them
 #: the parallel sum's modules: every one of them lives in PSUM's folder
-PSUM_MODULES = {"parallel", "chunks", "schedule", "to_workers", "worker_rules"}
+PSUM_MODULES = {"parallel", "chunks", "schedule", "policy", "to_workers", "worker_rules"}
 
 
 def module_name(path):

@@ -1,4 +1,4 @@
-"""Where chunk work runs: the policy (``schedule.decide``, fed with figures, so no clock
+"""Where chunk work runs: the policy (``policy.decide``, fed with figures, so no clock
 is involved), the runner driven by a clock the tests move (no busy loops), one path for
 every call, the log, and real pools for what depends on them (a cold process pool)."""
 
@@ -12,14 +12,14 @@ import pytest
 
 import adrules as ad
 import executors
-from adrules._psum import schedule
-from adrules._psum.schedule import GROUP_SECONDS
+from adrules._psum import policy, schedule
+from adrules._psum.policy import GROUP_SECONDS
 
 
 @pytest.fixture(autouse=True)
 def fresh(monkeypatch):
     monkeypatch.delenv("ADRULES_DISPATCH", raising=False)
-    monkeypatch.setattr(schedule, "free_cores", float)  # a quiet machine: every worker a core
+    monkeypatch.setattr(policy, "free_cores", float)  # a quiet machine: every worker a core
     schedule.forget()
     yield
     schedule.forget()
@@ -84,7 +84,7 @@ class FakePool(executors.SerialExecutor):
 
 
 def _site(seconds, speedup=None, calls=0):
-    site = schedule.Site()
+    site = policy.Site()
     site.seconds, site.calls = seconds, calls
     if speedup is not None:
         site.speedup, site.speedup_at = speedup, seconds
@@ -96,30 +96,30 @@ def _site(seconds, speedup=None, calls=0):
 
 def test_tiny_work_runs_inline_and_heavy_work_in_parallel():
     pool = FakePool()
-    assert schedule.decide(_site(1e-5), pool, 10)[0] == "inline"  # 0.1 ms in all
-    assert schedule.decide(_site(1e-2), pool, 16)[0] == "parallel"
-    assert schedule.decide(_site(1.0), FakePool(n_workers=1), 16)[0] == "inline"
-    assert schedule.decide(_site(1.0), pool, 1)[0] == "inline"  # one chunk
+    assert policy.decide(_site(1e-5), pool, 10)[0] == "inline"  # 0.1 ms in all
+    assert policy.decide(_site(1e-2), pool, 16)[0] == "parallel"
+    assert policy.decide(_site(1.0), FakePool(n_workers=1), 16)[0] == "inline"
+    assert policy.decide(_site(1.0), pool, 1)[0] == "inline"  # one chunk
 
 
 def test_break_even_is_work_over_workers_plus_overhead_with_a_margin():
     # 4 chunks of 30 ms on a backend costing 12 ms a map: 120 ms inline against 60 + 12 +
     # 4 x 2 = 80 ms on two workers: 1.5x, parallel; at 10 ms a chunk, 40 against 40: inline
     dask_like = FakePool(per_call=12e-3, per_task=2e-3)
-    where, why = schedule.decide(_site(0.030), dask_like, 4)
-    assert where == "parallel" and schedule.explain(why) == "est. 120 ms inline vs 80 ms on fake"
-    assert schedule.decide(_site(0.010), dask_like, 4)[0] == "inline"
-    assert schedule.parallel_seconds(dask_like, 0.030, 4) == pytest.approx(0.080)
+    where, why = policy.decide(_site(0.030), dask_like, 4)
+    assert where == "parallel" and policy.explain(why) == "est. 120 ms inline vs 80 ms on fake"
+    assert policy.decide(_site(0.010), dask_like, 4)[0] == "inline"
+    assert policy.parallel_seconds(dask_like, 0.030, 4) == pytest.approx(0.080)
 
 
 def test_no_estimate_yet_runs_one_chunk_first():
-    assert schedule.decide(schedule.Site(), FakePool(), 10)[0] == "a group inline first"
+    assert policy.decide(policy.Site(), FakePool(), 10)[0] == "a group inline first"
 
 
 def test_workers_still_starting_are_started_and_chunks_run_inline_meanwhile():
     pool = FakePool(ready_after=10)
-    where, why = schedule.decide(_site(1.0), pool, 8)
-    assert where == "a group inline first" and "workers starting" in schedule.explain(why)
+    where, why = policy.decide(_site(1.0), pool, 8)
+    assert where == "a group inline first" and "workers starting" in policy.explain(why)
     assert pool.starts == 1
 
 
@@ -128,16 +128,16 @@ def test_workers_not_started_are_started_only_for_work_that_gains_on_them_at_the
     # chunks of 0.5 ms (8 ms inline) cannot gain on it, 16 chunks of 10 ms can
     cold = FakePool(ready_after=10)
     cold.prior_overhead = (20e-3, 5e-3, 0.0)
-    where, why = schedule.decide(_site(0.5e-3), cold, 16, cores=2)
+    where, why = policy.decide(_site(0.5e-3), cold, 16, cores=2)
     assert where == "inline" and cold.starts == 0
-    assert schedule.explain(why) == "est. 8 ms inline vs 34 ms on fake once started (2 cores free): not started"
+    assert policy.explain(why) == "est. 8 ms inline vs 34 ms on fake once started (2 cores free): not started"
     # with the other cores busy (a loaded machine), 2 workers would share one: no gain
-    assert schedule.decide(_site(10e-3), cold, 16, cores=1)[0] == "inline" and cold.starts == 0
-    where, why = schedule.decide(_site(10e-3), cold, 16, cores=2)
-    assert where == "a group inline first" and "workers starting" in schedule.explain(why)
+    assert policy.decide(_site(10e-3), cold, 16, cores=1)[0] == "inline" and cold.starts == 0
+    where, why = policy.decide(_site(10e-3), cold, 16, cores=2)
+    assert where == "a group inline first" and "workers starting" in policy.explain(why)
     assert cold.starts == 1
     # once started (by psum or by the user), the measured overhead decides
-    assert schedule.decide(_site(0.5e-3), cold, 16, cores=1)[0] == "a group inline first"  # still starting
+    assert policy.decide(_site(0.5e-3), cold, 16, cores=1)[0] == "a group inline first"  # still starting
 
 
 def test_a_long_loop_loses_under_a_tenth_to_parallel_runs_that_do_not_pay():
@@ -148,19 +148,19 @@ def test_a_long_loop_loses_under_a_tenth_to_parallel_runs_that_do_not_pay():
     clock, n_calls, chunk = pool.clock, 400, 0.01
     for _ in range(n_calls):
         _run(pool, chunk)
-    assert 2 <= len(pool.maps) <= 1 + n_calls // schedule.RETRY_CALLS  # it did retry
+    assert 2 <= len(pool.maps) <= 1 + n_calls // policy.RETRY_CALLS  # it did retry
     assert clock.wall_now < 1.10 * n_calls * 8 * chunk
 
 
 def test_a_parallel_run_that_did_not_pay_sends_the_site_inline_until_it_is_retried():
     pool = FakePool()
-    assert schedule.decide(_site(1e-2, speedup=1.1), pool, 16)[0] == "inline"
-    assert schedule.decide(_site(1e-2, speedup=1.9), pool, 16)[0] == "parallel"
-    retried = _site(1e-2, speedup=1.1, calls=schedule.RETRY_CALLS)
-    assert schedule.decide(retried, pool, 16)[0] == "parallel"  # the model again
+    assert policy.decide(_site(1e-2, speedup=1.1), pool, 16)[0] == "inline"
+    assert policy.decide(_site(1e-2, speedup=1.9), pool, 16)[0] == "parallel"
+    retried = _site(1e-2, speedup=1.1, calls=policy.RETRY_CALLS)
+    assert policy.decide(retried, pool, 16)[0] == "parallel"  # the model again
     grown = _site(1e-2, speedup=1.1)
     grown.seconds = 5e-2  # the work grew 5x since: the speed-up measured on other work
-    assert schedule.decide(grown, pool, 16)[0] == "parallel"
+    assert policy.decide(grown, pool, 16)[0] == "parallel"
 
 
 def test_asking_the_serial_executor_to_start_workers_says_it_has_none():
@@ -170,7 +170,7 @@ def test_asking_the_serial_executor_to_start_workers_says_it_has_none():
 
 
 def test_dispatch_always_sends_every_chunk_and_its_choices_are_checked(monkeypatch):
-    assert schedule.decide(schedule.Site(), FakePool(n_workers=1), 1, dispatch="always")[0] \
+    assert policy.decide(policy.Site(), FakePool(n_workers=1), 1, dispatch="always")[0] \
         == "parallel"
     with pytest.raises(ValueError, match="psum: dispatch='sometimes' is not valid: use one of 'auto', 'always'"):
         ad.psum(np.sin, [1.0], dispatch="sometimes")
@@ -180,13 +180,22 @@ def test_dispatch_always_sends_every_chunk_and_its_choices_are_checked(monkeypat
 
 
 def test_cheap_chunks_travel_in_batches_and_every_worker_gets_as_many():
-    sizes = [len(b) for b in schedule.batches(16, 2, t=1e-4, per_task=1e-4)]  # 10 chunks a task
+    sizes = [len(b) for b in policy.batches(16, 2, t=1e-4, per_task=1e-4)]  # 10 chunks a task
     assert sizes == [8, 8]
-    sizes = [len(b) for b in schedule.batches(13, 2, t=1e-3, per_task=2e-4)]
+    sizes = [len(b) for b in policy.batches(13, 2, t=1e-3, per_task=2e-4)]
     assert sum(sizes) == 13 and len(sizes) % 2 == 0 and max(sizes) - min(sizes) <= 1
-    assert [len(b) for b in schedule.batches(3, 8, t=1e-6, per_task=1.0)] == [1, 1, 1]
-    assert [len(b) for b in schedule.batches(16, 2, t=1e-6, per_task=1.0, one_each=True)] == [1] * 16
-    assert schedule.group_size(1e-4) == 50 and schedule.group_size(0.1) == 1  # 5 ms a tape
+    assert [len(b) for b in policy.batches(3, 8, t=1e-6, per_task=1.0)] == [1, 1, 1]
+    assert [len(b) for b in policy.batches(16, 2, t=1e-6, per_task=1.0, one_each=True)] == [1] * 16
+    assert policy.group_size(1e-4) == 50 and policy.group_size(0.1) == 1  # 5 ms a tape
+
+
+def test_a_group_stops_once_its_time_ran_out_and_runs_one_item_at_least(monkeypatch):
+    """The group contract (policy.py): every chunk function, jacobian's columns too."""
+    reads = iter(np.arange(100) * 0.6 * GROUP_SECONDS)  # each read of the clock: 0.6 budgets on
+    monkeypatch.setattr(policy, "_group_clock", lambda: next(reads))
+    assert schedule.PerItem(lambda x, k: k * x)(list(range(5)), 10) == [0, 10]  # reads at 0, 0.6, 1.2
+    reads = iter(np.arange(100) * 2.0 * GROUP_SECONDS)
+    assert schedule.PerItem(abs)([-3, -4]) == [3]  # heavier than the budget: one item
 
 
 # ------------------------------------------------------- the runner, on a clock

@@ -9,9 +9,10 @@ the core stands without it.
       │                                                     f's state lifted out, xs cut
       │                                                     into chunks, one pass a phase
       ▼
-    schedule.run(executor, fn, chunks)        schedule.py   where the phase's chunks run:
-      │                                                     in groups in this thread, or
-      │                                                     in tasks on the executor
+    schedule.run(executor, fn, chunks)        schedule.py   the phase's chunks run where
+      │                                       policy.py     the policy decides: in groups
+      │                                                     in this thread, or in tasks
+      │                                                     on the executor
       ▼
     chunk_forward / chunk_backward / ...      chunks.py     the chunk runner: f over a
       │                                                     group of chunks traced on one
@@ -30,10 +31,12 @@ the core stands without it.
 Which module to open to change what:
 
 - **add a phase** (a new pass over the chunks): its chunk function in ``chunks.py`` (at
-  module level, so it pickles by reference), and the rule that runs it through
-  ``schedule.run`` and folds its results in ``parallel.py``;
-- **change when chunks run** (inline or on the executor, group and task sizes):
-  ``schedule.py`` (``decide``, ``group_size``, ``batches``, ``GROUP_SECONDS``);
+  module level, so it pickles by reference; it keeps the group contract, see
+  ``policy.py``), and the rule that runs it through ``schedule.run`` and folds its
+  results in ``parallel.py``;
+- **change when chunks run** (inline or on the executor, group and task sizes, the
+  overhead model read, the dispatch setting): ``policy.py`` (``decide``,
+  ``parallel_seconds``, ``group_size``, ``batches``, ``GROUP_SECONDS``, ``in_time``);
 - **change what travels to workers**: ``to_workers.py`` (what is checked to pickle, and
   the layout arrays of inline chunks get), ``worker_rules.py`` (users' rules sent with
   every task), ``schedule._Task`` (what a task pickles).

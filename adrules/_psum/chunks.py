@@ -5,8 +5,9 @@ pickles by reference, and none of it knows about executors. Each function takes 
 boxes of their own (so each chunk's cotangents come from its own operations, in their
 order, however chunks are grouped):
 
-    Plan.body(state, xs, start, *shared)   f over one chunk: a left fold in index order
-                                           (psum) or the list of values (pmap)
+    UserFunction.body(state, xs, start, *shared)
+                     f over one chunk: a left fold in index order (psum) or the
+                     list of values (pmap)
     chunk_value      the values (nothing differentiated)
     chunk_forward    the values and, for a scalar sum, the cotangents at ȳ = 1; else
                      the chunks' pullbacks (kept where memory is shared) or nothing
@@ -23,19 +24,18 @@ order, however chunks are grouped):
 from __future__ import annotations
 
 import itertools
-import time
 from typing import Any, Callable
 
 import numpy as np
 from executors import WhereRaised, mark_raised, where_raised
 from executors.base import add_note
 
-from ..api import DerivativeName, gather_gradients, jvp, one_like, pullback_of, traced_call
+from ..api import DerivativeName, jvp, leaf_gradients, one_like, pullback_of, traced_call
 from ..pytrees import LEAF, LEAF_TYPES, PyTree, flatten, tree_map, unflatten
 from ..registry import Pullback
 from ..tangents import NoTangent, ZeroTangent, is_zero
 from ..tracer import F64_SCALARS, Traced, backprop
-from .schedule import GROUP_SECONDS
+from .policy import in_time
 
 
 def is_container(v):
@@ -134,10 +134,10 @@ def _rows(out, n, start):
     return leaves, tdef
 
 
-class Plan:
-    """What every chunk needs to know, besides its own elements (small and picklable):
-    ``f`` (or ``rebuild``, which makes it from its lifted state), whether the chunks are
-    summed or listed, and whether ``f`` takes a whole chunk at once."""
+class UserFunction:
+    """The user's ``f`` as every chunk applies it (small and picklable): ``f`` (or
+    ``rebuild``, which makes it from its lifted state), whether the chunks are summed or
+    listed, and whether ``f`` takes a whole chunk at once."""
 
     def __init__(self, f, rebuild, kind, vectorized):
         self.f, self.rebuild, self.kind, self.vectorized = f, rebuild, kind, vectorized
@@ -148,30 +148,9 @@ class Plan:
         return _over_chunk(fn, xs, shared, start, self.vectorized, self.kind == "sum")
 
 
-#: the clock a group's length is read from, before each of its chunks: wall time, which
-#: is never less than the thread's CPU time (a group only stops sooner), and is read
-#: without a system call (``time.thread_time`` makes one, a read per chunk)
-_group_clock = time.perf_counter
-
-
-def _each_in_time(group, run):
-    """``run(item)`` for the group's items until they have taken ``GROUP_SECONDS``; an
-    error says which item of the group raised it."""
-    out, t0 = [], _group_clock()
-    for j, item in enumerate(group):
-        if j and _group_clock() - t0 > GROUP_SECONDS:
-            break
-        try:
-            out.append(run(item))
-        except (Exception, SystemExit) as e:
-            mark_raised(e, WhereRaised(part=j))
-            raise
-    return out
-
-
 def chunk_value(group, plan, state, shared):
     """The values of a group of consecutive chunks (nothing differentiated)."""
-    return _each_in_time(group, lambda item: plan.body(state, item[0], item[1], *shared))
+    return in_time(group, lambda item: plan.body(state, item[0], item[1], *shared))
 
 
 class _Layout:
@@ -186,14 +165,14 @@ class _Layout:
         self.whole = 1 in self.idx and type(group[0][0]) in (list, tuple)
         own = [i for i in self.idx if not (self.whole and i == 1)]
         self.own, self.args = own, []
-        if self.whole:
-            kind = type(group[0][0])
-            self.args.append(kind(x for xs, _ in group for x in xs))
+        if self.whole:  # (where each chunk's elements start among the group's)
+            self.firsts = list(itertools.accumulate((len(xs) for xs, _ in group), initial=0))
+            self.args.append(type(group[0][0])(x for xs, _ in group for x in xs))
         for xs, _ in group:
             parts = (state, xs, *shared)
             self.args.extend([parts[i] for i in own])
 
-    def parts(self, j, values, state, shared, offset):
+    def parts(self, j, values, state, shared):
         """Chunk ``j``'s (state, xs, *shared), its differentiated parts from ``values``."""
         xs = self.group[j][0]
         parts = [state, xs, *shared]
@@ -201,57 +180,61 @@ class _Layout:
         for a, i in enumerate(self.own):
             parts[i] = values[base + a]
         if self.whole:
-            parts[1] = values[0][offset:offset + len(xs)]
+            parts[1] = values[0][self.firsts[j]:self.firsts[j + 1]]
         return parts
 
+    def gather(self, plans, cot):
+        """The cotangents of each traced argument's leaves (``leaf_gradients``), and where
+        each element of the group's xs starts among its leaves."""
+        if self.whole:
+            self.starts = list(itertools.accumulate((e.n_leaves for e in plans[0][0].children), initial=0))
+        return [leaf_gradients(plan, cot) for plan in plans]
+
     def split(self, grads):
-        """Each chunk's cotangents of (state, xs, *shared), from those of the arguments."""
-        out, offset = [], 0
-        for j, (xs, _) in enumerate(self.group):
+        """Each chunk's cotangents of (state, xs, *shared), from ``gather``'s: for a
+        differentiated part, its leaves' cotangents in ``flatten``'s order (its elements'
+        one after another for xs), else ``NoTangent()``."""
+        out = []
+        for j in range(len(self.group)):
             base = int(self.whole) + j * len(self.own)
             full = [NoTangent()] * self.n
             for a, i in enumerate(self.own):
                 full[i] = grads[base + a]
             if self.whole:
-                full[1] = type(xs)(grads[0][offset:offset + len(xs)])
-                offset += len(xs)
+                full[1] = grads[0][self.starts[self.firsts[j]]:self.starts[self.firsts[j + 1]]]
             out.append(tuple(full))
         return out
 
 
 def _chunks_fn(plan, layout, state, shared):
     """The group's chunks as one function of the arguments ``layout`` traces, returning
-    the list of their values."""
+    the list of their values: those of the group's first chunks when its time ran out
+    (the group contract, ``policy.in_time``)."""
     def chunks_fn(*values):
-        ys, offset, t0 = [], 0, _group_clock()
-        for j, (xs, start) in enumerate(layout.group):
-            if j and _group_clock() - t0 > GROUP_SECONDS:
-                break  # the rest waits for another group: no tape holds much work
-            parts = layout.parts(j, values, state, shared, offset)
-            offset += len(xs)
-            try:
-                ys.append(plan.body(parts[0], parts[1], start, *parts[2:]))
-            except (Exception, SystemExit) as e:
-                mark_raised(e, WhereRaised(part=j))  # which chunk of the group
-                raise
-        return ys
+        def chunk(j):
+            parts = layout.parts(j, values, state, shared)
+            return plan.body(parts[0], parts[1], layout.group[j][1], *parts[2:])
+
+        return in_time(range(len(layout.group)), chunk)
 
     return chunks_fn
 
 
-def trace_chunks(f: Callable[..., Any], args: tuple[Any, ...],
-                 at_one: bool) -> tuple[list[Any], tuple[PyTree, ...] | None, Pullback | None]:
+def trace_chunks(f: Callable[..., Any], args: tuple[Any, ...], at_one: bool,
+                 gather: Callable[..., Any] | None = None) -> tuple[list[Any], Any, Pullback | None]:
     """psum's chunk work, traced once: ``f(*args)`` returns a list of values, one per
     chunk. ``(values, cotangents, None)`` when ``at_one`` is asked and every value is a
     real number (a real sum's pullback is linear in ȳ, so the cotangents of ``args`` at ȳ = 1 say it
     all, from one reverse pass at once), else ``(values, None, back)`` as ``pullback``
-    gives. The caller names what ``f`` returned in its own errors.
+    gives. Cotangents come as ``gather(plans, cotangents by slot)`` makes them, by default
+    each argument's leaves' (``leaf_gradients``), which psum adds up leaf by leaf. The
+    caller names what ``f`` returned in its own errors.
 
     >>> import numpy as np
     >>> trace_chunks(lambda x: [np.sum(x * x)], (np.array([1.0, 2.0]),), at_one=True)
-    ([np.float64(5.0)], (array([2., 4.]),), None)
+    ([np.float64(5.0)], [[array([2., 4.])]], None)
     """
-    fname = DerivativeName("pullback", f)
+    fname, gather = DerivativeName("pullback", f), gather or _each_leaf
     trace, plans, outs = traced_call(fname, f, args)
     if at_one:
         values, seeds = [], []
@@ -266,9 +249,13 @@ def trace_chunks(f: Callable[..., Any], args: tuple[Any, ...],
             if traced:
                 seeds.append((out.slot, one_like(value)))
         else:
-            return values, gather_gradients(plans, backprop(trace, seeds)), None
-    y, back = pullback_of(fname, trace, plans, outs)
+            return values, gather(plans, backprop(trace, seeds)), None
+    y, back = pullback_of(fname, trace, plans, outs, gather)
     return y, None, back
+
+
+def _each_leaf(plans, cot):
+    return [leaf_gradients(plan, cot) for plan in plans]
 
 
 def _traced(group, plan, active, state, shared, at_one):
@@ -276,7 +263,8 @@ def _traced(group, plan, active, state, shared, at_one):
     elements (an error of f names its own element)."""
     layout = _Layout(group, active, state, shared)
     try:
-        ys, grads, back = trace_chunks(_chunks_fn(plan, layout, state, shared), tuple(layout.args), at_one)
+        ys, grads, back = trace_chunks(_chunks_fn(plan, layout, state, shared), tuple(layout.args), at_one,
+                                       layout.gather)
     except (Exception, SystemExit) as e:
         where = where_raised(e)
         if where is None or where.part is None:  # not raised by f, which names its chunk
@@ -398,7 +386,7 @@ def chunk_jvp(item, plan, state, shared, tangents):
 
 def jvp_chunks(group, plan, state, shared):
     """``(value, tangent)`` of each chunk of a group: ``((xs, start), tangents)`` pairs."""
-    return _each_in_time(group, lambda pair: chunk_jvp(pair[0], plan, state, shared, pair[1]))
+    return in_time(group, lambda pair: chunk_jvp(pair[0], plan, state, shared, pair[1]))
 
 
 class ChunkWork:

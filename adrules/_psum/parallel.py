@@ -42,12 +42,12 @@ from ..pytrees import LEAF, flatten, tangent_leaves, tree_map, unflatten
 from ..registry import frule, primitive, rrule
 from ..tangents import NoTangent, ZeroTangent, add_tangents, dense, is_zero
 from ..tracer import Traced, TracerError, primal_value
-from . import schedule, to_workers
+from . import policy, schedule, to_workers
 from .chunks import (
     ChunkGradient,
     ChunkJVP,
     ChunkPullback,
-    Plan,
+    UserFunction,
     add_values,
     chunk_backward,
     chunk_forward,
@@ -130,16 +130,13 @@ class _FoldSum:
         return zero if self.count == 0 else self.total
 
 
-def _gather_elements(parts, xs):
-    """Concatenate per-chunk element cotangents back into the structure of ``xs``."""
+def _element_leaves(parts, xs):
+    """The leaves' cotangents of ``xs`` from those of its chunks (``parts``, in chunk
+    order): an array's chunks' cotangents concatenated, a sequence's one after another."""
     if isinstance(xs, np.ndarray) or type(xs) is Traced:  # traced: under a second derivative
-        return np.concatenate([np.reshape(p, (-1,) + xs.shape[1:]) if not is_zero(p)
-                               else np.zeros((0,) + xs.shape[1:], xs.dtype) for p in parts]) \
-            if parts else np.zeros_like(xs)
-    out = []
-    for p in parts:
-        out.extend(p)
-    return type(xs)(out) if isinstance(xs, tuple) else out
+        return [np.concatenate([np.reshape(p[0], (-1,) + xs.shape[1:]) if not is_zero(p[0])
+                                else np.zeros((0,) + xs.shape[1:], xs.dtype) for p in parts])]
+    return [g for p in parts for g in p]
 
 
 class _Values:
@@ -204,9 +201,10 @@ class _Cotangents:
         self.elements = []
 
     def take(self, grads):
+        """Add a chunk's cotangents: per part, its leaves' (see ``chunks._Layout.split``)."""
         for j, sums in self.sums.items():
             g = grads[j]
-            leaves = [ZeroTangent()] * self.sizes[j] if is_zero(g) else flatten(g)[0]
+            leaves = [ZeroTangent()] * self.sizes[j] if is_zero(g) else g
             for acc, leaf in zip(sums, leaves):
                 acc.push(leaf)
         if self.call.active[1]:
@@ -217,9 +215,8 @@ class _Cotangents:
         scaled by ``ybar`` when given."""
         out = []
         for j in range(len(self.parts)):
-            if j == 1:
-                g = _gather_elements(self.elements, self.xs) if self.elements else NoTangent()
-                leaves = [ZeroTangent()] * self.sizes[1] if is_zero(g) else flatten(g)[0]
+            if j == 1 and self.elements:
+                leaves = _element_leaves(self.elements, self.xs)
             elif j in self.sums:
                 leaves = [acc.result(zero=ZeroTangent()) for acc in self.sums[j]]
             else:
@@ -304,7 +301,7 @@ class PsumCall:
 
     def resolve(self, state, xs, shared):
         """The executor, once what its workers would receive is known to travel (its
-        workers are started by ``schedule.decide``, for work that gains on them)."""
+        workers are started by ``policy.decide``, for work that gains on them)."""
         executor = executors.resolve(self.executor)
         if self.timeout is not None and not executor.supports_timeout:
             raise ValueError(f"{self.name}: timeout= cannot be honoured on the {executor.name!r} executor "
@@ -462,7 +459,7 @@ def _map_over_chunks(call, work, elements, shared, phase):
     pmap on ``call``'s executor, so an outer differentiation runs its rules there too."""
     leaves, treedef = flatten((None, elements, list(shared)))
     active = (False, _has_traced(elements), *(_has_traced(s) for s in shared))
-    sub = PsumCall(Plan(work, None, "map", False), treedef, active, call.user_f, call.executor, 1,
+    sub = PsumCall(UserFunction(work, None, "map", False), treedef, active, call.user_f, call.executor, 1,
                    call.progress, call.dispatch, call.timeout)
     sub.outer = call  # its elements are call's chunks: a timeout names the user's elements
     sub.key = (call.key, type(work).__name__)  # measured apart from the user's first-order calls
@@ -542,13 +539,10 @@ def _psum_or_pmap(kind, f, xs, shared, executor, chunk_size, vectorized, progres
     if vectorized and not isinstance(primal_value(xs), np.ndarray):
         raise TypeError(f"{kind}(vectorized=True): xs must be a NumPy array whose chunks "
                         f"(slices along the first axis) f receives; got {type(xs).__name__}.")
-    try:
-        dispatch = executors.resolve_dispatch(dispatch)
-    except ValueError as e:
-        raise ValueError(f"{kind}: {e}") from None
+    dispatch = policy.resolve_dispatch(kind, dispatch)
     timeout = check_timeout(timeout, kind)
     state, rebuild = split_callable(f)
-    plan = Plan(f if rebuild is None else None, rebuild, "sum" if kind == "psum" else "map", vectorized)
+    plan = UserFunction(f if rebuild is None else None, rebuild, "sum" if kind == "psum" else "map", vectorized)
     call = PsumCall(plan, None, (False,) * (2 + len(shared)), f, executor, chunk_size, progress, dispatch, timeout)
     if not _STATE.active:  # nothing is differentiated anywhere: no primitive call to record
         as_received = to_workers.as_received

@@ -8,24 +8,16 @@
                    again (no estimate yet, or the workers still starting); an INLINE
                    group that stops early (heavier than estimated) decides again too
 
-The policy, as the README states it: a phase runs on the executor when that is expected
-to be at least ``MARGIN`` times faster than its chunks one after another in the calling
-thread. The inline time is the chunks' CPU time as the call site last measured it; the
-parallel time is that work shared by the workers plus the executor's overhead per map,
-task and byte of results (``Executor.overhead()``), and no less than what the site's last
-parallel run achieved (``Site.measured_speedup``). Workers not started are started only
-for work that would gain ``MARGIN`` at the executor's ``prior_overhead`` (its expected cost
-until measured) on the cores not busy with other work (``free_cores``); otherwise the
-chunks run inline and nothing starts (``executor.start()`` starts them at once). A site
-is a call site (the user's function), phase and executor. Chunks do the same float
-operations in the same order wherever they run: only the time a call takes depends on
-this, never its results.
+Where to run, and how many chunks a group or a task holds, is the placement policy's
+(``policy.py``); this module acts on it and teaches it what each run measured. A chunk
+function keeps the group contract (``policy``'s docstring): ``_inline`` and ``_Task`` run
+the chunks a group left in another. Chunks do the same float operations in the same order
+wherever they run: only the time a call takes depends on this, never its results.
 """
 
 from __future__ import annotations
 
 import logging
-import math
 import os
 import sys
 import threading
@@ -33,26 +25,13 @@ import time
 
 import executors
 from executors import WhereRaised, mark_raised, warn, where_raised
-from executors.base import usable_cpu_count
 
 from ..callables import code_of, describe
+from .policy import (BIG_RESULT, ONE_FIRST, PARALLEL, Site, decide, explain, format_seconds, group_size, in_time,
+                     task_batches)
 from .worker_rules import travelling_rules
 
 logger = logging.getLogger("adrules.schedule")  # the name the README gives users
-
-MARGIN = 1.25  # parallel must be expected this many times faster than inline
-RETRY_CALLS = 32  # calls after which a site's measured parallel speed-up is measured again
-TASK_WORK = 10.0  # a task holds at least this many times the executor's per-task overhead
-BIG_RESULT = 2**20  # bytes: a chunk's result this big travels in a task of its own
-PRELOAD = ("adrules",)  # what starting worker processes import ahead of the first chunk
-
-#: a group's chunks traced on one tape hold up to this much work (seconds): a group
-#: stops after the chunk that takes it past (its caller sends the rest again). Each tape
-#: costs a traced call, a reverse pass and boxing of its own: fewer tapes of chunks under a
-#: millisecond pay on a loop of small models (asv_benchmarks/RESULTS.md)
-GROUP_SECONDS = 5e-3
-
-INLINE, PARALLEL, ONE_FIRST = "inline", "parallel", "a group inline first"
 
 
 class Clock:
@@ -62,130 +41,6 @@ class Clock:
 
 
 CLOCK = Clock()
-
-
-class Site:
-    """What one call site has measured: ``seconds`` of CPU per chunk (the last call's),
-    and the ``speedup`` its last parallel run achieved, measured on chunks of
-    ``speedup_at`` seconds, ``calls`` calls ago."""
-
-    __slots__ = ("seconds", "speedup", "speedup_at", "calls")
-
-    def __init__(self):
-        self.seconds = self.speedup = self.speedup_at = None
-        self.calls = 0
-
-    def measured_speedup(self, t):
-        """The last parallel run's speed-up, while it stands for chunks of ``t`` seconds:
-        until the work grew fourfold, or ``RETRY_CALLS`` calls times how many times slower
-        than inline that run was (so retrying costs at most ``1 / RETRY_CALLS`` of the
-        time), whichever comes first."""
-        s = self.speedup
-        if s is None or t > 4 * self.speedup_at or self.calls >= RETRY_CALLS / min(s, 1.0):
-            return None
-        return s
-
-
-def decide(site: Site, executor, n: int, dispatch: str = "auto", result_bytes: int = 0,
-           cores: float | None = None) -> tuple[str, tuple]:
-    """``(where, why)`` for the ``n`` chunks left of a call (``result_bytes``: of each
-    chunk's result, where known; ``cores``: those free for workers not started yet, by
-    default from the load average, see ``free_cores``).
-
-    >>> site = Site(); site.seconds = 1e-3
-    >>> where, why = decide(site, executors.SerialExecutor(), 16)
-    >>> where, explain(why)
-    ('inline', 'serial has 1 worker')
-    """
-    if dispatch == "always":
-        return PARALLEL, ("dispatch='always'",)
-    if executor.n_workers < 2:
-        return INLINE, ("{} has 1 worker", executor.name)
-    if n < 2:
-        return INLINE, ("one chunk",) if n else ("no chunk",)
-    t = site.seconds
-    if t is None:
-        return ONE_FIRST, ("no estimate yet",)
-    work = n * t
-    if not executor.started():  # start workers only for work that gains on them
-        cores = free_cores(executor.n_workers) if cores is None else cores
-        expected = parallel_seconds(executor, t, n, result_bytes, executor.prior_overhead, cores)
-        if work < MARGIN * expected:
-            return INLINE, ("est. {} inline vs {} on {} once started ({:.3g} cores free): not started",
-                            _seconds(work), _seconds(expected), executor.name, cores)
-        executor.start(preload=PRELOAD)
-    if not executor.ready():
-        return ONE_FIRST, ("est. {} of work; {} workers starting", _seconds(work), executor.name)
-    expected = parallel_seconds(executor, t, n, result_bytes)
-    speedup = site.measured_speedup(t)
-    if speedup is not None:  # what the site's last parallel run achieved, where it says less
-        expected = max(expected, work / max(speedup, 1e-9))
-    why = ("est. {} inline vs {} on {}{}", _seconds(work), _seconds(expected), executor.name,
-           "" if speedup is None else f" (its last parallel run: {speedup:.2f}x)")
-    return (PARALLEL if work >= MARGIN * expected else INLINE), why
-
-
-def explain(why: tuple) -> str:
-    """The text of a reason ``decide`` gave (formatted only when asked: the log's)."""
-    return why[0].format(*why[1:])
-
-
-def parallel_seconds(executor, t: float, n: int, result_bytes: int = 0, overhead=None,
-                     cores: float | None = None) -> float:
-    """The model: ``n`` chunks of ``t`` seconds shared by the workers (on ``cores`` of
-    them at most, where given), plus the executor's overhead per map, per task (see
-    ``batches``), and per byte of each chunk's result (``result_bytes``) brought back:
-    ``overhead``, else the executor's measured one.
-
-    >>> round(parallel_seconds(executors.SerialExecutor(), 0.01, 8), 3)
-    0.08
-    """
-    per_call, per_task, per_byte = overhead if overhead is not None else executor.overhead()
-    tasks = _n_tasks(n, executor.n_workers, t, per_task, result_bytes > BIG_RESULT)
-    workers = executor.n_workers if cores is None else max(1.0, min(executor.n_workers, cores))
-    return n * t / workers + per_call + tasks * per_task + n * result_bytes * per_byte
-
-
-def free_cores(n_workers: int) -> float:
-    """How many of ``n_workers`` would get a core: the usable cores less those busy with
-    other work (the one-minute load average less this caller's own, which the workers
-    take over), at least one.
-
-    >>> 1 <= free_cores(2) <= 2
-    True
-    """
-    try:
-        busy = max(0.0, os.getloadavg()[0] - 1.0)
-    except (AttributeError, OSError):  # no load average (Windows): assume the cores are free
-        busy = 0.0
-    return max(1.0, min(float(n_workers), usable_cpu_count() - busy))
-
-
-def _n_tasks(n, n_workers, t, per_task, one_each=False):
-    if one_each or t <= 0 or n <= n_workers:
-        return n
-    n_tasks = math.ceil(n / max(1, math.ceil(TASK_WORK * per_task / t)))
-    return min(n, n_workers * math.ceil(n_tasks / n_workers))
-
-
-def batches(n: int, n_workers: int, t: float, per_task: float, one_each: bool = False) -> list[range]:
-    """Chunks ``0..n-1`` in tasks of consecutive chunks: each with at least ``TASK_WORK``
-    times the per-task overhead of work, as many tasks as a multiple of the workers (every
-    worker gets as many), sizes differing by at most one; ``one_each``: a chunk a task.
-
-    >>> [len(b) for b in batches(13, 2, 1e-3, 2e-4)]
-    [2, 2, 2, 2, 2, 1, 1, 1]
-    >>> [len(b) for b in batches(16, 2, 1.0, 2e-4)]
-    [1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1]
-    """
-    n_tasks = _n_tasks(n, n_workers, t, per_task, one_each)
-    size, extra = divmod(n, n_tasks)
-    out, start = [], 0
-    for k in range(n_tasks):
-        stop = start + size + (k < extra)
-        out.append(range(start, stop))
-        start = stop
-    return out
 
 
 _sites: dict = {}
@@ -273,22 +128,12 @@ def run(executor, fn, items, shared=(), *, key=None, dispatch="auto", on_result=
     return out
 
 
-def group_size(t, one_each=False):
-    """How many consecutive chunks of ``t`` seconds a call of the chunk function takes:
-    those traced together on one tape hold up to ``GROUP_SECONDS`` of work; one when
-    ``t`` is unknown, or each result is big (a dense cotangent).
+class PerItem:
+    """``fn(item, *shared)`` made a chunk function of a group of items, for ``run``: one
+    result per item, until the group's time runs out (``policy.in_time``); picklable
+    when ``fn`` is.
 
-    >>> group_size(1e-4), group_size(0.1), group_size(None)
-    (50, 1, 1)
-    """
-    return 1 if one_each or not t else max(1, int(GROUP_SECONDS / t))
-
-
-class each:
-    """``fn(item, *shared)`` made a function of a group of items, for ``run``: one result
-    per item (picklable when ``fn`` is).
-
-    >>> each(abs)([-1, -2])
+    >>> PerItem(abs)([-1, -2])
     [1, 2]
     """
 
@@ -298,14 +143,7 @@ class each:
         self.fn = fn
 
     def __call__(self, group, *shared):
-        out = []
-        for j, item in enumerate(group):
-            try:
-                out.append(self.fn(item, *shared))
-            except (Exception, SystemExit) as e:
-                mark_raised(e, WhereRaised(part=j))
-                raise
-        return out
+        return in_time(group, lambda item: self.fn(item, *shared))
 
 
 def _part_raised(e):
@@ -373,12 +211,9 @@ def _parallel(site, executor, fn, items, first, shared, on_result, on_done, one_
     """Chunks ``first..`` on the executor; what the run achieved teaches the site."""
     n = len(items) - first
     t = site.seconds or 0.0
-    # with a timeout, a chunk a task (unmeasured, the overhead is taken as nil): the time a
-    # first measurement takes is not spent, and the error names the chunks still running
-    per_task = executor.overhead()[1] if executor.ready() and timeout is None else 0.0
     size = group_size(t, one_each)  # the chunks of a task traced together, as inline
     tasks = [(items[first + r.start:first + r.stop], first + r.start, size)
-             for r in batches(n, executor.n_workers, t, per_task, one_each)]
+             for r in task_batches(executor, n, t, one_each or timeout is not None)]
     cpu = [0.0]
 
     def take(j, pairs):
@@ -447,17 +282,6 @@ def _placement(executor, n):
     return f"{n} chunk{'s' if n != 1 else ''} on {executor.name}:{executor.n_workers}"
 
 
-def _seconds(s):
-    """``12.3 ms``: three digits, in s, ms or µs.
-
-    >>> _seconds(1.0312), _seconds(0.0604), _seconds(4.2e-5)
-    ('1.03 s', '60.4 ms', '42 µs')
-    """
-    if s >= 0.9995:
-        return f"{s:.3g} s"
-    return f"{s * 1e3:.3g} ms" if s >= 1e-3 else f"{s * 1e6:.3g} µs"
-
-
 _OWN_DIRS = tuple(os.path.dirname(str(m.__file__)) + os.sep for m in (executors, sys.modules["adrules"]))
 
 
@@ -472,7 +296,7 @@ def _caller():
 def _log(label, about, n, where, why, wall):
     f = describe(about) if about is not None else "?"
     logger.debug("%s of %s, called at %s: %d chunks, %s (%s); took %s",
-                 label or "map", f, _caller(), n, where, explain(why), _seconds(wall))
+                 label or "map", f, _caller(), n, where, explain(why), format_seconds(wall))
 
 
 def _progress_bar(progress, total, label):

@@ -1,4 +1,4 @@
-"""Where psum's chunks run: what users get from the one policy (``adrules/_psum/schedule.py``).
+"""Where psum's chunks run: what users get from the one policy (``adrules/_psum/policy.py``).
 
 - ``SteadyStateOverSerial``: for each amount of work per call, from tiny scalars to the
   heavy ensemble, the psum gradient's time on threads:2 and processes:2 over the serial
@@ -29,7 +29,7 @@ import numpy as np
 
 import adrules as ad
 import executors
-from adrules._psum import schedule
+from adrules._psum import policy, schedule
 
 from . import common
 
@@ -239,7 +239,7 @@ class ScalingEfficiency:
 class TapeGroups:
     """10 cheap scalars' psum gradient on threads:2 (inline: too little work to send):
     microseconds over a plain loop's gradient, with consecutive chunks traced on one tape
-    (``schedule.GROUP_SECONDS`` of work at most) and with a tape per chunk."""
+    (``policy.GROUP_SECONDS`` of work at most) and with a tape per chunk."""
 
     unit = "us"
     params = [["one tape per group", "one tape per chunk"]]
@@ -249,12 +249,12 @@ class TapeGroups:
     def setup(self, tapes):
         self.xs = [float(v) for v in common.vector(10)]
         self.ex = common.make_executor("threads", 2)
-        self.saved = schedule.GROUP_SECONDS
-        schedule.GROUP_SECONDS = self.saved if tapes == "one tape per group" else 0.0
+        self.saved = policy.GROUP_SECONDS
+        policy.GROUP_SECONDS = self.saved if tapes == "one tape per group" else 0.0
         schedule.forget()
 
     def teardown(self, tapes):
-        schedule.GROUP_SECONDS = self.saved
+        policy.GROUP_SECONDS = self.saved
         common.close_executor(self)
 
     def track_gradient_over_loop_us(self, tapes):
