@@ -163,7 +163,7 @@ def _pieces(fn: Callable[..., Any], chunks: Sequence[range], fn_args: tuple[Any,
     while isinstance(f, (_OnLeaves, _OneArray, _Raveled, PartialCall)):  # the user's function names the work
         f = f.f
     return run(executors.resolve(executor), PerItem(fn), chunks, fn_args, key=work_key(f),
-               dispatch=resolve_dispatch(label), label=label, about=f)
+               dispatch=resolve_dispatch(label), label=label, user_f=f)
 
 
 def _basis(x: Any, k: int) -> NDArray[Any]:

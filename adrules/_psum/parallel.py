@@ -43,6 +43,7 @@ from ..registry import frule, primitive, rrule
 from ..tangents import NoTangent, ZeroTangent, add_tangents, dense, is_zero
 from ..tracer import Traced, TracerError, primal_value
 from . import policy, schedule, to_workers
+from .to_workers import PLAIN_SCALARS
 from .chunks import (
     ChunkGradient,
     ChunkJVP,
@@ -155,7 +156,7 @@ class _Values:
             if self.check:
                 _check_no_escaped_trace(y)
             self.list.extend(y)
-        elif type(y) in _PLAIN and self.sum.count == 0:
+        elif type(y) in PLAIN_SCALARS and self.sum.count == 0:
             self.list.append(y)
         else:
             if self.check:
@@ -225,11 +226,8 @@ class _Cotangents:
         return out
 
 
-_PLAIN = frozenset((float, int, np.float64, np.float32))
-
-
 def _is_one(ybar):
-    if type(ybar) in _PLAIN:
+    if type(ybar) in PLAIN_SCALARS:
         return ybar == 1
     # getattr, not np.shape: a container's cotangent (f returned (loss, aux)) is a tuple,
     # which np.shape would try to make into one array
@@ -237,7 +235,7 @@ def _is_one(ybar):
 
 
 def _check_no_escaped_trace(value):
-    if type(value) in _PLAIN or type(value) is np.ndarray and value.dtype != object:
+    if type(value) in PLAIN_SCALARS or type(value) is np.ndarray and value.dtype != object:
         return  # the common chunk values cannot hold a traced value: skip the flatten
     if _has_traced(value):
         raise TracerError(
@@ -321,7 +319,7 @@ class PsumCall:
         try:
             return schedule.run(executor, fn, items, shared, key=self.key, dispatch=self.dispatch,
                                 on_result=on_result, progress=self.progress, label=f"{self.name} {phase}",
-                                about=self.user_f, result_bytes=result_bytes, timeout=self.timeout)
+                                user_f=self.user_f, result_bytes=result_bytes, timeout=self.timeout)
         except executors.MapTimeoutError as e:
             if where_raised(e) is not None or e.unit != "chunks":
                 raise  # raised by f (a psum of its own): not this call's
@@ -479,7 +477,7 @@ def _values(call, items, values):
 def _summable(y):
     """The sum ``y``; one element's value has not been added to anything, so nothing has
     yet shown that it cannot be summed: None (a missing return) or a string."""
-    if type(y) in _PLAIN or type(y) is np.ndarray:
+    if type(y) in PLAIN_SCALARS or type(y) is np.ndarray:
         return y
     if y is None or type(y) is str or any(v is None or type(v) is str for v in flatten(y)[0]):
         raise TypeError(f"psum: {why_not_added(y, y)}")

@@ -77,12 +77,12 @@ def work_key(f):
 
 
 def run(executor, fn, items, shared=(), *, key=None, dispatch="auto", on_result=None, progress=False,
-        label="", about=None, result_bytes=0, clock=CLOCK, timeout=None):
+        label="", user_f=None, result_bytes=0, clock=CLOCK, timeout=None):
     """The results of ``fn`` over ``items`` (chunks), inline or on ``executor`` as
     ``decide`` says, in item order: ``fn(group, *shared)`` takes a list of consecutive
     items (see ``group_size``) and returns a result for each. ``on_result(i, result)`` is
     called in item order as results arrive, and what it returns is kept instead.
-    ``label`` and ``about`` (the user's function) name the phase in the log;
+    ``label`` and ``user_f`` (the user's function) name the phase in the log;
     ``result_bytes``: the size of each chunk's result where the caller knows it (a dense
     cotangent): above ``BIG_RESULT``, a chunk a task, so that no task holds several.
     ``timeout`` (seconds, or None): every chunk goes to the executor (as with
@@ -124,7 +124,7 @@ def run(executor, fn, items, shared=(), *, key=None, dispatch="auto", on_result=
     if logger.isEnabledFor(logging.DEBUG):
         placed = "inline" if i == n else (f"{_placement(executor, n - i)}" if i == 0 else
                                           f"chunks 0..{i - 1} inline, then {_placement(executor, n - i)}")
-        _log(label, about, n, placed, why, clock.wall() - w0)
+        _log(label, user_f, n, placed, why, clock.wall() - w0)
     return out
 
 
@@ -293,8 +293,8 @@ def _caller():
     return "?" if frame is None else f"{os.path.basename(frame.f_code.co_filename)}:{frame.f_lineno}"
 
 
-def _log(label, about, n, where, why, wall):
-    f = describe(about) if about is not None else "?"
+def _log(label, user_f, n, where, why, wall):
+    f = describe(user_f) if user_f is not None else "?"
     logger.debug("%s of %s, called at %s: %d chunks, %s (%s); took %s",
                  label or "map", f, _caller(), n, where, explain(why), format_seconds(wall))
 

@@ -160,9 +160,9 @@ def as_received(tree: Any) -> Any:
     t = type(tree)
     if t is np.ndarray:
         return _as_received(tree)
-    if tree is None or t in _PLAIN_SCALARS:
+    if tree is None or t in PLAIN_SCALARS:
         return tree
-    if (t is list or t is tuple) and _PLAIN_SCALARS.issuperset(map(type, tree)):
+    if (t is list or t is tuple) and PLAIN_SCALARS.issuperset(map(type, tree)):
         return tree  # tiny work over numbers: nothing to look at
     leaves, treedef = flatten(tree)
     fixed = leaves_as_received(leaves)
@@ -189,4 +189,4 @@ def _as_received(a):
     return a.copy(order="K") if flags.forc else np.ascontiguousarray(a)
 
 
-_PLAIN_SCALARS = frozenset((float, int, np.float64, np.float32))  # the scalar types with no memory layout to fix
+PLAIN_SCALARS = frozenset((float, int, np.float64, np.float32))  # the scalar types with no memory layout to fix
