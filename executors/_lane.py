@@ -13,7 +13,9 @@ to a worker's socket and reads the results itself::
      read, so the two never block on each other's full socket buffer)
 
 loky still starts the workers (with their initializer and environment), notices when
-one dies, and stops them. A worker's socket at end-of-file mid-task means it died.
+one dies, and stops them. A worker's socket at end-of-file mid-task means it died; one
+that has not connected ``start_seconds`` after the lane began (``START_SECONDS`` on an
+idle machine) hangs while starting.
 """
 
 from __future__ import annotations
@@ -33,8 +35,30 @@ from typing import Any, Callable, Iterable
 
 from . import _remote
 from ._tracebacks import RemoteTraceback, remote_text
+from .base import usable_cpu_count
 
 _OK, _ERROR, _OK_DREW = b"\x00", b"\x01", b"\x02"  # _OK_DREW: drew from np.random's global state
+
+#: seconds the worker processes may take to start on an idle machine (a fresh interpreter,
+#: its sitecustomize, the modules ``preload`` names; a second or two is usual) before a map
+#: waiting for them gives up: a worker that hangs while starting would hold it for ever.
+#: ``start_seconds`` scales it by how busy the machine is.
+START_SECONDS = 60.0
+
+
+def start_seconds(n_workers: int) -> float:
+    """How long ``n_workers`` worker processes may take to start: ``START_SECONDS`` times
+    the processes each usable core runs as they start (the one-minute load average, plus
+    the workers themselves), at least once.
+
+    >>> start_seconds(1) >= START_SECONDS
+    True
+    """
+    try:
+        load = os.getloadavg()[0]
+    except (AttributeError, OSError):  # no load average (Windows)
+        load = 0.0
+    return START_SECONDS * max(1.0, (load + n_workers) / usable_cpu_count())
 
 
 def serve(address: str, preload: Iterable[str], idle_timeout: float) -> str:
@@ -122,6 +146,15 @@ class WorkerGone(Exception):
         self.index, self.pending, self.unstarted = index, pending, unstarted
 
 
+class NotStarted(Exception):
+    """The workers had not all connected ``seconds`` after the lane began (``started``
+    of its ``n_workers`` had): one hangs while starting."""
+
+    def __init__(self, seconds: float, started: int, n_workers: int) -> None:
+        super().__init__(seconds, started, n_workers)
+        self.seconds, self.started, self.n_workers = seconds, started, n_workers
+
+
 class TimedOut(Exception):
     """The map's deadline passed with tasks ``running`` and ``not_started`` (None: none
     had started, the workers were still starting)."""
@@ -154,6 +187,7 @@ class Lane:
         self._listener.setblocking(False)
         self.n_workers = n_workers
         self.futures = [pool.submit(serve, address, tuple(preload), idle_timeout) for _ in range(n_workers)]
+        self.began = time.monotonic()  # the workers start now
         self.conns: list[Connection] = []
         self._owed: set[Connection] = set()  # a task of a map that raised is still on it
         self._accepting = threading.Lock()  # ready() may be asked while a map waits
@@ -181,14 +215,18 @@ class Lane:
     def wait_ready(self, failed: Callable[[], BaseException | None], deadline: float | None = None) -> None:
         """Block until every worker has connected; ``failed()`` returns an error to raise
         (a worker died while starting) or None. Past ``deadline`` (``time.monotonic``),
-        :class:`TimedOut`."""
+        :class:`TimedOut`; past ``start_seconds`` since the lane began, :class:`NotStarted`."""
         while not self.ready():
             wait([self._listener], timeout=0.05)
             error = failed()
             if error is not None:
                 raise error
-            if deadline is not None and time.monotonic() > deadline:
+            now = time.monotonic()
+            if deadline is not None and now > deadline:
                 raise TimedOut([], None)
+            waited = now - self.began
+            if waited > START_SECONDS and waited > (bound := start_seconds(self.n_workers)):
+                raise NotStarted(bound, len(self.conns), self.n_workers)
 
     def serving(self) -> bool:
         """False once a worker's serve task has ended (it sat idle for idle_timeout)."""

@@ -492,15 +492,19 @@ class DaskExecutor(Executor):
         after a loss, a nanny takes seconds to restart a worker (a minute on a busy
         machine), and Dask's scatter finds none ("No valid workers found" after its
         connect timeout) or sees one join mid-send. Waits at most ``WAIT_FOR_WORKERS``; a
-        worker that dies mid-send (its connection closed) is waited for again, twice at most."""
+        worker that dies mid-send is waited for again, twice at most: its connection closed
+        (an OSError), or, gone just after the data reached it, the scheduler's KeyError
+        (its scatter then records the copy on, or copies it on among, workers it has
+        removed meanwhile)."""
         for attempt in range(3):
             self._wait_for_workers()
             try:
                 return self._client.scatter([(key, data)], broadcast=True, hash=False)[0]
-            except (OSError, TimeoutError, ValueError) as e:  # CommClosedError is an OSError
+            except (OSError, TimeoutError, ValueError, KeyError) as e:  # CommClosedError is an OSError
                 if attempt == 2:
                     raise WorkerError(f"the dask cluster lost its workers while data was sent to them, "
-                                      f"three times: are its workers dying (see their logs)? ({e})") from e
+                                      f"three times: are its workers dying (see their logs)? "
+                                      f"({type(e).__name__}: {e})") from e
         raise AssertionError("unreachable")  # pragma: no cover
 
     def _wait_for_workers(self):

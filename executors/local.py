@@ -171,6 +171,8 @@ class ProcessExecutor(Executor):
     :meth:`start`) and stays alive across calls; idle workers exit after ``idle_timeout``
     seconds, and all within a second of this process's death.  A worker that dies mid-map
     raises :class:`executors.WorkerError` and the pool is restarted; Ctrl-C terminates it.
+    A map waits a minute for workers still starting (longer on a busy machine),
+    then raises :class:`executors.WorkerError` too: one hangs while starting.
 
     >>> import executors
     >>> with executors.ProcessExecutor(2) as ex:
@@ -321,6 +323,14 @@ class ProcessExecutor(Executor):
                         name, late.running, range(n) if late.not_started is None else late.not_started,
                         "The worker processes still running were stopped; the next map starts fresh "
                         "ones." if late.running else "Its worker processes were still starting.") from None
+                except _lane.NotStarted as late:
+                    flag.set()
+                    self._reset(lane)  # the workers hanging at start with it
+                    raise _start_error(
+                        f"the worker processes of the {name!r} executor did not start within {late.seconds:.0f} s "
+                        f"({late.started} of {late.n_workers} did; they were stopped): one hangs while starting",
+                        "Its output above, if any, says why (a fresh interpreter waits as it starts or imports "
+                        "here: a sitecustomize, a module that blocks on import)", name) from None
                 except _lane.WorkerGone as gone:
                     flag.set()
                     self._reset(lane)
@@ -350,11 +360,9 @@ class ProcessExecutor(Executor):
             if f.done():
                 exc = f.exception()
                 why = str(exc).rstrip(".") if exc is not None else "it stopped serving"
-                return WorkerError(f"a worker process of the {self.name!r} executor died while starting: "
-                                   f"{why}. Its output above "
-                                   "says why (a fresh interpreter fails to start or import here: a "
-                                   "sitecustomize, a module missing); fix that, or use another executor"
-                                   f"{_variable_hint(self.name)}")
+                return _start_error(f"a worker process of the {self.name!r} executor died while starting: {why}",
+                                    "Its output above says why (a fresh interpreter fails to start or import "
+                                    "here: a sitecustomize, a module missing)", self.name)
         return None
 
     def close(self) -> None:
@@ -419,6 +427,11 @@ def _exiting_on_linux(pid) -> bool:
         return True
     fields = stat[stat.rindex(b")") + 2:].split()  # after "pid (command) "
     return fields[0] in (b"Z", b"X") or bool(int(fields[6]) & 0x4)  # PF_EXITING (linux/sched.h)
+
+
+def _start_error(what, where_to_look, name):
+    """The error of workers that did not start: what happened, where to look, the fix."""
+    return WorkerError(f"{what}. {where_to_look}; fix that, or use another executor{_variable_hint(name)}")
 
 
 def _variable_hint(name):

@@ -157,6 +157,59 @@ def test_a_task_that_ends_its_worker_raises_worker_error_naming_it_and_the_next_
         assert _bits(_gradient(_loss, ws, X, ex)) == want
 
 
+def test_a_worker_gone_just_after_data_reached_it_is_a_retry_three_times_at_most(monkeypatch):
+    """A worker that died just after data was scattered to it made the scheduler's scatter
+    raise a bare KeyError out of the executor: the scheduler recorded the copy on a worker
+    it had removed meanwhile (the worker's address), or replicated it from there. The race
+    is made certain here: right after the data reaches a worker (or just before it is
+    copied on from there), the real scheduler removes that real worker (in-process
+    workers, quick to start)."""
+    import distributed
+    import distributed.scheduler
+
+    send = distributed.scheduler.scatter_to_workers
+    gone: list = []
+    lose = {"sent": 0, "copied": 0}  # workers still to remove: once the data reached one, before replicating it
+
+    with distributed.LocalCluster(n_workers=6, threads_per_worker=1, processes=False,
+                                  dashboard_address=None) as cluster, distributed.Client(cluster) as client:
+        scheduler = cluster.scheduler
+        replicate = scheduler.replicate
+
+        async def remove(address):
+            gone.append(address)
+            await scheduler.remove_worker(address, stimulus_id="test-worker-gone")
+
+        async def then_that_worker_goes(workers, data, rpc):
+            names, who_has, nbytes = await send(workers, data, rpc=rpc)
+            if lose["sent"]:
+                lose["sent"] -= 1
+                (address,) = {w for ws in who_has.values() for w in ws}
+                await remove(address)
+            return names, who_has, nbytes
+
+        async def its_holder_gone_first(keys, **kwargs):
+            if lose["copied"]:
+                lose["copied"] -= 1
+                (holder,) = scheduler.tasks[keys[0]].who_has
+                await remove(holder.address)
+            return await replicate(keys, **kwargs)
+
+        monkeypatch.setattr(distributed.scheduler, "scatter_to_workers", then_that_worker_goes)
+        monkeypatch.setattr(scheduler, "replicate", its_holder_gone_first)
+        with executors.DaskExecutor(client) as ex:
+            for point in ("sent", "copied"):  # the first attempt loses its worker, the second succeeds
+                lose[point] = 1
+                table = np.arange(10_000.0) + len(gone)
+                assert ex.map(lambda i, t: float(t[i]), [3, 7], shared=(ex.scatter(table),)) == [table[3], table[7]]
+                assert lose[point] == 0
+            lose["sent"] = 3  # every attempt loses its worker: the third raises
+            with pytest.raises(executors.WorkerError, match=r"lost its workers while data was sent to them, "
+                                                            r"three times.*KeyError"):
+                ex.scatter(np.arange(5_000.0))
+            assert len(gone) == 5 and len(client.scheduler_info()["workers"]) == 1
+
+
 def _on_sys_path(folder):
     sys.path.insert(0, folder)
 

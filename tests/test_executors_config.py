@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -279,3 +280,40 @@ def test_the_variable_naming_processes_whose_workers_cannot_start_gets_an_error_
                             "while starting: "), error
     assert error.endswith("fix that, or use another executor (ADRULES_EXECUTOR='processes:2' names it: set the "
                          "variable to 'threads', or unset it)"), error
+
+
+def test_processes_whose_workers_hang_while_starting_get_an_error_not_a_hang(tmp_path):
+    # every fresh interpreter of the workers hangs at start (a sitecustomize sleeps in them only);
+    # the script shortens the bound on starting (a minute on an idle machine) to a second
+    (tmp_path / "sitecustomize.py").write_text(textwrap.dedent("""\
+        import sys, time
+        if "loky.backend.popen_loky_posix" in " ".join(getattr(sys, "orig_argv", [])):
+            time.sleep(90)
+    """), encoding="utf-8")
+    (tmp_path / "train.py").write_text(textwrap.dedent("""\
+        import time
+        import adrules as ad
+        import executors._lane
+        executors._lane.START_SECONDS = 1.0
+        if __name__ == "__main__":
+            t0 = time.monotonic()
+            try:
+                ad.psum(lambda x: x * x, [1.0, 2.0, 3.0], dispatch="always")
+            finally:
+                print(f"{time.monotonic() - t0:.1f} s / {executors._lane.start_seconds(2):.1f} s", flush=True)
+    """), encoding="utf-8")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ADRULES_")}
+    env.update(ADRULES_EXECUTOR="processes:2",
+               PYTHONPATH=os.pathsep.join([str(tmp_path), ROOT, env.get("PYTHONPATH", "")]))
+    # (the workers hold the script's output open: it ends once they are stopped)
+    proc = subprocess.run([sys.executable, "train.py"], cwd=tmp_path, env=env, capture_output=True, text=True,
+                          timeout=60)
+    waited, bound = (float(w.split()[0]) for w in proc.stdout.split(" / "))
+    assert proc.returncode == 1 and 1.0 <= waited < bound + 10, proc.stdout  # the bound, then the error
+    error = proc.stderr.rstrip().splitlines()[-1]
+    assert re.fullmatch(
+        r"executors\.base\.WorkerError: the worker processes of the 'processes' executor did not start within "
+        r"\d+ s \(0 of 2 did; they were stopped\): one hangs while starting\. Its output above, if any, says why "
+        r"\(a fresh interpreter waits as it starts or imports here: a sitecustomize, a module that blocks on "
+        r"import\); fix that, or use another executor \(ADRULES_EXECUTOR='processes:2' names it: set the variable "
+        r"to 'threads', or unset it\)", error), error
