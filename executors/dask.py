@@ -41,6 +41,7 @@ than wait on no workers.
 
 from __future__ import annotations
 
+import asyncio
 import collections
 import logging
 import os
@@ -65,6 +66,9 @@ from .local import WORKER_MALLOC_ENV
 
 __all__ = ["DaskExecutor", "Scattered"]
 
+#: what distributed raises past a deadline: asyncio's TimeoutError, which is the built-in
+#: one only from Python 3.11 on
+_TIMEOUTS = (TimeoutError, asyncio.TimeoutError)
 WAIT_FOR_WORKERS = 120.0  # seconds the workers restarted after a loss are awaited before data is sent
 
 _INSTALL_HINT = (
@@ -500,7 +504,7 @@ class DaskExecutor(Executor):
             self._wait_for_workers()
             try:
                 return self._client.scatter([(key, data)], broadcast=True, hash=False)[0]
-            except (OSError, TimeoutError, ValueError, KeyError) as e:  # CommClosedError is an OSError
+            except (OSError, *_TIMEOUTS, ValueError, KeyError) as e:  # CommClosedError is an OSError
                 if attempt == 2:
                     raise WorkerError(f"the dask cluster lost its workers while data was sent to them, "
                                       f"three times: are its workers dying (see their logs)? "
@@ -736,7 +740,7 @@ class DaskExecutor(Executor):
                 f = next(completed)
             except StopIteration:
                 return
-            except TimeoutError:  # the deadline (distributed raises the built-in TimeoutError)
+            except _TIMEOUTS:  # the deadline
                 try:
                     on = self._client.run_on_scheduler(_processing_keys, f"executors-{token}-")
                 except Exception:  # pragma: no cover - a scheduler that cannot tell
