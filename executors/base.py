@@ -144,17 +144,17 @@ def check_timeout(value: Any, who: str) -> float | None:
     >>> check_timeout("3", "psum")
     Traceback (most recent call last):
     ...
-    TypeError: psum: timeout must be a number of seconds (the most the whole call may take) or None for no limit; got '3'
+    TypeError: psum: timeout must be a number of seconds (how long a pass over the items may take) or None for no limit; got '3'
     """
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise TypeError(f"{who}: timeout must be a number of seconds (the most the whole call may take) "
+        raise TypeError(f"{who}: timeout must be a number of seconds (how long a pass over the items may take) "
                         f"or None for no limit; got {value!r}")
     seconds = float(value)
     if not seconds > 0:  # (nan too)
-        raise ValueError(f"{who}: timeout must be a number of seconds greater than 0 (the most the whole "
-                         f"call may take) or None for no limit; got {value!r}")
+        raise ValueError(f"{who}: timeout must be a number of seconds greater than 0 (how long a pass "
+                         f"over the items may take) or None for no limit; got {value!r}")
     return None if seconds == math.inf else seconds
 
 
