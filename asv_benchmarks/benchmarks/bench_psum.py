@@ -2,7 +2,8 @@
 
 Targets (2 workers): the heavy ensemble's psum gradient >= 1.6x the serial psum gradient
 on processes and threads in steady state, >= 1.4x on a call site's first call with the
-pool started; psum of 10 cheap scalars within 50 us of a plain loop on every backend;
+pool started; psum of 10 cheap scalars within 50 us of a plain loop on every backend, and of
+16 small MLPs within 1.05x of the plain ``sum(...)`` it replaces (serial and threads);
 hvp of the heavy ensemble loss >= 1.6x over serial and <= 3x the gradient's time.
 ``bench_schedule`` sweeps the work size (never slower than serial) and the workers.
 
@@ -244,6 +245,36 @@ class CheapScalars:
 
     def time_psum_gradient(self):
         ad.gradient(lambda xs: ad.psum(common.cheap_scalar, xs, executor=self.ex), self.xs)
+
+
+class PsumOverPlainSum:
+    """psum against the line it replaces, ``sum(loss(m, x, y) for m in models)``: 16 MLPs
+    8-32-1 at batch 128, ``value_and_gradient``, on serial and threads:2 (the work is too
+    small to send, so both run the chunks inline): psum's time over the plain sum's (the
+    median of per-round ratios, the two timed in alternation). Target: <= 1.05."""
+
+    unit = "x plain sum"
+    params = [["serial", "threads"]]
+    param_names = ["backend"]
+    timeout = 180
+
+    def setup(self, backend):
+        common.pin_blas()
+        self.models = common.mlp_ensemble(16, 8, 32)
+        self.x, self.y = common.regression_batch(128, 8)
+        self.ex = common.make_executor(backend, 2 if backend != "serial" else 1)
+
+    def teardown(self, backend):
+        common.close_executor(self)
+
+    def track_psum_over_plain_sum(self, backend):
+        x, y, ex = self.x, self.y, self.ex
+        plain = lambda: ad.value_and_gradient(  # noqa: E731
+            lambda ms: sum(common.mlp_loss(m, x, y) for m in ms), self.models)
+        on = lambda: ad.value_and_gradient(  # noqa: E731
+            lambda ms: ad.psum(common.mlp_loss, ms, x, y, executor=ex), self.models)
+        return 1.0 / common.interleaved_speedups({"plain": plain, "psum": on}, over="plain",
+                                                 repeat=15, budget=0.05)["psum"]
 
 
 class CheapScalarsOverhead:
