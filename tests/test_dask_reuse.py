@@ -25,7 +25,9 @@ def test_unchanged_shared_data_is_sent_once_and_a_changed_array_again():
     rng = np.random.default_rng(0)
     data, models = rng.normal(size=(4096, 4)), [rng.normal(size=3) for _ in range(4)]
     want = ad.gradient(lambda ms: ad.psum(_fit, ms, data, executor="serial", chunk_size=2), models)[0]
-    with executors.DaskExecutor(n_workers=2) as ex, executors.DaskExecutor(n_workers=1, reuse_shared=False) as fresh:
+    # fresh: a second executor on the same cluster (no second cluster to start), sending
+    # the data afresh with every call
+    with executors.DaskExecutor(n_workers=2) as ex, executors.DaskExecutor(ex.client, reuse_shared=False) as fresh:
         for step in range(3):
             got = ad.gradient(lambda ms: ad.psum(_fit, ms, data, executor=ex, chunk_size=2), models)[0]
             assert all(a.tobytes() == b.tobytes() for a, b in zip(got, want))

@@ -42,6 +42,23 @@ def test_local_cluster_over_tls_gives_the_serial_answer():
 
 # ------------------------------------------------ the cluster DaskExecutor starts itself
 
+@pytest.fixture(scope="module")
+def default_cluster():
+    """A DaskExecutor as a user makes it, its own 1-worker cluster: shared by the tests
+    below that only look at it and reach it (a start is most of such a test's time)."""
+    pytest.importorskip("distributed")
+    with executors.DaskExecutor(n_workers=1) as ex:
+        yield ex
+
+
+@pytest.fixture(scope="module")
+def open_cluster():
+    """The same, started unsecured (``security=False``): Dask's own default."""
+    pytest.importorskip("distributed")
+    with executors.DaskExecutor(n_workers=1, security=False) as ex:
+        yield ex
+
+
 def _http_ports(ex):
     return [ex._cluster.scheduler.http_server.port,
             *ex.client.run(lambda dask_worker: dask_worker.http_server.port).values()]
@@ -92,7 +109,7 @@ def _nobody_cannot_run_python():
     return None
 
 
-def test_another_user_cannot_reach_the_default_cluster(tmp_path):
+def test_another_user_cannot_reach_the_default_cluster(tmp_path, default_cluster, open_cluster):
     """A process of another user id connected to the default cluster's scheduler and ran
     os.getuid() on a worker (0), and read /health and /info/... with dashboard=False. The
     same intruder, against the same cluster started unsecured, shows the attack works."""
@@ -101,19 +118,18 @@ def test_another_user_cannot_reach_the_default_cluster(tmp_path):
     if why_not is not None:
         pytest.skip(why_not)
     os.chmod(tmp_path, 0o777)  # the intruder's home
-    with executors.DaskExecutor(n_workers=1, security=False) as open_ex:
-        seen = _as_another_user(open_ex, tmp_path)
+    seen = _as_another_user(open_cluster, tmp_path)
     assert seen["uid"] != os.getuid()
     assert seen["scheduler"]["tcp"] == [os.getuid()], seen  # it ran code as us
     assert "Worker" in seen["servers"].values() and "Nanny" in seen["servers"].values(), seen
-    with executors.DaskExecutor(n_workers=1) as ex:
-        seen = _as_another_user(ex, tmp_path)
-        assert ex.map(abs, [-3]) == [3]  # we still can
-        # the bare connection gets through with the cluster's own certificate
-        intruder = _intruder_module()
-        address = ex.client.scheduler.address
-        ours = intruder.past_tls([address], str(tmp_path), ex._cluster.security)
-        assert ours[f"{address} own certificate"] == "accepted", ours
+    ex = default_cluster
+    seen = _as_another_user(ex, tmp_path)
+    assert ex.map(abs, [-3]) == [3]  # we still can
+    # the bare connection gets through with the cluster's own certificate
+    intruder = _intruder_module()
+    address = ex.client.scheduler.address
+    ours = intruder.past_tls([address], str(tmp_path), ex._cluster.security)
+    assert ours[f"{address} own certificate"] == "accepted", ours
     assert seen["uid"] != os.getuid()
     assert all(isinstance(v, str) and v.endswith("Error") for v in seen["scheduler"].values()), seen
     assert all(v.endswith("Error") for v in seen["servers"].values()), seen
@@ -122,20 +138,18 @@ def test_another_user_cannot_reach_the_default_cluster(tmp_path):
     assert (len(seen["servers"]), len(seen["past_tls"]), len(seen["http"])) == (6, 6, 8)
 
 
-def test_the_default_cluster_speaks_tls_only_and_serves_no_http_route():
-    pytest.importorskip("distributed")
-    with executors.DaskExecutor(n_workers=1) as ex:
-        addresses = [ex.client.scheduler.address, *_servers(ex)]
-        assert all(a.startswith("tls://127.0.0.1:") for a in addresses), addresses
-        for port in _http_ports(ex):
-            with pytest.raises(urllib.error.HTTPError) as info:
-                urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=10)
-            assert info.value.code == 404
+def test_the_default_cluster_speaks_tls_only_and_serves_no_http_route(default_cluster, open_cluster):
+    ex = default_cluster
+    addresses = [ex.client.scheduler.address, *_servers(ex)]
+    assert all(a.startswith("tls://127.0.0.1:") for a in addresses), addresses
+    for port in _http_ports(ex):
+        with pytest.raises(urllib.error.HTTPError) as info:
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=10)
+        assert info.value.code == 404
     with executors.DaskExecutor(n_workers=1, dashboard=True) as ex:  # asked for: served
         for port in _http_ports(ex):
             assert urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=10).read() == b"ok"
-    with executors.DaskExecutor(n_workers=1, security=False) as ex:
-        assert ex.client.scheduler.address.startswith("tcp://127.0.0.1:")
+    assert open_cluster.client.scheduler.address.startswith("tcp://127.0.0.1:")
 
 
 def test_bad_security_arguments_are_named():
