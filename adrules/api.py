@@ -279,7 +279,9 @@ def leaf_gradients(plan: _BoxedArgument, cot: Sequence[Any], seen: set[int] | No
             grads.append(NoTangent())
             continue
         g = cot[slot]
-        if type(leaf) is float and type(g) in F64_SCALARS:  # _float_cotangent's case, sooner
+        if type(g) is np.ndarray and type(leaf) is np.ndarray:  # the common case, first
+            grads.append(g if seen is None else _fresh(g, seen))
+        elif type(leaf) is float and type(g) in F64_SCALARS:  # _float_cotangent's case, sooner
             grads.append(float(g))
         elif isinstance(leaf, float):
             grads.append(_float_cotangent(g))

@@ -43,7 +43,7 @@ from .projection import ProjectionError, Spec, project_like
 from .pytrees import LEAF, LEAF_TYPES, flatten, tangent_leaves, unflatten
 from .registry import (NONDIFF, ONE, SCALAR, call_frule, call_rrule, complex_refused, frule as _frules,
                        function_name, holds_complex, rrule as _rrules, scalar_rule_misfit)
-from .tangents import AbstractZero, NoTangent, ZeroTangent, dense_zeros, is_float_value, is_zero, unthunk
+from .tangents import AbstractZero, NoTangent, Thunk, ZeroTangent, dense_zeros, is_float_value, is_zero, unthunk
 
 _next_level = itertools.count(1).__next__
 _active_lock = threading.Lock()
@@ -835,8 +835,9 @@ def record(f, entry, top, values, tracked, kwargs):
     if type(out) is not tuple or len(out) != 2 or not callable(out[1]):
         raise rrule_misfit(entry, out)
     y, pullback = out
-    for i in range(len(values)):  # the pullback keeps what it reads; the tape, shapes
-        _drop_if_big(values, i)
+    for i, v in enumerate(values):  # the pullback keeps what it reads; the tape, shapes (_drop_if_big)
+        if type(v) is _ndarray and v.size >= _BIG:
+            values[i] = Spec(v.shape, v.dtype)
     if isinstance(y, (tuple, list)) and not any(type(v) in _NESTED for v in y):
         # several outputs (NamedTuples keep their type): eigh's (values, vectors)
         boxes = [Traced(v, top) if is_float_value(v) else v for v in y]
@@ -1020,6 +1021,8 @@ def _open_containers(values, tracked, top):
     container of the same structure, ``ZeroTangent()`` for a leaf that carries none
     (forward), as gradients of containers come back."""
     for i, a in enumerate(values):
+        if type(a) in LEAF_TYPES or type(a) is Traced:  # (_boxes_inside's first test, sooner)
+            continue
         found = _boxes_inside(a, top) if _is_constant(tracked[i], top) else None
         if found is None:
             continue
@@ -1273,7 +1276,8 @@ def _pull_rule(cot, entry, grads, arg_slots, values):
         kind = type(slots)
         if kind is int:  # the argument's slot
             if slots >= 0:
-                _accumulate(cot, slots, unthunk(grads[i + 1]), values[i], entry, i)
+                g = grads[i + 1]
+                _accumulate(cot, slots, g() if isinstance(g, Thunk) else g, values[i], entry, i)  # unthunk
         elif kind is _ElementSlots:  # a list argument's, or a lifted callable's: one slot per element
             gi = unthunk(grads[i + 1])
             if not is_zero(gi):

@@ -192,7 +192,9 @@ def test_cheap_chunks_travel_in_batches_and_every_worker_gets_as_many():
 def test_a_group_stops_once_its_time_ran_out_and_runs_one_item_at_least(monkeypatch):
     """The group contract (policy.py): every chunk function, jacobian's columns too."""
     reads = iter(np.arange(100) * 0.6 * GROUP_SECONDS)  # each read of the clock: 0.6 budgets on
-    monkeypatch.setattr(policy, "_group_clock", lambda: next(reads))
+    now = [0.0]
+    monkeypatch.setattr(policy, "_group_clock", lambda: now.__setitem__(0, next(reads)) or now[0])
+    monkeypatch.setattr(policy, "_group_cpu", lambda: now[0])  # CPU time as the wall clock's
     assert schedule.PerItem(lambda x, k: k * x)(list(range(5)), 10) == [0, 10]  # reads at 0, 0.6, 1.2
     reads = iter(np.arange(100) * 2.0 * GROUP_SECONDS)
     assert schedule.PerItem(abs)([-3, -4]) == [3]  # heavier than the budget: one item

@@ -154,31 +154,33 @@ def chunk_value(group, plan, state, shared):
 
 
 class _Layout:
-    """Where each chunk of a group finds its differentiated parts (``idx``: which of
-    (state, xs, *shared) hold traced values) among the arguments traced: a list or tuple
-    ``xs`` is one argument for the whole group (each chunk takes its slice of the boxes:
-    one box per element still), the other parts one argument each per chunk."""
+    """Where each chunk of a group finds its differentiated parts among the arguments
+    traced: a list or tuple ``xs`` is one argument for the whole group (each chunk takes
+    its slice of the boxes: one box per element still), the other differentiated parts
+    (``own``: which of (state, xs, *shared) hold traced values) one argument each per
+    chunk."""
 
     def __init__(self, group, active, state, shared):
         self.group, self.n = group, len(active)
-        self.idx = [i for i, a in enumerate(active) if a]
-        self.whole = 1 in self.idx and type(group[0][0]) in (list, tuple)
-        own = [i for i in self.idx if not (self.whole and i == 1)]
-        self.own, self.args = own, []
-        if self.whole:  # (where each chunk's elements start among the group's)
+        self.whole = whole = active[1] and type(group[0][0]) in (list, tuple)
+        self.own = own = [i for i, a in enumerate(active) if a and not (whole and i == 1)]
+        self.args = args = []
+        if whole:  # (where each chunk's elements start among the group's)
             self.firsts = list(itertools.accumulate((len(xs) for xs, _ in group), initial=0))
-            self.args.append(type(group[0][0])(x for xs, _ in group for x in xs))
-        for xs, _ in group:
-            parts = (state, xs, *shared)
-            self.args.extend([parts[i] for i in own])
+            joined = [x for xs, _ in group for x in xs]
+            args.append(joined if type(group[0][0]) is list else tuple(joined))
+        if own:
+            for xs, _ in group:
+                parts = (state, xs, *shared)
+                args.extend([parts[i] for i in own])
 
     def parts(self, j, values, state, shared):
         """Chunk ``j``'s (state, xs, *shared), its differentiated parts from ``values``."""
-        xs = self.group[j][0]
-        parts = [state, xs, *shared]
-        base = int(self.whole) + j * len(self.own)
-        for a, i in enumerate(self.own):
-            parts[i] = values[base + a]
+        parts = [state, self.group[j][0], *shared]
+        if self.own:
+            base = int(self.whole) + j * len(self.own)
+            for a, i in enumerate(self.own):
+                parts[i] = values[base + a]
         if self.whole:
             parts[1] = values[0][self.firsts[j]:self.firsts[j + 1]]
         return parts
@@ -194,28 +196,34 @@ class _Layout:
         """Each chunk's cotangents of (state, xs, *shared), from ``gather``'s: for a
         differentiated part, its leaves' cotangents in ``flatten``'s order (its elements'
         one after another for xs), else ``NoTangent()``."""
-        out = []
+        out, own, whole = [], self.own, self.whole
         for j in range(len(self.group)):
-            base = int(self.whole) + j * len(self.own)
-            full = [NoTangent()] * self.n
-            for a, i in enumerate(self.own):
-                full[i] = grads[base + a]
-            if self.whole:
+            full = [_NO_TANGENT] * self.n
+            if own:
+                base = int(whole) + j * len(own)
+                for a, i in enumerate(own):
+                    full[i] = grads[base + a]
+            if whole:
                 full[1] = grads[0][self.starts[self.firsts[j]]:self.starts[self.firsts[j + 1]]]
             out.append(tuple(full))
         return out
+
+
+_NO_TANGENT = NoTangent()
 
 
 def _chunks_fn(plan, layout, state, shared):
     """The group's chunks as one function of the arguments ``layout`` traces, returning
     the list of their values: those of the group's first chunks when its time ran out
     (the group contract, ``policy.in_time``)."""
+    group, body = layout.group, plan.body
+
     def chunks_fn(*values):
         def chunk(j):
             parts = layout.parts(j, values, state, shared)
-            return plan.body(parts[0], parts[1], layout.group[j][1], *parts[2:])
+            return body(parts[0], parts[1], group[j][1], *parts[2:])
 
-        return in_time(range(len(layout.group)), chunk)
+        return in_time(range(len(group)), chunk)
 
     return chunks_fn
 
