@@ -10,7 +10,9 @@ counts do not move with the load of a shared machine, as times do; psum's counts
 move a little, as its schedule reads the clock. Workloads: ``sumsq`` (``np.sum(x ** 2)``,
 n = 100), ``chain`` (the 50-op chain on 10 floats), ``small`` and ``heavy`` (the small
 ensemble's gradient, the heavy ensemble's first 8 models), ``psum`` (the small ensemble's
-psum gradient on the serial executor, steady state).
+psum gradient on the serial executor, steady state), ``chunks`` (psum's per-chunk cost: 64
+floats through a trivial ``@primitive``, a chunk each, every chunk a task on the serial
+executor, ``dispatch="always"``: divide a call by 64).
 """
 
 from __future__ import annotations
@@ -41,7 +43,21 @@ def workload(name):
         models, x, y = common.ensemble(common.SMALL)
         loss = common.member_loss(common.SMALL)
         return lambda: ad.gradient(lambda ms: ad.psum(loss, ms, x, y, executor="serial"), models)
-    raise SystemExit(f"unknown workload {name!r}: sumsq, chain, small, heavy or psum")
+    if name == "chunks":
+        xs = [float(i) for i in range(64)]
+        return lambda: ad.gradient(lambda xs: ad.psum(_times_one, xs, executor="serial", chunk_size=1,
+                                                      dispatch="always"), xs)
+    raise SystemExit(f"unknown workload {name!r}: sumsq, chain, small, heavy, psum or chunks")
+
+
+@ad.primitive
+def _times_one(x):
+    return x * 1.0
+
+
+@ad.rrule.register(_times_one)
+def _times_one_rrule(x):
+    return _times_one(x), lambda g: (ad.NoTangent(), g * 1.0)
 
 
 def main() -> None:
