@@ -23,7 +23,7 @@ def _load_test_helpers(*names):
             spec.loader.exec_module(sys.modules[name])
 
 
-_load_test_helpers("_complex_checks", "_complex_fd")
+_load_test_helpers("_complex_checks", "_complex_fd", "_load")
 
 
 def pytest_collection_modifyitems(config, items):

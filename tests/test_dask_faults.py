@@ -18,6 +18,15 @@ import pytest
 import adrules as ad
 import executors
 
+
+def _bound(seconds):
+    """``seconds`` stretched on a busy machine (tests/_load.py, which conftest.py loads;
+    imported here, not at the top: Dask workers import this module to unpickle its
+    functions, and only the test process has conftest's helpers)."""
+    import _load
+
+    return _load.bound(seconds)
+
 pytest.importorskip("distributed")
 
 
@@ -170,7 +179,7 @@ def test_a_task_that_ends_its_worker_raises_worker_error_naming_it_and_the_next_
                                                         rf"{int(allowed) + 1} times .*os\._exit") as info:
             ex.map(_item_exits_at_5, range(8), shared=(X,))  # X: 160 kB, scattered
         assert executors.where_raised(info.value).index == 5
-        assert time.monotonic() - t0 < 60
+        assert time.monotonic() - t0 < _bound(60)  # each death: a worker process started again
         assert ex.map(_item_exits_at_5, [1, 2], shared=(X,)) == [10.0, 10.0]
         # in psum, the task (of consecutive chunks) that holds element 5
         with pytest.raises(executors.WorkerError, match=r"^item \d+ of \d+: the dask workers running it died"):
@@ -374,9 +383,8 @@ def test_the_next_call_works_within_10_s_after_a_ctrl_c_or_an_interrupted_stuck_
             os.killpg(p.pid, signal.SIGKILL)
     lines = out.split("\n")
     assert p.returncode == 0 and lines[:3] == ["3.0", f"interrupted after {3 if case == 'hung' else 0}", "3.0"], err
-    # 10 s on a quiet machine; a busy one starts the replacement worker as many times slower
-    busy = max(1.0, os.getloadavg()[0] / (os.cpu_count() or 1))
-    assert float(lines[3]) < 10 * busy, out
+    # a busy machine starts the replacement worker as many times slower
+    assert float(lines[3]) < _bound(10), out
 
 
 _WORKERS_CLOSED_FOR_GOOD = '''
@@ -403,9 +411,9 @@ def test_a_cluster_whose_nannies_all_closed_is_started_again_not_waited_on(tmp_p
     script.write_text(_WORKERS_CLOSED_FOR_GOOD)
     try:
         r = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, cwd=tmp_path,
-                           timeout=120)
+                           timeout=_bound(120))
     except subprocess.TimeoutExpired as e:
         pytest.fail(f"hung; printed {e.stdout!r}")
     lines = r.stdout.split("\n")
     assert r.returncode == 0 and lines[:2] == ["[1, 2]", "[1, 2]"], r.stderr
-    assert float(lines[2]) < 10, r.stdout
+    assert float(lines[2]) < _bound(10), r.stdout  # a new cluster's start, not a wait for workers

@@ -15,10 +15,12 @@ import sys
 
 import pytest
 
+import _load  # noqa: E402  (tests/_load.py, which conftest.py loads)
+
 EXAMPLES = pathlib.Path(__file__).resolve().parent.parent / "examples"
 SCRIPTS = sorted(p.name for p in EXAMPLES.glob("*.py"))
 PORTED = sorted(f"ported/{p.name}" for p in EXAMPLES.glob("ported/*.py"))  # from autograd and JAX
-TIMEOUT = 180
+TIMEOUT = 180  # seconds on a quiet machine (a hang guard; stretched on a busy one)
 
 
 def test_examples_found():
@@ -40,11 +42,12 @@ def test_example_runs(name):
     env = dict(os.environ)
     env.pop("ADRULES_EXECUTOR", None)  # each example chooses its executors itself
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(EXAMPLES.parent), env.get("PYTHONPATH")]))
+    timeout = _load.bound(TIMEOUT)
     try:
         proc = subprocess.run([sys.executable, str(path)], cwd=EXAMPLES.parent, env=env,
-                              capture_output=True, text=True, timeout=TIMEOUT)
+                              capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired as e:
-        pytest.fail(f"{name} did not finish in {TIMEOUT} s\n--- stdout ---\n{e.stdout}\n"
+        pytest.fail(f"{name} did not finish in {timeout:.0f} s\n--- stdout ---\n{e.stdout}\n"
                     f"--- stderr ---\n{e.stderr}")
     assert proc.returncode == 0, (f"{name} exited with {proc.returncode}\n--- stdout ---\n"
                                   f"{proc.stdout}\n--- stderr ---\n{proc.stderr}")
