@@ -425,7 +425,7 @@ del dropped                                   # never closed: its threads stop
 release = threading.Event()
 stuck = executors.ThreadExecutor(2)
 try:
-    stuck.map(lambda x: release.wait(60) if x else time.sleep(0.5), [0, 1], timeout=2.0)
+    stuck.map(lambda x: release.wait(60) if x else x, [0, 1], timeout=2.0)
 except executors.MapTimeoutError as e:
     print("running", e.running)
 threading.Timer(1.0, release.set).start()     # the stuck task ends a second after the script
