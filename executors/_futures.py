@@ -1,4 +1,4 @@
-"""Collect ``concurrent.futures`` results in item order (thread and process pools).
+"""Collect ``concurrent.futures`` results in item order (what the lane to process workers is measured against: ``bench_schedule.Lane``).
 
 ::
 

@@ -3,8 +3,9 @@
 ::
 
     SerialExecutor     caller thread: fn(item, *shared) one after another
-    ThreadExecutor     caller ──submit──▶ ThreadPoolExecutor (persistent, lazy)
-                       each task runs in a copy of the caller's context
+    ThreadExecutor     caller ──(map, i) on a queue──▶ threads of its own (persistent,
+                       started as needed; see ``_threads``), each task in a copy of the
+                       caller's context
     ProcessExecutor    caller ──cloudpickle bytes──▶ loky ProcessPoolExecutor
                        (persistent, lazy; workers start with BLAS pinned to 1)
                        ◀──pickled result bytes── ; see ``_remote`` for the task
@@ -19,7 +20,6 @@ that restarts whenever another caller asks for a different worker count.
 
 from __future__ import annotations
 
-import concurrent.futures
 import contextvars
 import math
 import multiprocessing
@@ -29,9 +29,8 @@ import pickle
 import threading
 from typing import Any, Iterable
 
-from . import _abandon, _context, _lane, _remote, _shm
+from . import _abandon, _context, _lane, _remote, _shm, _threads
 from ._blas import PIN_ENV, blas_pinned
-from ._futures import collect
 from .base import (ENV_VAR, Executor, MapTimeoutError, WorkerError, annotate, check_positive_int, closed_mid_map,
                    map_inline, usable_cpu_count)
 
@@ -105,14 +104,13 @@ class ThreadExecutor(Executor):
 
     def __init__(self, n_workers: int | None = None) -> None:
         self.n_workers = check_positive_int(n_workers) or usable_cpu_count()
-        self._pool = None
+        self._pool: _threads.ThreadPool | None = None
         self._lock = threading.Lock()
 
-    def _get_pool(self):
+    def _get_pool(self) -> _threads.ThreadPool:
         with self._lock:
             if self._pool is None:
-                self._pool = concurrent.futures.ThreadPoolExecutor(max_workers=self.n_workers,
-                                                                   thread_name_prefix="executors-thread")
+                self._pool = _threads.ThreadPool(self.n_workers, "executors-thread")
             return self._pool
 
     def _map(self, fn, items, shared, on_done, results):
@@ -121,23 +119,19 @@ class ThreadExecutor(Executor):
         base.run(_context.enter_worker)
         flag = _abandon.ThreadFlag()
         base.run(_abandon.enter, flag)
-
-        def submit(i):
-            return pool.submit(base.copy().run, _boxed_unless_abandoned, fn, items[i], shared, flag)
-
         closes = self._closes
         try:
             with blas_pinned():
-                collect(submit, len(items), self.n_workers, on_done, self.name, results, abandon=flag,
-                        timeout_note=_THREADS_TIMEOUT_NOTE)
+                _threads.run_map(pool, fn, items, shared, base, on_done, self.name, results, abandon=flag,
+                                 timeout_note=_THREADS_TIMEOUT_NOTE)
         except MapTimeoutError:
             # threads still running cannot be stopped: the next map gets a pool of its own
             with self._lock:
                 if self._pool is pool:
                     self._pool = None
-            pool.shutdown(wait=False, cancel_futures=True)
+            pool.shutdown(wait=False)
             raise
-        except RuntimeError as exc:  # a cancelled item, or a submit after shutdown
+        except RuntimeError as exc:  # a cancelled item, or a map after shutdown
             if self._closes == closes:
                 raise
             raise closed_mid_map(self.name) from exc
@@ -151,7 +145,7 @@ class ThreadExecutor(Executor):
             pool, self._pool = self._pool, None
             self._closes += 1
         if pool is not None:
-            pool.shutdown(wait=True, cancel_futures=True)
+            pool.shutdown(wait=True)
 
 
 _THREADS_TIMEOUT_NOTE = (
@@ -381,11 +375,6 @@ class ProcessExecutor(Executor):
             self._shutdown_locked(kill=pool is not None and not _loky_pool_healthy(pool))
         if self._arrays is not None:
             self._arrays.close()  # after the workers are gone: nothing maps the files any more
-
-
-def _boxed_unless_abandoned(fn, item, shared, flag):
-    # a task started after its map raised: nobody reads its result
-    return [None] if flag.is_set() else [fn(item, *shared)]
 
 
 # loky has no public API for "is this pool usable?" or "which are its workers?": the private

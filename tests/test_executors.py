@@ -13,6 +13,7 @@ import os
 import pickle
 import random
 import signal
+import subprocess
 import sys
 import threading
 import time
@@ -406,6 +407,43 @@ def test_context_manager_closes():
     with ProcessExecutor(1) as ex:
         pids = ex.map(pid_of, range(2))
     assert all(gone(p) for p in pids)
+
+
+THREADS_AT_EXIT = """
+import threading, time
+import executors
+
+def pool_threads():
+    return sum(t.name.startswith("executors-thread") for t in threading.enumerate())
+
+kept = executors.ThreadExecutor(8)
+assert kept.map(abs, [-1, -2]) == [1, 2]
+print("started", pool_threads())             # as many as the map needed
+dropped = executors.ThreadExecutor(2)
+assert dropped.map(abs, [-1, -2, -3]) == [1, 2, 3]
+del dropped                                   # never closed: its threads stop
+release = threading.Event()
+stuck = executors.ThreadExecutor(2)
+try:
+    stuck.map(lambda x: release.wait(60) if x else x, [0, 1], timeout=2.0)
+except executors.MapTimeoutError as e:
+    print("running", e.running)
+threading.Timer(1.0, release.set).start()     # the stuck task ends a second after the script
+print("end", time.time())
+"""
+
+
+def test_pool_threads_start_as_maps_need_them_and_python_exits_once_their_tasks_are_done(tmp_path):
+    """Neither a ThreadExecutor left open nor one dropped unclosed keeps Python from
+    exiting; a task still running (left behind by a timeout) is waited for."""
+    script = tmp_path / "threads_at_exit.py"
+    script.write_text(THREADS_AT_EXIT)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=60, env=env)
+    assert out.returncode == 0, out.stderr
+    words = out.stdout.split()
+    assert words[:4] == ["started", "2", "running", "[1]"]
+    assert time.time() - float(words[-1]) > 0.9  # the stuck task was waited for
 
 
 def test_serial_cancels_nothing_but_stops_at_error():

@@ -42,7 +42,7 @@ from executors.base import usable_cpu_count
 
 MARGIN = 1.25  # parallel must be expected this many times faster than inline
 RETRY_CALLS = 32  # calls after which a site's measured parallel speed-up is measured again
-TASK_WORK = 10.0  # a task holds at least this many times the executor's per-task overhead
+TASK_WORK = 10.0  # a task holds at least this many times the executor's per-task overhead (and a group)
 BIG_RESULT = 2**20  # bytes: a chunk's result this big travels in a task of its own
 PRELOAD = ("adrules",)  # what starting worker processes import ahead of the first chunk
 
@@ -181,17 +181,19 @@ def free_cores(n_workers: int) -> float:
 def _n_tasks(n, n_workers, t, per_task, one_each=False):
     if one_each or t <= 0 or n <= n_workers:
         return n
-    n_tasks = math.ceil(n / max(1, math.ceil(TASK_WORK * per_task / t)))
+    n_tasks = math.ceil(n / max(group_size(t), math.ceil(TASK_WORK * per_task / t)))
     return min(n, n_workers * math.ceil(n_tasks / n_workers))
 
 
 def batches(n: int, n_workers: int, t: float, per_task: float, one_each: bool = False) -> list[range]:
-    """Chunks ``0..n-1`` in tasks of consecutive chunks: each with at least ``TASK_WORK``
-    times the per-task overhead of work, as many tasks as a multiple of the workers (every
-    worker gets as many), sizes differing by at most one; ``one_each``: a chunk a task.
+    """Chunks ``0..n-1`` in tasks of consecutive chunks: each with a group's work at least
+    (``group_size``: a task's chunks are traced together, and each tape has a cost of its
+    own) and ``TASK_WORK`` times the per-task overhead, as many tasks as a multiple of the
+    workers (every worker gets as many), sizes differing by at most one; ``one_each``: a
+    chunk a task.
 
     >>> [len(b) for b in batches(13, 2, 1e-3, 2e-4)]
-    [2, 2, 2, 2, 2, 1, 1, 1]
+    [4, 3, 3, 3]
     >>> [len(b) for b in batches(16, 2, 1.0, 2e-4)]
     [1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1]
     """
@@ -220,8 +222,8 @@ def task_batches(executor: executors.Executor, n: int, t: float, one_each: bool 
     """``batches`` of ``n`` chunks of ``t`` seconds for ``executor``'s workers, at its
     measured per-task overhead (none counted while its workers still start).
 
-    >>> [len(b) for b in task_batches(executors.SerialExecutor(), 3, 1e-3)]
-    [1, 1, 1]
+    >>> [len(b) for b in task_batches(executors.SerialExecutor(), 3, 1e-3)]  # one worker: one task
+    [3]
     """
     per_task = executor.overhead()[1] if executor.ready() else 0.0
     return batches(n, executor.n_workers, t, per_task, one_each)
