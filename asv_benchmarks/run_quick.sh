@@ -36,8 +36,13 @@ start=$(date +%s)
 "$PYTHON" -m asv machine --yes </dev/null >"$log" 2>&1 || {
     cat "$log"; echo "run_quick.sh: 'asv machine --yes' failed" >&2; exit 3; }
 
+# --launch-method forkserver: asv forks each benchmark (one per parameter combination,
+# ~230) from one process that imported the suite once, instead of starting a fresh
+# interpreter that imports it again (Python, NumPy, adrules, SciPy and autograd: seconds a
+# benchmark on a busy machine, most of this pass's time). Full runs keep asv's default.
 timeout --kill-after=30 "$GUARD_SECONDS" \
-    "$PYTHON" -m asv run --python=same --quick --show-stderr --dry-run "$@" </dev/null 2>&1 \
+    "$PYTHON" -m asv run --python=same --quick --show-stderr --dry-run --launch-method forkserver "$@" \
+    </dev/null 2>&1 \
     | tee -a "$log"
 asv_rc=${PIPESTATUS[0]}
 elapsed=$(( $(date +%s) - start ))

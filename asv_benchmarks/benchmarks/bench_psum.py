@@ -73,7 +73,7 @@ class SmallEnsembleSpeedup:
         loss = common.member_loss(common.SMALL)
         self.total = lambda ms: ad.psum(loss, ms, x, y, executor=ex)
         self.total_serial = lambda ms: ad.psum(loss, ms, x, y, executor="serial")
-        for _ in range(3):  # past the call site's first calls (PsumHeavyFirstCall's subject)
+        for _ in range(common.quick_or(3, 1)):  # past the call site's first call (PsumHeavyFirstCall's subject)
             ad.gradient(self.total, self.models)
 
     def teardown(self, backend):
@@ -143,10 +143,11 @@ class SmallEnsembleProcessesCeiling:
     def track_two_processes_speedup(self):
         a, b = self.procs
         ratios = []
-        for r in range(7):
-            alone = a.run(10)
-            a.start(10)
-            b.start(10)
+        calls = common.quick_or(10, 1)
+        for r in range(common.quick_or(7, 1)):
+            alone = a.run(calls)
+            a.start(calls)
+            b.start(calls)
             both = max(a.wait(), b.wait())
             ratios.append(2 * alone / both)
         return statistics.median(ratios)
@@ -362,6 +363,10 @@ class PsumHeavyFirstCall:
         ad.gradient(self.total, self.models)
 
 
+#: the shared argument's length: 191 MiB of float64; a quick pass takes a tenth (still
+#: far over every size threshold on the way: a big result, an array sent by memory map)
+SHARED_SIZE = common.quick_or(25_000_000, 2_500_000)
+
 _SHARED_GRADIENT = """
 import resource, sys, time
 import numpy as np
@@ -369,8 +374,8 @@ import adrules as ad, executors
 def fit(w, data):
     return np.sum(data * w)
 if __name__ == "__main__":
-    backend, n_chunks = sys.argv[1], int(sys.argv[2])
-    data = np.random.default_rng(0).standard_normal(25_000_000)  # 191 MiB
+    backend, n_chunks, size = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+    data = np.random.default_rng(0).standard_normal(size)
     weights = [float(i + 1) for i in range(16)]
     ex = executors.resolve(backend, 2 if backend != "serial" else None)
     if backend != "serial":  # (the serial executor has no workers to start)
@@ -406,7 +411,7 @@ class PeakMemSharedArgumentGradient:
 
         if backend == "dask" and importlib.util.find_spec("distributed") is None:
             raise NotImplementedError("the dask extra is not installed")  # asv shows n/a
-        out = subprocess.run([sys.executable, "-c", _SHARED_GRADIENT, backend, str(n_chunks)],
+        out = subprocess.run([sys.executable, "-c", _SHARED_GRADIENT, backend, str(n_chunks), str(SHARED_SIZE)],
                              capture_output=True, text=True, check=True)
         return float(out.stdout.split()[-1])
 
@@ -422,7 +427,7 @@ class PeakMemSharedArgument:
     def setup(self, backend):
         import numpy as np
 
-        self.data = np.random.default_rng(0).standard_normal(25_000_000)
+        self.data = np.random.default_rng(0).standard_normal(SHARED_SIZE)
         self.weights = [float(i + 1) for i in range(16)]
 
     def peakmem_shared_argument_gradient(self, backend):

@@ -73,7 +73,7 @@ class SteadyStateOverSerial:
         self.ex = ex = common.make_executor(backend, 2)
         self.on = lambda: ad.gradient(lambda xs: ad.psum(f, xs, *shared, executor=ex), xs)
         self.serial = lambda: ad.gradient(lambda xs: ad.psum(f, xs, *shared, executor="serial"), xs)
-        for _ in range(3):
+        for _ in range(common.quick_or(3, 1)):
             self.on(), self.serial()
         self.budget = 0.005 if work == "tiny" else 0.1
 
@@ -92,7 +92,7 @@ sys.path.insert(0, {bench!r})
 import common
 common.pin_blas()
 import adrules as ad, executors
-spec = dict(common.HEAVY, n_models=128)
+spec = dict(common.HEAVY, n_models=common.quick_or(128, 64))  # a quick pass: half (the pool still starts mid-call)
 models = common.mlp_ensemble(spec["n_models"], spec["d_in"], spec["d_hidden"])
 x, y = common.regression_batch(spec["batch"], spec["d_in"])
 ex = executors.SerialExecutor() if sys.argv[1] == "serial" else executors.ProcessExecutor(2)
@@ -229,7 +229,7 @@ class ScalingEfficiency:
     def track_efficiency(self, n_workers):
         ideal = len(self.xs) * 0.020 / n_workers
         times = []
-        for _ in range(3):
+        for _ in range(common.quick_or(3, 1)):
             t0 = time.perf_counter()
             self.grad()
             times.append(time.perf_counter() - t0)
@@ -327,7 +327,7 @@ class Lane:
             ex._overhead = (1e-3, 4e-4, 3e-9)  # the same tasks for both, whatever each measured
         self.grad = {ex: (lambda ex=ex: ad.gradient(
             lambda xs: ad.psum(f, xs, *shared, executor=ex, dispatch="always"), xs)) for ex in (self.lane, self.loky)}
-        for _ in range(3):
+        for _ in range(common.quick_or(3, 1)):
             self.grad[self.lane](), self.grad[self.loky]()
 
     def teardown(self, work):

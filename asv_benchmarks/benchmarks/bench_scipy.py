@@ -11,10 +11,30 @@ one attribute check each: SciPy's own function then runs.)
 """
 
 import numpy as np
+import scipy.integrate
+import scipy.linalg
+import scipy.signal
+import scipy.special
+import scipy.stats
 
 import adrules as ad
 
 from . import common
+
+# Imported with the module (as SciPy's are), not in each benchmark's setup: a quick pass
+# (run_quick.sh) forks every benchmark from one process that imported the suite, and these
+# imports took ~10 s a benchmark on the busy machine when each benchmark's setup paid them.
+try:
+    import autograd
+    import autograd.numpy as anp
+    import autograd.scipy.integrate
+    import autograd.scipy.linalg
+    import autograd.scipy.signal
+    import autograd.scipy.special
+    import autograd.scipy.stats
+    import autograd.scipy.stats.multivariate_normal  # noqa: F401  (a module in autograd)
+except ImportError:  # the benchmarks are skipped (not failed) without the bench extra
+    autograd = None
 
 
 def _data(seed=0):
@@ -68,23 +88,8 @@ def _arguments(spec):
 
 def _callables(name):
     """``{"adrules": fn, "autograd": fn}``: each library's gradient of workload ``name``."""
-    try:
-        import autograd
-        import autograd.numpy as anp
-        import autograd.scipy.integrate
-        import autograd.scipy.linalg
-        import autograd.scipy.signal
-        import autograd.scipy.special
-        import autograd.scipy.stats
-        import autograd.scipy.stats.multivariate_normal  # noqa: F401  (a module in autograd)
-    except ImportError:
+    if autograd is None:
         raise NotImplementedError("autograd is not installed: pip install -e '.[bench]'")
-    import scipy.integrate
-    import scipy.linalg
-    import scipy.signal
-    import scipy.special
-    import scipy.stats
-
     ours, spec = _workloads(np, scipy.stats, scipy.special, scipy.linalg, scipy.signal, scipy.integrate)[name]
     theirs, _ = _workloads(anp, autograd.scipy.stats, autograd.scipy.special, autograd.scipy.linalg,
                            autograd.scipy.signal, autograd.scipy.integrate)[name]

@@ -107,7 +107,9 @@ def reexec_with_measurement_env(script, argv, use_malloc_env=False):
 # ---------------------------------------------------------------------------
 
 SMALL = dict(name="small", n_models=32, d_in=16, d_hidden=64, batch=256)
-HEAVY = dict(name="heavy", n_models=32, d_in=16, d_hidden=512, batch=4096)
+#: a quick pass takes 8 heavy models, not 32: each is still heavy enough that psum sends
+#: a first call's chunks after chunk 0 to a pool, and the pass took minutes in heavy calls
+HEAVY = dict(name="heavy", n_models=quick_or(32, 8), d_in=16, d_hidden=512, batch=4096)
 MANY = dict(name="many", n_models=512, d_in=16, d_hidden=64, batch=256)
 #: BLAS-bound: 12 models of ten ``tanh(h @ w)`` layers, 400 rows through 200x200 weights
 DEEP = dict(name="deep", n_models=12, width=200, batch=400, layers=10)
@@ -414,6 +416,8 @@ def median_time(fn, repeat=7, number=None, budget=0.05):
     import time
 
     repeat, budget = _sampling(repeat, budget)
+    if number is None and QUICK:
+        number = 1
     if number is None:
         t0 = time.perf_counter()
         fn()
@@ -458,9 +462,9 @@ def interleaved_speedups(fns, over, repeat=11, budget=0.1):
 
 
 def _sampling(repeat, budget):
-    """``repeat`` and ``budget`` as given, or cut for a quick pass (three rounds keep a
-    median; a round times each callable at least once)."""
-    return (min(repeat, 3), min(budget, 0.005)) if QUICK else (repeat, budget)
+    """``repeat`` and ``budget`` as given, or cut for a quick pass: one round, each callable
+    called once in it (the pass checks the code runs; its figures are not read)."""
+    return (1, 0.0) if QUICK else (repeat, budget)
 
 
 def _interleaved_samples(fns, repeat, budget):
@@ -471,6 +475,9 @@ def _interleaved_samples(fns, repeat, budget):
     repeat, budget = _sampling(repeat, budget)
     numbers = {}
     for name, fn in fns.items():
+        if QUICK:  # one call each, in the one round: no sizing calls
+            numbers[name] = 1
+            continue
         fn()  # a first call may set things up: not what the budget is sized by
         t0 = time.perf_counter()
         fn()
