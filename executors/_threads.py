@@ -23,6 +23,7 @@ tasks they run, then stops them.
 
 from __future__ import annotations
 
+import os
 import queue
 import threading
 import time
@@ -71,6 +72,20 @@ class ThreadPool:
                 self._threads.append(thread)
             for task in tasks:
                 self._tasks.put(task)
+
+    def _forget_threads(self) -> None:
+        """In a child process forked from this one: the threads did not come along (only
+        the forking thread does), so the pool starts its own as a map needs them; tasks
+        queued in the parent are not the child's to run."""
+        self._lock = threading.Lock()  # another thread may have held it at the fork
+        while True:
+            try:
+                self._tasks.get_nowait()
+            except queue.Empty:
+                break
+        self._threads.clear()  # in place: the finalizer holds these objects
+        self._ran.clear()
+        self._queued = 0
 
     def shutdown(self, wait: bool = True) -> None:
         """Take the tasks not started off the queue (their maps see them cancelled), stop
@@ -194,6 +209,17 @@ def _watch(pool: ThreadPool) -> None:
         if not _exit_hook:
             threading._register_atexit(_stop_all)  # type: ignore[attr-defined]  # (Python 3.9+)
             _exit_hook = True
+
+
+def _after_fork_in_child() -> None:
+    global _pools_lock
+    _pools_lock = threading.Lock()
+    for pool in list(_pools):
+        pool._forget_threads()
+
+
+if hasattr(os, "register_at_fork"):  # (POSIX)
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def _stop_all() -> None:

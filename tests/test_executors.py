@@ -451,6 +451,37 @@ def test_pool_threads_start_as_maps_need_them_and_python_exits_once_their_tasks_
     assert time.time() - float(words[-1]) > 0.9  # the stuck task was waited for
 
 
+FORKED_CHILD = """
+import os, threading, warnings
+import executors
+
+warnings.simplefilter("ignore", DeprecationWarning)  # (3.12+: a fork with threads running)
+ex = executors.ThreadExecutor(2)
+assert ex.map(abs, [-1, -2]) == [1, 2]              # the pool's threads started
+pid = os.fork()
+if pid == 0:                                         # only the forking thread came along
+    try:
+        print("child", ex.map(abs, [-3, -4, -5], timeout=20), flush=True)
+    finally:
+        os._exit(0)
+os.waitpid(pid, 0)
+print("parent", ex.map(abs, [-6]), flush=True)
+"""
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="os.fork: POSIX only")
+def test_a_thread_executor_used_before_a_fork_runs_maps_in_the_child(tmp_path):
+    """A child forked after the pool's threads started (multiprocessing's "fork" start
+    method, a user's os.fork) had the pool with none of its threads: its first map waited
+    for ever."""
+    script = tmp_path / "forked_child.py"
+    script.write_text(FORKED_CHILD)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=60, env=env)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split("\n")[:2] == ["child [3, 4, 5]", "parent [6]"], (out.stdout, out.stderr)
+
+
 def test_serial_cancels_nothing_but_stops_at_error():
     calls = []
 
