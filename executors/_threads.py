@@ -53,8 +53,12 @@ class ThreadPool:
         self._lock = threading.Lock()  # guards the above and orders puts before a shutdown's
         self._stopped = False
         _watch(self)
+        self._stop_when_dropped()
+
+    def _stop_when_dropped(self) -> None:
         # a pool dropped without a shutdown: its idle threads stop (Python would wait for them at exit)
-        weakref.finalize(self, _stop_threads, self._tasks, self._threads).atexit = False
+        self._finalizer = weakref.finalize(self, _stop_threads, self._tasks, self._threads)
+        self._finalizer.atexit = False
 
     def put(self, tasks: list[tuple[Any, int]]) -> None:
         """Queue ``tasks``, with threads enough to run every task queued or running
@@ -77,15 +81,14 @@ class ThreadPool:
         """In a child process forked from this one: the threads did not come along (only
         the forking thread does), so the pool starts its own as a map needs them; tasks
         queued in the parent are not the child's to run."""
-        self._lock = threading.Lock()  # another thread may have held it at the fork
-        while True:
-            try:
-                self._tasks.get_nowait()
-            except queue.Empty:
-                break
-        self._threads.clear()  # in place: the finalizer holds these objects
-        self._ran.clear()
-        self._queued = 0
+        # New locks and a new queue: a thread that did not come along may have held one of
+        # them at the fork. (A SimpleQueue whose waiting thread had just been woken keeps its
+        # lock taken for good: its next get() would wait for ever.)
+        self._lock = threading.Lock()
+        self._tasks = queue.SimpleQueue()
+        self._threads, self._ran, self._queued = [], [], 0
+        self._finalizer.detach()
+        self._stop_when_dropped()
 
     def shutdown(self, wait: bool = True) -> None:
         """Take the tasks not started off the queue (their maps see them cancelled), stop

@@ -452,19 +452,26 @@ def test_pool_threads_start_as_maps_need_them_and_python_exits_once_their_tasks_
 
 
 FORKED_CHILD = """
-import os, threading, warnings
+import os, sys, traceback, warnings
 import executors
 
 warnings.simplefilter("ignore", DeprecationWarning)  # (3.12+: a fork with threads running)
 ex = executors.ThreadExecutor(2)
-assert ex.map(abs, [-1, -2]) == [1, 2]              # the pool's threads started
-pid = os.fork()
-if pid == 0:                                         # only the forking thread came along
-    try:
-        print("child", ex.map(abs, [-3, -4, -5], timeout=20), flush=True)
-    finally:
-        os._exit(0)
-os.waitpid(pid, 0)
+for fork in range(20):                               # a fork may catch a pool thread mid-wake-up
+    assert ex.map(abs, [-1, -2]) == [1, 2]           # the pool's threads started
+    pid = os.fork()
+    if pid == 0:                                     # only the forking thread came along
+        code = 1
+        try:
+            code = 0 if ex.map(abs, [-3, -4, -5], timeout=10) == [3, 4, 5] else 2
+        except BaseException:
+            traceback.print_exc()
+            sys.stderr.flush()
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    if status:
+        sys.exit(f"the child forked after map {fork} failed (wait status {status})")
 print("parent", ex.map(abs, [-6]), flush=True)
 """
 
@@ -473,13 +480,14 @@ print("parent", ex.map(abs, [-6]), flush=True)
 def test_a_thread_executor_used_before_a_fork_runs_maps_in_the_child(tmp_path):
     """A child forked after the pool's threads started (multiprocessing's "fork" start
     method, a user's os.fork) had the pool with none of its threads: its first map waited
-    for ever."""
+    for ever. Twenty forks: one that came while a pool thread was waking up once left the
+    child a task queue whose lock no thread would release."""
     script = tmp_path / "forked_child.py"
     script.write_text(FORKED_CHILD)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
-    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=60, env=env)
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120, env=env)
     assert out.returncode == 0, out.stderr
-    assert out.stdout.split("\n")[:2] == ["child [3, 4, 5]", "parent [6]"], (out.stdout, out.stderr)
+    assert out.stdout.split("\n")[0] == "parent [6]", (out.stdout, out.stderr)
 
 
 def test_serial_cancels_nothing_but_stops_at_error():
