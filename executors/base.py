@@ -398,6 +398,11 @@ class Executor:
     #: the caller its start and more)
     prior_overhead: tuple[float, float, float] = (0.0, 0.0, 0.0)
 
+    #: seconds of the caller's time starting the workers is expected to cost (workers
+    #: importing Python, NumPy and adrules take cores the caller's work had): psum starts
+    #: them once a call site's calls run inline would have gained this much on them
+    prior_start_cost: float = 0.0
+
     def start(self, preload: Iterable[str] = ()) -> None:
         """Start workers in the background, if this backend has any to start (returns
         at once); worker processes import the modules named in ``preload``. psum starts

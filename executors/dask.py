@@ -312,6 +312,7 @@ class DaskExecutor(Executor):
 
     name = "dask"
     prior_overhead = (2e-2, 3e-3, 1e-8)  # a LocalCluster's round trips, on the high side
+    prior_start_cost = 5.0  # a LocalCluster: a scheduler, nannies and their workers (TLS: keys too)
     shares_memory = False
 
     def __init__(

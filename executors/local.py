@@ -176,6 +176,7 @@ class ProcessExecutor(Executor):
 
     name = "processes"
     prior_overhead = (2e-3, 6e-4, 1e-8)  # on the high side: a pool's start must be earned
+    prior_start_cost = 1.0  # each worker starts an interpreter and imports NumPy and adrules
 
     def __init__(self, n_workers: int | None = None, *, idle_timeout: float = 300.0,
                  max_nbytes: int | None = 2**20) -> None:

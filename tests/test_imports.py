@@ -18,7 +18,7 @@ LAYERS = {
          "executors._tracebacks", "executors._global_random", "executors._pickler", "executors._leftovers",
          "executors._dask_worker"],
         ["executors.base"],
-        ["executors._futures", "executors._threads", "executors._remote", "executors.reduce"],
+        ["executors._threads", "executors._remote", "executors.reduce"],
         ["executors._lane"],
         ["executors.local", "executors.dask", "executors.joblib_backend"],
         ["executors.config"],

@@ -16,9 +16,13 @@ parallel time is that work shared by the workers plus the executor's overhead pe
 task and byte of results (``Executor.overhead()``), and no less than what the site's last
 parallel run achieved (``Site.measured_speedup``). Workers not started are started only
 for work that would gain ``MARGIN`` at the executor's ``prior_overhead`` (its expected cost
-until measured) on the cores not busy with other work (``free_cores``); otherwise the
-chunks run inline and nothing starts (``executor.start()`` starts them at once). A site
-is a call site (the user's function), phase and executor.
+until measured) on the cores not busy with other work (``free_cores``), and once the
+time such calls would have gained (``Site.forgone``) has reached what starting them is
+expected to cost (``prior_start_cost``): rent until the rent paid equals the price, so a
+short loop never pays a start it cannot earn back, and a long one pays at most twice the
+best choice made knowing its length. Otherwise the chunks run inline and nothing starts
+(``executor.start()`` starts them at once). A site is a call site (the user's function),
+phase and executor.
 
 **The group contract.** A chunk function (``fn(group, *shared)``, given to
 ``schedule.run``) receives a group of consecutive chunks and returns the results of
@@ -84,13 +88,15 @@ def in_time(group, run):
 class Site:
     """What one call site has measured: ``seconds`` of CPU per chunk (the last call's),
     and the ``speedup`` its last parallel run achieved, measured on chunks of
-    ``speedup_at`` seconds, ``calls`` calls ago."""
+    ``speedup_at`` seconds, ``calls`` calls ago; ``forgone``: the seconds its calls run
+    inline would have gained on workers not started."""
 
-    __slots__ = ("seconds", "speedup", "speedup_at", "calls")
+    __slots__ = ("seconds", "speedup", "speedup_at", "calls", "forgone")
 
     def __init__(self):
         self.seconds = self.speedup = self.speedup_at = None
         self.calls = 0
+        self.forgone = 0.0
 
     def measured_speedup(self, t):
         """The last parallel run's speed-up, while it stands for chunks of ``t`` seconds:
@@ -130,6 +136,11 @@ def decide(site: Site, executor: executors.Executor, n: int, dispatch: str = "au
         if work < MARGIN * expected:
             return INLINE, ("est. {} inline vs {} on {} once started ({:.3g} cores free): not started",
                             format_seconds(work), format_seconds(expected), executor.name, cores)
+        site.forgone += work - expected
+        if site.forgone < executor.prior_start_cost:
+            return INLINE, ("est. {} inline vs {} on {} once started; {} gained by now against {} its start "
+                            "costs: not started", format_seconds(work), format_seconds(expected), executor.name,
+                            format_seconds(site.forgone), format_seconds(executor.prior_start_cost))
         executor.start(preload=PRELOAD)
     if not executor.ready():
         return ONE_FIRST, ("est. {} of work; {} workers starting", format_seconds(work), executor.name)

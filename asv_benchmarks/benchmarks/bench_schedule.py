@@ -19,6 +19,7 @@
 """
 
 import os
+import queue
 import statistics
 import subprocess
 import sys
@@ -266,6 +267,29 @@ class TapeGroups:
         return t["psum"] * 1e6
 
 
+def _collect(submit, n, n_workers, on_done, results, convert):
+    """Submit tasks ``0..n-1`` (``submit(i) -> future``) and hand their results on in item
+    order, at most ``n_workers`` ahead when the caller reduces as they arrive: what the
+    lane does over its own queue, here over loky's futures (errors are not the point)."""
+    window = n_workers if results.on_result is not None else n
+    futures, done = [], queue.SimpleQueue()
+
+    def submit_next():
+        i = len(futures)
+        futures.append(submit(i))
+        futures[i].add_done_callback(lambda f: done.put((i, f)))
+
+    while len(futures) < min(n, window):
+        submit_next()
+    for _ in range(n):
+        i, f = done.get()
+        if on_done is not None:
+            on_done(i)
+        results.put(i, convert(i, f.result().pop()))
+        while len(futures) < min(n, results.delivered + window):
+            submit_next()
+
+
 class _LokySubmit(executors.ProcessExecutor):
     """``ProcessExecutor`` with loky's own submit and result for transport instead of the
     lane (what the lane replaced), on a loky pool of its own, for ``Lane``'s comparison."""
@@ -285,7 +309,6 @@ class _LokySubmit(executors.ProcessExecutor):
 
     def _map_sending(self, fn, items, shared, on_done, results, paths):
         from executors import _abandon, _context, _remote
-        from executors._futures import collect
 
         self.start()
         fn_blob = _remote.make_blob(_remote.dumps(fn, "fn", self.name))
@@ -296,8 +319,8 @@ class _LokySubmit(executors.ProcessExecutor):
             return self._pool.submit(_remote.run_task, i, _remote.dumps(items[i], f"item {i}", self.name),
                                      fn_blob, blobs, pid, size, self.name, flag)
 
-        collect(submit, len(items), self.n_workers, on_done, self.name, results, abandon=flag,
-                convert=lambda i, data: _remote.load_result(data, i, self.name))
+        _collect(submit, len(items), self.n_workers, on_done, results,
+                 convert=lambda i, data: _remote.load_result(data, i, self.name))
 
     def close(self):
         if self._pool is not None:
