@@ -742,9 +742,10 @@ def test_complex_cotangent_is_chainrules_convention():
 
     check_rrule(loss, z)
 
-    @ad.rrule.register(loss, complex=True)
-    def _loss_rrule_jax(z):
-        return loss(z), lambda g: (ad.NoTangent(), 2 * np.conj(z) * g)
+    with pytest.warns(UserWarning, match="registered again"):  # (on purpose: a wrong rule now)
+        @ad.rrule.register(loss, complex=True)
+        def _loss_rrule_jax(z):
+            return loss(z), lambda g: (ad.NoTangent(), 2 * np.conj(z) * g)
 
     with pytest.raises(AssertionError, match="argument 0"):
         check_rrule(loss, z)
@@ -803,10 +804,11 @@ def test_complex_output_of_real_argument():
 
     check_rrule(phase, X)
 
-    @ad.rrule.register(phase, complex=True)
-    def _phase_rrule_no_conj(x):
-        y = np.exp(1j * x)
-        return y, lambda g: (ad.NoTangent(), np.real(1j * y * g))
+    with pytest.warns(UserWarning, match="registered again"):  # (on purpose: a wrong rule now)
+        @ad.rrule.register(phase, complex=True)
+        def _phase_rrule_no_conj(x):
+            y = np.exp(1j * x)
+            return y, lambda g: (ad.NoTangent(), np.real(1j * y * g))
 
     with pytest.raises(AssertionError, match="missing conjugate"):
         check_rrule(phase, X)
@@ -839,9 +841,10 @@ def test_check_frule_catches_a_conjugated_tangent():
     with pytest.raises(AssertionError, match="(?s)output tangent.*conjugate too many or too few"):
         check_frule(zsq, Z)
 
-    @ad.frule.register(zsq, complex=True)
-    def _zsq_frule_wrong(tangents, z):
-        return z ** 2, 3 * z * tangents[1]
+    with pytest.warns(UserWarning, match="registered again"):  # (on purpose: another wrong rule)
+        @ad.frule.register(zsq, complex=True)
+        def _zsq_frule_wrong(tangents, z):
+            return z ** 2, 3 * z * tangents[1]
 
     with pytest.raises(AssertionError, match="output tangent") as e:
         check_frule(zsq, Z)
