@@ -479,9 +479,9 @@ print("parent", ex.map(abs, [-6]), flush=True)
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="os.fork: POSIX only")
 def test_a_thread_executor_used_before_a_fork_runs_maps_in_the_child(tmp_path):
     """A child forked after the pool's threads started (multiprocessing's "fork" start
-    method, a user's os.fork) had the pool with none of its threads: its first map waited
-    for ever. Twenty forks: one that came while a pool thread was waking up once left the
-    child a task queue whose lock no thread would release."""
+    method, a user's os.fork) has none of them: its maps run on threads of its own and a
+    queue of its own. Twenty forks, so that one catches a pool thread waking up: the child
+    must not keep a queue whose lock no thread of its own will release."""
     script = tmp_path / "forked_child.py"
     script.write_text(FORKED_CHILD)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}

@@ -143,18 +143,23 @@ def test_workers_not_started_are_started_only_for_work_that_gains_on_them_at_the
 def test_workers_start_once_the_calls_run_inline_would_have_gained_what_starting_them_costs():
     """Rent until the rent paid equals the price: a pool whose start is expected to cost
     100 ms, 8 chunks of 7.5 ms a call (60 ms inline, 30 ms on two workers: 30 ms forgone
-    a call). Three calls run inline; the fourth starts it. Calls that cannot gain add
-    nothing."""
+    a call). Three calls run inline; the fourth starts it. A call deciding again (a group
+    that stopped early) counts once; calls that cannot gain add nothing."""
     cold = FakePool(ready_after=10)
     cold.prior_overhead, cold.prior_start_cost = (0.0, 0.0, 0.0), 0.1
     site = _site(7.5e-3)
     for forgone in (0.03, 0.06, 0.09):
+        site.calls += 1  # (schedule.run counts each call)
         where, why = policy.decide(site, cold, 8, cores=2)
         assert where == "inline" and cold.starts == 0 and site.forgone == pytest.approx(forgone)
     assert policy.explain(why) == ("est. 60 ms inline vs 30 ms on fake once started; 90 ms gained by now "
                                    "against 100 ms its start costs: not started")
+    assert policy.decide(site, cold, 4, cores=2)[0] == "inline"  # the same call again: counted
+    assert site.forgone == pytest.approx(0.09) and cold.starts == 0
+    site.calls += 1
     assert policy.decide(site, cold, 8, cores=1)[0] == "inline"  # other work on a core: no gain
     assert site.forgone == pytest.approx(0.09) and cold.starts == 0
+    site.calls += 1
     where, why = policy.decide(site, cold, 8, cores=2)
     assert where == "a group inline first" and "workers starting" in policy.explain(why)
     assert cold.starts == 1

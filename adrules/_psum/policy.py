@@ -89,14 +89,15 @@ class Site:
     """What one call site has measured: ``seconds`` of CPU per chunk (the last call's),
     and the ``speedup`` its last parallel run achieved, measured on chunks of
     ``speedup_at`` seconds, ``calls`` calls ago; ``forgone``: the seconds its calls run
-    inline would have gained on workers not started."""
+    inline would have gained on workers not started (each call counted once: at its first
+    decision with an estimate, ``counted_at``)."""
 
-    __slots__ = ("seconds", "speedup", "speedup_at", "calls", "forgone")
+    __slots__ = ("seconds", "speedup", "speedup_at", "calls", "forgone", "counted_at")
 
     def __init__(self):
         self.seconds = self.speedup = self.speedup_at = None
         self.calls = 0
-        self.forgone = 0.0
+        self.forgone, self.counted_at = 0.0, -1
 
     def measured_speedup(self, t):
         """The last parallel run's speed-up, while it stands for chunks of ``t`` seconds:
@@ -136,7 +137,9 @@ def decide(site: Site, executor: executors.Executor, n: int, dispatch: str = "au
         if work < MARGIN * expected:
             return INLINE, ("est. {} inline vs {} on {} once started ({:.3g} cores free): not started",
                             format_seconds(work), format_seconds(expected), executor.name, cores)
-        site.forgone += work - expected
+        if site.counted_at != site.calls:  # (a group that stopped early decides again: same call)
+            site.forgone += work - expected
+            site.counted_at = site.calls
         if site.forgone < executor.prior_start_cost:
             return INLINE, ("est. {} inline vs {} on {} once started; {} gained by now against {} its start "
                             "costs: not started", format_seconds(work), format_seconds(expected), executor.name,
